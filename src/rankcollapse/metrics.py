@@ -1,0 +1,201 @@
+"""Rank-collapse measures of a set of tokens, batched over any leading axes and computed in float64.
+
+Every function takes token states ``X`` of shape ``[..., token, d_model]`` (rows are tokens, any float
+dtype) and an optional ``token_mask`` of shape ``[..., token]`` (``False`` marks a padding row, which is
+left out of the mean token, the norms and every pairwise statistic). Results have shape ``[...]``.
+
+The definitions (PAPER.md §1):
+
+* ``mu(X) = ||X - 1 gamma_X||_F`` with ``gamma_X`` the mean of the valid tokens; 0 iff all tokens agree.
+* ``relative_mu = mu / ||X||_F``, scale-free.
+* ``dong_ratio = ||X - 1 gamma_X||_{1,inf} / ||X||_{1,inf}`` with the composite norm
+  ``||M||_{1,inf} = sqrt(||M||_1 ||M||_inf)`` of Dong et al. (2021); ``||M||_1`` is the largest absolute
+  column sum and ``||M||_inf`` the largest absolute row sum. Dong et al. subtract the best ``1 x^T``; we
+  subtract the mean token, an upper bound on their residual, and say so in the book.
+* ``numerical_rank``: singular values above ``rtol * sigma_max``; by default
+  ``rtol = max(n_tokens, d_model) * eps(dtype)`` of the dtype the states were computed in (NumPy's
+  ``matrix_rank`` rule), because rounding in float32 states looks like extra rank in a float64 SVD.
+* ``rounding_floor = eps(dtype) * ||X||_F``: a ``mu`` at or below it cannot be told apart from rounding.
+
+Used by: every page that measures collapse; ``san`` calls ``all_metrics`` after every layer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+METRIC_NAMES = ("mu", "relative_mu", "dong_ratio", "norm", "numerical_rank", "sigma_min", "mean_abs_cosine", "floor")
+
+
+def _prepare(X: torch.Tensor, token_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float64 states with padding rows zeroed, and the float64 weights (1 valid / 0 pad).
+
+    Shapes: X [..., token, d_model], token_mask [..., token] -> ([..., token, d_model], [..., token, 1]).
+    """
+    if X.ndim < 2:
+        raise ValueError(f"X must have shape [..., token, d_model], got shape {tuple(X.shape)}")
+    if not X.is_floating_point():
+        raise ValueError(f"X must be a floating-point tensor, got dtype {X.dtype}")
+    X = X.to(torch.float64)
+    if token_mask is None:
+        valid = torch.ones(X.shape[:-1], dtype=torch.float64, device=X.device)
+    else:
+        if token_mask.dtype != torch.bool or token_mask.shape != X.shape[:-1]:
+            raise ValueError(
+                f"token_mask must be a bool tensor of shape {tuple(X.shape[:-1])}, got {token_mask.dtype} {tuple(token_mask.shape)}"
+            )
+        valid = token_mask.to(torch.float64)
+    valid = valid.unsqueeze(-1)  # [..., token, 1]
+    return X * valid, valid
+
+
+def _centred(X: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``X - 1 gamma_X`` on the valid rows, zero on padding.  Shapes: -> [..., token, d_model]."""
+    gamma = X.sum(-2, keepdim=True) / valid.sum(-2, keepdim=True).clamp_min(1.0)  # [..., 1, d_model]
+    return (X - gamma) * valid
+
+
+def mu(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``||X - 1 gamma_X||_F``.  Shapes: [..., token, d_model] -> [...].
+
+    >>> mu(torch.tensor([[1.0, 2.0], [1.0, 2.0]])).item()
+    0.0
+    >>> mu(torch.tensor([[0.0, 0.0], [2.0, 0.0]])).item()
+    1.4142135623730951
+    """
+    X, valid = _prepare(X, token_mask)
+    return torch.linalg.vector_norm(_centred(X, valid), dim=(-2, -1))
+
+
+def frobenius_norm(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``||X||_F`` over the valid tokens.  Shapes: [..., token, d_model] -> [...]."""
+    X, _ = _prepare(X, token_mask)
+    return torch.linalg.vector_norm(X, dim=(-2, -1))
+
+
+def relative_mu(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``mu(X) / ||X||_F`` (0 when X = 0).  Shapes: [..., token, d_model] -> [...]."""
+    X, valid = _prepare(X, token_mask)
+    norm = torch.linalg.vector_norm(X, dim=(-2, -1))
+    return torch.linalg.vector_norm(_centred(X, valid), dim=(-2, -1)) / norm.clamp_min(torch.finfo(torch.float64).tiny)
+
+
+def _composite_norm(M: torch.Tensor) -> torch.Tensor:
+    """``sqrt(||M||_1 ||M||_inf)``.  Shapes: [..., token, d_model] -> [...]."""
+    col = M.abs().sum(-2).amax(-1)  # [...] largest column sum
+    row = M.abs().sum(-1).amax(-1)  # [...] largest row sum
+    return (col * row).sqrt()
+
+
+def dong_ratio(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Dong et al.'s composite-norm residual ratio (mean-token residual).  Shapes: [..., token, d_model] -> [...].
+
+    >>> round(dong_ratio(torch.tensor([[2.0, 0.0], [0.0, 0.0]])).item(), 6)
+    0.707107
+    """
+    X, valid = _prepare(X, token_mask)
+    return _composite_norm(_centred(X, valid)) / _composite_norm(X).clamp_min(torch.finfo(torch.float64).tiny)
+
+
+def _singular_values(X: torch.Tensor) -> torch.Tensor:
+    """Descending singular values.  Shapes: [..., token, d_model] -> [..., min(token, d_model)]."""
+    return torch.linalg.svdvals(X)
+
+
+def _rank_from_sv(sv: torch.Tensor, rtol: float) -> torch.Tensor:
+    """Count of singular values above ``rtol * sigma_max``.  Shapes: [..., k] -> [...] int64."""
+    return (sv > rtol * sv[..., :1]).sum(-1)
+
+
+def _sigma_min_from_sv(sv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """The ``min(n_valid, d_model)``-th singular value (zero rows only append zeros).
+
+    Shapes: sv [..., k], valid [..., token, 1] -> [...].
+    """
+    n_valid = valid.squeeze(-1).sum(-1).long()  # [...]
+    index = (n_valid.clamp(max=sv.shape[-1]) - 1).clamp_min(0)  # [...]
+    return sv.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+
+
+def _default_rtol(X: torch.Tensor, dtype: torch.dtype) -> float:
+    return max(X.shape[-2], X.shape[-1]) * _eps(dtype)
+
+
+def _eps(dtype: torch.dtype) -> float:
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch dtype, got {dtype}")
+    return torch.finfo(dtype).eps
+
+
+def numerical_rank(X: torch.Tensor, token_mask: torch.Tensor | None = None, rtol: float | None = None) -> torch.Tensor:
+    """Number of singular values above ``rtol * sigma_max`` (default rule in the module docstring).
+
+    Shapes: [..., token, d_model] -> [...] int64.
+
+    >>> numerical_rank(torch.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=torch.float64)).item()
+    1
+    """
+    rtol = _default_rtol(X, X.dtype) if rtol is None else rtol
+    Xp, _ = _prepare(X, token_mask)
+    return _rank_from_sv(_singular_values(Xp), rtol)
+
+
+def smallest_singular_value(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``sigma_min`` of the valid rows: the ``min(n_valid, d_model)``-th singular value.
+
+    Shapes: [..., token, d_model] -> [...].
+    """
+    Xp, valid = _prepare(X, token_mask)
+    return _sigma_min_from_sv(_singular_values(Xp), valid)
+
+
+def mean_abs_cosine(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over ordered pairs i != j of valid tokens of ``|cos(x_i, x_j)|`` (zero tokens count as 0).
+
+    Shapes: [..., token, d_model] -> [...].
+    """
+    Xp, valid = _prepare(X, token_mask)
+    norms = torch.linalg.vector_norm(Xp, dim=-1, keepdim=True)  # [..., token, 1]
+    unit = Xp / norms.clamp_min(torch.finfo(torch.float64).tiny)
+    cos = (unit @ unit.transpose(-1, -2)).abs()  # [..., token, token]
+    pair = valid * valid.transpose(-1, -2)  # [..., token, token]
+    pair = pair * (1 - torch.eye(pair.shape[-1], dtype=pair.dtype, device=pair.device))
+    return (cos * pair).sum((-2, -1)) / pair.sum((-2, -1)).clamp_min(1.0)
+
+
+def rounding_floor(x_norm: torch.Tensor | float, dtype: torch.dtype) -> torch.Tensor:
+    """``eps(dtype) * ||X||_F``: the smallest ``mu`` that rounding in ``dtype`` lets us resolve.
+
+    Shapes: [...] -> [...].
+
+    >>> float(rounding_floor(1.0, torch.float32))
+    1.1920928955078125e-07
+    """
+    return torch.as_tensor(x_norm, dtype=torch.float64) * _eps(dtype)
+
+
+def all_metrics(
+    X: torch.Tensor, token_mask: torch.Tensor | None = None, dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
+    """Every metric of ``METRIC_NAMES`` at once (one SVD, one centring).
+
+    ``dtype`` is the dtype the states were computed in (default ``X.dtype``); it sets the floor and the
+    rank tolerance.  Shapes: [..., token, d_model] -> each value [...].
+    """
+    dtype = X.dtype if dtype is None else dtype
+    Xp, valid = _prepare(X, token_mask)
+    centred = _centred(Xp, valid)
+    norm = torch.linalg.vector_norm(Xp, dim=(-2, -1))
+    mu_value = torch.linalg.vector_norm(centred, dim=(-2, -1))
+    tiny = torch.finfo(torch.float64).tiny
+    sv = _singular_values(Xp)  # [..., k]
+    return {
+        "mu": mu_value,
+        "relative_mu": mu_value / norm.clamp_min(tiny),
+        "dong_ratio": _composite_norm(centred) / _composite_norm(Xp).clamp_min(tiny),
+        "norm": norm,
+        "numerical_rank": _rank_from_sv(sv, _default_rtol(X, dtype)),
+        "sigma_min": _sigma_min_from_sv(sv, valid),
+        "mean_abs_cosine": mean_abs_cosine(Xp, token_mask),
+        "floor": norm * _eps(dtype),
+    }
