@@ -1,0 +1,145 @@
+"""One look for the whole book, figure export with provenance, and the pictures every page shares.
+
+Figures are exported to ``<book root>/_build/figures/<stem>.{png,svg,pdf}`` with a ``<stem>.json``
+sidecar; the parameters, the package version and the git commit are embedded in each file's metadata, so
+a downloaded figure still says where it came from. The figure stem equals the figure's label
+(``fig-<page>-<what>``), so a citation, an anchor and a file name agree.
+
+Used by: every page of the book.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+import torch
+from matplotlib.axes import Axes
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+
+from rankcollapse import __version__
+from rankcollapse.masks import describe_mask
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def set_theme() -> None:
+    """The book's seaborn theme: white grid, colour-blind palette, readable at page width."""
+    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight", "svg.hashsalt": "rankcollapse"})
+
+
+def book_root(start: Path | None = None) -> Path:
+    """The folder holding ``_toc.yml`` at or above ``start`` (default: the working directory)."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "_toc.yml").is_file():
+            return folder
+    raise FileNotFoundError(f"no _toc.yml at or above {here}: run pages from inside the book")
+
+
+def git_commit(root: Path) -> str:
+    """``HEAD``'s hash, with ``-dirty`` when tracked files differ from it; ``unknown`` outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if dirty.strip() else "")
+
+
+def provenance(parameters: dict) -> dict:
+    """What a figure or a result carries about its origin."""
+    root = book_root()
+    return {
+        "parameters": parameters,
+        "rankcollapse_version": __version__,
+        "torch_version": torch.__version__,
+        "git_commit": git_commit(root),
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write through a temporary file in the same folder, then rename (never a half-written file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def figure_dir() -> Path:
+    return book_root() / "_build" / "figures"
+
+
+def export_figure(fig: Figure, stem: str, parameters: dict) -> dict[str, Path]:
+    """Save ``fig`` as PNG, SVG and PDF plus a JSON provenance sidecar; returns the paths by format."""
+    info = provenance(parameters)
+    text = json.dumps(info, sort_keys=True, default=str)
+    metadata = {
+        "png": {"Title": stem, "Description": text, "Software": f"rankcollapse {__version__}"},
+        "svg": {"Title": stem, "Description": text},
+        "pdf": {"Title": stem, "Subject": text, "Creator": f"rankcollapse {__version__}"},
+    }
+    out = figure_dir()
+    paths = {fmt: out / f"{stem}.{fmt}" for fmt in FIGURE_FORMATS}
+    for fmt, path in paths.items():
+        _atomic_write(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=metadata[fmt]))
+    paths["json"] = out / f"{stem}.json"
+    _atomic_write(paths["json"], lambda tmp: Path(tmp).write_text(text + "\n"))
+    return paths
+
+
+def glue_figure(key: str, fig: Figure, stem: str | None = None, parameters: dict | None = None) -> None:
+    """Export (when ``stem`` is given), glue for ``{glue:figure}`` and close, so it shows once."""
+    from myst_nb import glue
+
+    if stem is not None:
+        export_figure(fig, stem, parameters or {})
+    glue(key, fig, display=False)
+    plt.close(fig)
+
+
+def draw_floor(ax: Axes, floor: float, label: str = "rounding floor") -> None:
+    """Shade everything at or below the dtype floor on a log-scaled y axis (call after plotting)."""
+    low, high = ax.get_ylim()
+    low, high = min(low, floor / 10), max(high, floor * 10)
+    ax.axhspan(low, floor, color="0.88", zorder=0, label=label)
+    ax.axhline(floor, color="0.45", lw=0.8, ls="--", zorder=1)
+    ax.set_ylim(low, high)
+
+
+def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
+    """Adjacency picture of a mask: row i, column j filled when token i attends to j; center nodes
+    marked in the margin and the radius in the title.
+
+    Shapes: mask [token, token] bool.
+    """
+    graph = describe_mask(mask)
+    colour = sns.color_palette("colorblind")[0]
+    ax.imshow(mask.numpy().astype(float), cmap=ListedColormap(["white", colour]), vmin=0, vmax=1, interpolation="nearest")
+    n = mask.shape[0]
+    ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, n, 1), minor=True)
+    ax.grid(which="minor", color="0.8", lw=0.4)
+    ax.grid(which="major", visible=False)
+    ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
+    if graph.centers:
+        ax.scatter(list(graph.centers), [-1.1] * len(graph.centers), marker="v", s=28, color="C3", clip_on=False, zorder=3)
+    radius = "none" if graph.radius is None else graph.radius
+    ax.set_title(f"{title}\nradius r = {radius}", fontsize=10)
+    ax.set_xlabel("attends to token j")
+    ax.set_ylabel("token i")
