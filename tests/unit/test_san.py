@@ -1,0 +1,202 @@
+"""The SAN engine against an independent per-sample, per-configuration loop (float64, tiny model)."""
+
+import math
+
+import pytest
+import torch
+
+from rankcollapse import masks, metrics, san
+
+FLOAT_METRICS = ("mu", "relative_mu", "dong_ratio", "norm", "sigma_min", "mean_abs_cosine", "floor")
+
+
+def naive_layer(x: torch.Tensor, layer: san.AttentionLayer, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """One sample, one head at a time, explicit formulas.  x [token, d_model] -> [token, d_model]."""
+    n_tokens = x.shape[0]
+    group = layer.n_heads // layer.W_K.shape[0]
+    out = torch.zeros_like(x) if layer.b_O is None else layer.b_O.expand_as(x).clone()
+    heads = []
+    for h in range(layer.n_heads):
+        q = x @ layer.W_Q[h] + (0 if layer.b_Q is None else layer.b_Q[h])
+        k = x @ layer.W_K[h // group] + (0 if layer.b_K is None else layer.b_K[h // group])
+        v = x @ layer.W_V[h // group] + (0 if layer.b_V is None else layer.b_V[h // group])
+        if layer.q_gain is not None:
+            q = q / torch.sqrt((q * q).mean(-1, keepdim=True) + layer.qk_norm_eps) * layer.q_gain
+            k = k / torch.sqrt((k * k).mean(-1, keepdim=True) + layer.qk_norm_eps) * layer.k_gain
+        if layer.rope_inv_freq is not None:  # rotate pairs (m, m + d/2) by angle pos * inv_freq[m]
+            half = q.shape[-1] // 2
+            for t in range(n_tokens):
+                ang = t * layer.rope_inv_freq.to(torch.float64)
+                c, s = torch.cos(ang), torch.sin(ang)
+                for w in (q, k):
+                    a, b = w[t, :half].clone(), w[t, half:].clone()
+                    w[t, :half], w[t, half:] = a * c - b * s, b * c + a * s
+        allowed = mask.clone()
+        if layer.window is not None:
+            for i in range(n_tokens):
+                for j in range(n_tokens):
+                    allowed[i, j] &= abs(i - j) <= layer.window
+        A = torch.zeros(n_tokens, n_tokens, dtype=x.dtype)
+        for i in range(n_tokens):
+            s = (q[i] @ k.T) * scale
+            if layer.score_bias is not None:
+                s = s + layer.score_bias[h, i, :n_tokens]
+            s = s[allowed[i]]
+            w = torch.exp(s - s.max())
+            A[i, allowed[i]] = w / w.sum()
+        ctx = A @ v
+        heads.append(ctx)
+        if layer.W_O is not None:
+            out = out + ctx @ layer.W_O[h]
+    return torch.cat(heads, dim=-1) if layer.W_O is None else out
+
+
+def naive_norm(y: torch.Tensor, norm: str) -> torch.Tensor:
+    if norm == "unit":
+        return y / y.norm(dim=-1, keepdim=True)
+    if norm == "rms":
+        return y / torch.sqrt((y * y).mean(-1, keepdim=True))
+    if norm == "layernorm":
+        c = y - y.mean(-1, keepdim=True)
+        return c / torch.sqrt((c * c).mean(-1, keepdim=True) + san.LAYERNORM_EPS)
+    return y
+
+
+def naive_run(x0, layers, configs):
+    """metrics[name] [layer + 1, config, sample] from a plain loop."""
+    out = {k: torch.zeros(len(layers) + 1, len(configs), x0.shape[0], dtype=torch.float64) for k in FLOAT_METRICS}
+    for c, cfg in enumerate(configs):
+        mask = cfg.build_mask(x0.shape[1])
+        for s in range(x0.shape[0]):
+            x = x0[s].clone()
+            for t in range(len(layers) + 1):
+                if t:
+                    la = layers[t - 1]
+                    scale = (la.scaling or 1 / math.sqrt(la.d_head)) if cfg.temperature is None \
+                        else 1 / math.sqrt(cfg.temperature)
+                    x = naive_norm(naive_layer(x, la, mask, scale) + (x if cfg.skip else 0), cfg.norm)
+                m = metrics.all_metrics(x, dtype=torch.float64)
+                for k in FLOAT_METRICS:
+                    out[k][t, c, s] = m[k]
+    return out
+
+
+def assert_agree(engine, reference, tol=1e-12):
+    for k in FLOAT_METRICS:
+        ref = reference[k]
+        err = (engine.metrics[k] - ref).abs().max().item()
+        assert err <= tol * max(ref.abs().max().item(), 1e-300), (k, err)
+
+
+@pytest.fixture
+def x0():
+    gen = torch.Generator().manual_seed(3)
+    return torch.randn(3, 6, 8, generator=gen, dtype=torch.float64)  # [sample, token, d_model]
+
+
+def test_engine_matches_naive_loop_float64(x0):
+    layers = san.random_layers(3, 8, 2, seed=1)
+    configs = san.config_grid(masks=(("complete", None), ("causal_sliding_window", 2)), temperatures=(None, 0.25),
+                              norms=san.NORM_NAMES, skips=(False, True))
+    assert len(configs) == 32
+    result = san.run_san(x0, layers, configs)
+    assert result.metrics["mu"].shape == (4, 32, 3)
+    assert_agree(result, naive_run(x0, layers, configs))
+    assert (result.metrics["numerical_rank"][0] == 6).all()
+
+
+def test_family_features_match_naive_loop(x0):
+    """GQA, RoPE, QK-norm, the model's own window, an additive score bias, no W_O."""
+    gen = torch.Generator().manual_seed(5)
+    r = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.5
+    layer = san.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), b_Q=r(4, 2), b_K=r(2, 2), b_V=r(2, 2),
+                               scaling=0.7, q_gain=1 + r(2), k_gain=1 + r(2), rope_inv_freq=torch.tensor([1.0]),
+                               window=2, score_bias=r(4, 10, 10))
+    configs = (san.SANConfig(mask="causal"), san.SANConfig(mask="complete", temperature=3.0, norm="rms", skip=True))
+    result = san.run_san(x0, [layer, layer], configs)
+    assert_agree(result, naive_run(x0, [layer, layer], configs))
+    unwindowed = san.run_san(x0, [layer, layer], configs, use_model_windows=False)
+    assert (unwindowed.metrics["mu"][1] - result.metrics["mu"][1]).abs().max() > 1e-6
+
+
+def test_chunking_changes_nothing(x0):
+    layers = san.random_layers(2, 8, 2, seed=2)
+    configs = san.config_grid(norms=("none", "layernorm"))
+    whole = san.run_san(x0, layers, configs)
+    chunked = san.run_san(x0, layers, configs, memory_budget=1)
+    assert chunked.samples_per_chunk == 1 and whole.samples_per_chunk >= 3
+    for k in FLOAT_METRICS:
+        torch.testing.assert_close(chunked.metrics[k], whole.metrics[k], rtol=1e-13, atol=0)
+
+
+def test_mu_is_invariant_to_biases_under_pure_attention(x0):
+    """A is row-stochastic: b_K shifts each logit row (no effect at any depth); b_V and b_O add one row to
+    every token, which leaves mu unchanged after that layer but changes the next layer's logits."""
+    with_bias = san.random_layers(4, 8, 2, seed=4, bias=True)
+    strip = lambda names: [san.AttentionLayer(**{**la.__dict__, **dict.fromkeys(names)}) for la in with_bias]
+    configs = san.config_grid(masks=(("complete", None), ("causal", None)))
+    a = san.run_san(x0, with_bias, configs)
+    no_key = san.run_san(x0, strip(("b_K",)), configs)
+    no_value = san.run_san(x0, strip(("b_V", "b_O")), configs)
+    floor = 1e-12 * a.metrics["norm"].max().item()  # complete-mask mu reaches the float64 floor
+    torch.testing.assert_close(no_key.metrics["mu"], a.metrics["mu"], rtol=1e-12, atol=floor)
+    torch.testing.assert_close(no_value.metrics["mu"][:2], a.metrics["mu"][:2], rtol=1e-12, atol=floor)
+    assert (no_value.metrics["norm"][1] - a.metrics["norm"][1]).abs().min() > 1e-3  # the states differ
+    assert (no_value.metrics["mu"][2:] - a.metrics["mu"][2:]).abs().max() > 1e-6  # and so does the next layer
+
+
+def test_random_init_schemes_are_seeded_and_scaled():
+    a, b = san.random_layers(2, 64, 4, seed=7), san.random_layers(2, 64, 4, seed=7)
+    assert torch.equal(a[1].W_V, b[1].W_V) and not torch.equal(a[0].W_V, a[1].W_V)
+    bound = 1 / math.sqrt(64)
+    assert a[0].W_Q.abs().max() <= bound and a[0].W_Q.abs().max() > 0.95 * bound
+    assert abs(a[0].W_Q.std().item() - bound / math.sqrt(3)) < 0.01 * bound * 64 ** 0.5 / 8
+    hf = san.random_layers(1, 64, 4, init="hf", seed=7)[0]
+    assert abs(hf.W_K.std().item() - 0.02) < 0.001 and torch.count_nonzero(hf.b_Q) == 0
+
+
+def test_extension_by_cycling_or_fresh_layers():
+    layers = san.random_layers(2, 8, 2, seed=1)
+    cyc = san.extend_layers(layers, 5, "cycle")
+    assert [id(la) for la in cyc] == [id(layers[i % 2]) for i in range(5)]
+    fresh = san.extend_layers(layers, 4, "random", seed=9)
+    assert fresh[:2] == layers and not torch.equal(fresh[2].W_Q, layers[0].W_Q)
+
+
+def test_float32_run_and_floor():
+    x0 = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    r32 = san.run_san(x0, san.random_layers(2, 8, 2), (san.SANConfig(),), dtype=torch.float32)
+    r64 = san.run_san(x0, san.random_layers(2, 8, 2), (san.SANConfig(),))
+    assert r32.dtype == torch.float32
+    torch.testing.assert_close(r32.metrics["floor"], r32.metrics["norm"] * torch.finfo(torch.float32).eps)
+    torch.testing.assert_close(r32.metrics["mu"], r64.metrics["mu"], rtol=1e-4, atol=0)
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    (dict(norm="batchnorm"), "norm"), (dict(mask="star"), "mask"), (dict(temperature=-1.0), "temperature")])
+def test_bad_config_names_the_parameter(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        san.SANConfig(**kwargs)
+
+
+def test_bad_run_arguments():
+    x0 = torch.zeros(1, 4, 8, dtype=torch.float64)
+    layers = san.random_layers(1, 8, 2)
+    with pytest.raises(ValueError, match="dtype"):
+        san.run_san(x0, layers, (san.SANConfig(),), dtype=torch.float16)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            san.run_san(x0, layers, (san.SANConfig(),), device="cuda")
+    with pytest.raises(ValueError, match="init"):
+        san.random_layers(1, 8, 2, init="xavier")
+    with pytest.raises(ValueError, match="depth extension"):
+        san.extend_layers(layers, 3, "repeat")
+
+
+def test_attention_sublayer_matches_naive():
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    layer = san.random_layers(1, 8, 4, seed=3)[0]
+    mask = masks.causal_mask(5)
+    got = san.attention_sublayer(x, layer, mask)
+    for s in range(2):
+        torch.testing.assert_close(got[s], naive_layer(x[s], layer, mask, 1 / math.sqrt(2)), rtol=1e-12, atol=1e-14)
