@@ -1,0 +1,220 @@
+"""The LayerNorm counterexample (the paper's Fig. 1) and equilibria of every rank.
+
+Row convention ``x <- LN(x W_V)`` with uniform attention (W_Q = W_K = 0) and the causal mask on N = 2
+tokens: token 1 follows ``x1 <- LN(x1 W_V)`` and converges to a left eigenvector v1 of W_V; token 2
+follows ``x2 <- LN(v1 W_V + x2 W_V)`` once token 1 has arrived. Mechanism (author response, W4): W_V
+has a v2 with ``v2 W_V = v1 + v2`` (up to scale), so a -v2 component of token 2 cancels token 1's pull
+and LayerNorm keeps the cancellation alive. The paper's matrices are unknown; ``COUNTEREXAMPLE_W_V``
+is our instance. Token 1 -> (0, 1); token 2 -> B ~ (-0.2585, -0.9660) from an open arc of starts.
+
+Equilibria of every rank: the star mask (token 1 attends to itself, every other token to token 1 and
+itself) with ``W_V = [[a I_{d-1}, c 1], [0, 1]]`` (0 < a < 1); each token plays the 2-D picture in its
+own plane span(e_k, e_d). Used by ``book/theory/counterexample.md`` and ``book/theory/equilibria.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rankcollapse import masks
+from rankcollapse.dynamics import DynamicsConfig, Trajectory, simulate
+
+COUNTEREXAMPLE_W_V = torch.tensor([[0.5, 2.0], [0.0, 1.0]], dtype=torch.float64)  # ours, not the paper's
+
+
+def run_pair(X0: Tensor, W_V: Tensor, n_layers: int, layernorm: bool = True, keep_states: bool = True) -> Trajectory:
+    """Two tokens, causal mask, uniform attention; with the unit-norm LayerNorm or without any norm.
+
+    Shapes: X0 ``[sample, 2, 2]``, W_V ``[2, 2]``.
+    """
+    zero = torch.zeros(2, 2, dtype=X0.dtype)
+    config = DynamicsConfig(norm="sphere" if layernorm else "none", keep_states=keep_states)
+    return simulate(X0, masks.causal_mask(2), zero, zero, W_V.to(X0.dtype), n_layers, config)
+
+
+def points_on_circle(theta: Tensor) -> Tensor:
+    """Shapes: theta ``[...]`` (radians) -> ``[..., 2]`` = (cos, sin)."""
+    return torch.stack([torch.cos(theta), torch.sin(theta)], dim=-1)
+
+
+def pairs_from_angles(theta1: Tensor, theta2: Tensor) -> Tensor:
+    """All pairs (token 1 at theta1[i], token 2 at theta2[j]). Shapes: ``[n]``, ``[m]`` -> ``[n * m, 2, 2]``."""
+    t1, t2 = torch.meshgrid(theta1, theta2, indexing="ij")  # [n, m] each
+    return torch.stack([points_on_circle(t1), points_on_circle(t2)], dim=-2).reshape(-1, 2, 2)  # [n*m, 2, 2]
+
+
+def token1_limit(W_V: Tensor) -> Tensor:
+    """The unit left eigenvector of W_V for its largest real positive eigenvalue (sign: last entry >= 0).
+
+    Shapes: W_V ``[2, 2]`` -> ``[2]``.
+    """
+    eigvals, eigvecs = np.linalg.eig(W_V.double().numpy().T)  # left eigenvectors = right ones of W_V^T
+    real = [k for k in range(eigvals.shape[0]) if abs(eigvals[k].imag) < 1e-12 and eigvals[k].real > 0]
+    if not real:
+        raise ValueError("W_V has no real positive eigenvalue; token 1 has no fixed point on the circle")
+    k = max(real, key=lambda k: eigvals[k].real)
+    v = torch.from_numpy(eigvecs[:, k].real.copy())
+    v = v / torch.linalg.vector_norm(v)
+    return -v if float(v[-1]) < 0 or (float(v[-1]) == 0 and float(v[0]) < 0) else v
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """A fixed point of token 2's circle map ``x <- LN(v1 W_V + x W_V)``."""
+
+    angle: float  # position on the circle, radians in (-pi, pi]
+    point: tuple[float, float]  # (cos angle, sin angle)
+    scale: float  # lambda > 0 with v1 W_V + x W_V = lambda x
+    multiplier: float  # derivative of the circle map at the point: |multiplier| < 1 is stable
+    stable: bool  # |multiplier| < 1
+
+
+def token2_fixed_points(W_V: Tensor, v1: Tensor) -> list[FixedPoint]:
+    """All fixed points of token 2's circle map, from the roots of a quartic (analytic), sorted by angle.
+
+    With ``g(x) = p + x W_V`` (``p = v1 W_V``) and ``x = (cos t, sin t)``, ``x`` is fixed iff
+    ``g x ∥ x`` with a positive factor. The cross product ``g_1 sin t - g_2 cos t`` is a trigonometric
+    polynomial of degree 2, i.e. a quartic in ``z = e^{it}``; its unimodular roots with ``<g, x> > 0``
+    are the fixed points (``g = 0`` is the point where LayerNorm is undefined, excluded). The
+    multiplier is ``tau W_V tau^T / lambda`` with tau the unit tangent.
+
+    Shapes: W_V ``[2, 2]``, v1 ``[2]``.
+    """
+    W = W_V.double().numpy()
+    p = v1.double().numpy() @ W
+    # cross(t) = c0 + a1 cos t + b1 sin t + a2 cos 2t + b2 sin 2t
+    c0, a1, b1 = (W[1, 0] - W[0, 1]) / 2, -p[1], p[0]
+    a2, b2 = -(W[1, 0] + W[0, 1]) / 2, (W[0, 0] - W[1, 1]) / 2
+    quartic = [a2 / 2 + b2 / 2j, a1 / 2 + b1 / 2j, c0, a1 / 2 - b1 / 2j, a2 / 2 - b2 / 2j]  # z^4 ... z^0
+    points = []
+    for z in np.roots(quartic):
+        if abs(abs(z) - 1) > 1e-6:
+            continue
+        t = float(np.angle(z))
+        x = np.array([math.cos(t), math.sin(t)])
+        g = p + x @ W
+        scale = float(g @ x)
+        if scale <= 1e-9 or any(abs(t - q.angle) < 1e-7 for q in points):
+            continue
+        tau = np.array([-x[1], x[0]])
+        multiplier = float(tau @ W @ tau) / scale
+        points.append(FixedPoint(t, (float(x[0]), float(x[1])), scale, multiplier, abs(multiplier) < 1))
+    return sorted(points, key=lambda q: q.angle)
+
+
+def pair_map(X: Tensor, W_V: Tensor) -> Tensor:
+    """One layer of the LayerNorm pair dynamics. Shapes: X ``[sample, 2, 2]`` -> ``[sample, 2, 2]``."""
+    return run_pair(X, W_V, 1, keep_states=False).final
+
+
+def full_rank(final: Tensor, tol: float = 1e-6) -> Tensor:
+    """True where the two tokens end apart (rank 2 for unit tokens that are not +-equal).
+
+    Shapes: final ``[sample, 2, 2]`` -> ``[sample]`` bool.
+    """
+    return torch.linalg.det(final).abs() > tol
+
+
+def basin_map(W_V: Tensor, theta1: Tensor, theta2: Tensor, n_layers: int) -> Tensor:
+    """Which starting pairs on the circle keep full rank after ``n_layers`` LayerNorm layers.
+
+    Shapes: theta1 ``[n]``, theta2 ``[m]`` -> ``[n, m]`` bool.
+    """
+    final = run_pair(pairs_from_angles(theta1, theta2), W_V, n_layers, keep_states=False).final
+    return full_rank(final).reshape(theta1.shape[0], theta2.shape[0])  # [n, m]
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """A Monte-Carlo fraction with its Wilson score interval."""
+
+    fraction: float  # successes / trials
+    low: float  # lower end of the interval
+    high: float  # upper end of the interval
+    trials: int  # number of independent draws
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> Proportion:
+    """Wilson score interval (95% for z = 1.96)."""
+    if trials < 1 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}, {trials}")
+    f = successes / trials
+    centre = (f + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(f * (1 - f) / trials + z * z / (4 * trials**2)) / (1 + z * z / trials)
+    return Proportion(f, max(0.0, centre - half), min(1.0, centre + half), trials)
+
+
+def full_rank_fraction(W_V: Tensor, n_samples: int, n_layers: int, seed: int) -> Proportion:
+    """Fraction of Gaussian initial pairs that keep full rank under the LayerNorm pair dynamics."""
+    if n_samples < 1 or n_layers < 1:
+        raise ValueError(f"n_samples={n_samples} and n_layers={n_layers} must be >= 1")
+    generator = torch.Generator().manual_seed(seed)
+    X0 = torch.randn(n_samples, 2, 2, generator=generator, dtype=torch.float64)  # [sample, token, d_model]
+    final = run_pair(X0, W_V, n_layers, keep_states=False).final
+    return wilson_interval(int(full_rank(final).sum()), n_samples)
+
+
+def rotation_invariance_gap(X0: Tensor, W_V: Tensor, Z: Tensor, n_layers: int) -> float:
+    """max_t ||X_Z(t) - X(t) Z|| where X_Z runs with ``Z^T W_V Z`` from ``X0 Z`` (response, Q2).
+
+    Shapes: X0 ``[sample, 2, 2]``, W_V and Z ``[2, 2]`` (Z orthogonal).
+    """
+    plain = run_pair(X0, W_V, n_layers).states
+    rotated = run_pair(X0 @ Z, Z.T @ W_V @ Z, n_layers).states
+    return float((rotated - plain @ Z).abs().max())
+
+
+def star_mask(n_tokens: int) -> Tensor:
+    """Token 1 (index 0) attends only to itself; every other token to token 1 and itself."""
+    matrix = torch.zeros(n_tokens, n_tokens, dtype=torch.bool)
+    matrix[:, 0] = True
+    return masks.mask_from_matrix(matrix)
+
+
+def every_rank_value_matrix(d_model: int, a: float, c: float) -> Tensor:
+    """``W_V = [[a I_{d-1}, c 1], [0, 1]]``. Shapes: -> ``[d_model, d_model]``."""
+    if d_model < 2 or not 0 < a < 1:
+        raise ValueError(f"d_model={d_model} must be >= 2 and a={a} must lie in (0, 1)")
+    W = torch.zeros(d_model, d_model, dtype=torch.float64)
+    W[:-1, :-1] = a * torch.eye(d_model - 1, dtype=torch.float64)
+    W[:-1, -1] = c
+    W[-1, -1] = 1.0
+    return W
+
+
+def every_rank_equilibria(n_tokens: int, d_model: int, a: float, c: float) -> list[Tensor]:
+    """One equilibrium of each rank 1..min(n_tokens, d_model) of the star-mask LayerNorm dynamics.
+
+    Token 1 sits at e_d; for rank r, tokens 2..r sit at the stable point B of the 2-D picture in the
+    planes span(e_k, e_d), k = 1..r-1, and the remaining tokens at e_d.
+
+    Shapes: -> list of ``[token, d_model]``.
+    """
+    plane = torch.tensor([[a, c], [0.0, 1.0]], dtype=torch.float64)
+    stable = [q for q in token2_fixed_points(plane, torch.tensor([0.0, 1.0])) if q.stable and abs(q.point[0]) > 1e-9]
+    if not stable:
+        raise ValueError(f"a={a}, c={c} give no second stable point; choose c^2 + (1 - a)^2 > 1")
+    b1, b2 = stable[0].point
+    equilibria = []
+    for rank in range(1, min(n_tokens, d_model) + 1):
+        X = torch.zeros(n_tokens, d_model, dtype=torch.float64)
+        X[:, -1] = 1.0
+        for k in range(rank - 1):
+            X[k + 1, k], X[k + 1, -1] = b1, b2
+        equilibria.append(X)
+    return equilibria
+
+
+def star_map(X: Tensor, W_V: Tensor, n_layers: int = 1) -> Tensor:
+    """``n_layers`` of the star-mask LayerNorm dynamics with uniform attention.
+
+    Shapes: X ``[sample, token, d_model]`` -> ``[sample, token, d_model]``.
+    """
+    zero = torch.zeros_like(W_V)
+    config = DynamicsConfig(norm="sphere", keep_states=False)
+    return simulate(X, star_mask(X.shape[-2]), zero, zero, W_V, n_layers, config).final
