@@ -82,7 +82,9 @@ def _atomic_write(path: Path, write) -> None:
 
 
 def figure_dir() -> Path:
-    return book_root() / "_build" / "figures"
+    """``$RANKCOLLAPSE_FIGURE_DIR`` when set (tests, re-runs), else ``<book root>/_build/figures``."""
+    override = os.environ.get("RANKCOLLAPSE_FIGURE_DIR")
+    return Path(override) if override else book_root() / "_build" / "figures"
 
 
 def export_figure(fig: Figure, stem: str, parameters: dict) -> dict[str, Path]:

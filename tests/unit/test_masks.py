@@ -1,0 +1,127 @@
+"""Exact mask patterns, BFS graph quantities against hand-derived values, and input validation."""
+
+import pytest
+import torch
+
+from rankcollapse import masks
+
+
+def as_rows(mask: torch.Tensor) -> list[str]:
+    return ["".join("1" if v else "." for v in row) for row in mask.tolist()]
+
+
+def test_complete_and_causal_patterns():
+    assert as_rows(masks.complete_mask(3)) == ["111", "111", "111"]
+    assert as_rows(masks.causal_mask(4)) == ["1...", "11..", "111.", "1111"]
+
+
+def test_sliding_window_pattern():
+    assert as_rows(masks.sliding_window_mask(5, 1)) == ["11...", "111..", ".111.", "..111", "...11"]
+
+
+def test_causal_sliding_window_pattern():
+    assert as_rows(masks.causal_sliding_window_mask(5, 2)) == ["1....", "11...", "111..", ".111.", "..111"]
+
+
+def test_strided_pattern_sparse_transformer():
+    # local |i-j| < 2 or (i-j) % 2 == 0, causal
+    assert as_rows(masks.strided_mask(5, 2)) == ["1....", "11...", "111..", ".111.", "1.111"]
+    assert as_rows(masks.strided_mask(5, 2, causal=False)) == ["111.1", "1111.", "11111", ".1111", "1.111"]
+
+
+def test_dilated_window_pattern():
+    assert as_rows(masks.dilated_window_mask(6, 1, 2)) == ["1.1...", ".1.1..", "1.1.1.", ".1.1.1", "..1.1.", "...1.1"]
+
+
+def test_global_window_pattern():
+    assert as_rows(masks.global_window_mask(5, 1, n_global=1)) == ["11111", "111..", "1111.", "1.111", "1..11"]
+
+
+def test_random_mask_is_seeded_and_keeps_self_loops():
+    a = masks.random_mask(20, 0.1, seed=3)
+    assert torch.equal(a, masks.random_mask(20, 0.1, seed=3))
+    assert not torch.equal(a, masks.random_mask(20, 0.1, seed=4))
+    assert a.diagonal().all()
+    assert torch.equal(masks.random_mask(6, 0.0, seed=0), torch.eye(6, dtype=torch.bool))
+
+
+def test_mask_from_matrix_adds_self_loops():
+    m = masks.mask_from_matrix([[False, True], [False, False]])
+    assert as_rows(m) == ["11", ".1"]
+
+
+def test_build_mask_dispatch_matches_builders():
+    assert torch.equal(masks.build_mask("sliding_window", 9, window=2), masks.sliding_window_mask(9, 2))
+    assert torch.equal(masks.build_mask("global_window", 9, window=1, n_global=2), masks.global_window_mask(9, 1, 2))
+    assert torch.equal(masks.build_mask("random", 9, density=0.3, seed=1), masks.random_mask(9, 0.3, 1))
+
+
+@pytest.mark.parametrize(
+    "n, w, r_sliding, r_uni",
+    [
+        # hand-derived: sliding window center floor((N-1)/2) reaches both ends in ceil(floor(N/2)/w) hops;
+        # uni-directional window: only token 0 is a center, it reaches token N-1 in ceil((N-1)/w) hops.
+        (2, 1, 1, 1),
+        (5, 1, 2, 4),
+        (8, 1, 4, 7),
+        (8, 3, 2, 3),
+        (9, 2, 2, 4),
+        (16, 3, 3, 5),
+        (128, 8, 8, 16),
+    ],
+)
+def test_radius_of_windows(n, w, r_sliding, r_uni):
+    assert masks.graph_radius(masks.sliding_window_mask(n, w)) == r_sliding
+    assert masks.graph_radius(masks.causal_sliding_window_mask(n, w)) == r_uni
+
+
+def test_centers_radius_diameter_of_standard_masks():
+    complete = masks.describe_mask(masks.complete_mask(5))
+    assert complete.centers == (0, 1, 2, 3, 4) and complete.radius == 1 and complete.diameter == 1
+    causal = masks.describe_mask(masks.causal_mask(5))
+    assert causal.centers == (0,) and causal.radius == 1 and causal.diameter == 1
+    window = masks.describe_mask(masks.sliding_window_mask(7, 1))
+    assert window.centers == tuple(range(7)) and window.radius == 3 and window.diameter == 6
+    uni = masks.describe_mask(masks.causal_sliding_window_mask(7, 2))
+    assert uni.centers == (0,) and uni.radius == 3 and uni.diameter == 3
+    glob = masks.describe_mask(masks.global_window_mask(50, 1))
+    assert glob.radius == 1 and 0 in glob.centers
+
+
+def test_hop_distances_follow_information_flow():
+    # token 0 is seen by everybody in the causal mask; token 2 reaches nobody else.
+    assert masks.hop_distances(masks.causal_mask(3), 0) == [0, 1, 1]
+    assert masks.hop_distances(masks.causal_sliding_window_mask(4, 1), 0) == [0, 1, 2, 3]
+
+
+def test_not_quasi_strongly_connected_mask_has_no_center():
+    # two separate causal blocks: nobody reaches both
+    block = torch.zeros(4, 4, dtype=torch.bool)
+    block[:2, :2] = masks.causal_mask(2)
+    block[2:, 2:] = masks.causal_mask(2)
+    graph = masks.describe_mask(masks.mask_from_matrix(block))
+    assert graph.centers == () and graph.radius is None and not graph.quasi_strongly_connected
+    assert graph.diameter == 1
+    assert masks.center_nodes(masks.mask_from_matrix(torch.zeros(3, 3, dtype=torch.bool))) == []
+    assert not masks.is_quasi_strongly_connected(masks.mask_from_matrix(block))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: masks.complete_mask(0), "n_tokens must be an integer >= 1"),
+        (lambda: masks.sliding_window_mask(8, 0), r"window must be an integer in \[1, 7\]"),
+        (lambda: masks.causal_sliding_window_mask(8, 8), r"window must be an integer in \[1, 7\]"),
+        (lambda: masks.strided_mask(8, 9), r"stride must be an integer in \[1, 7\]"),
+        (lambda: masks.dilated_window_mask(8, 1, 0), r"dilation must be an integer in \[1, 7\]"),
+        (lambda: masks.global_window_mask(8, 1, n_global=8), r"n_global must be an integer in \[1, 7\]"),
+        (lambda: masks.random_mask(8, 1.5, seed=0), r"density must be a number in \[0, 1\]"),
+        (lambda: masks.mask_from_matrix(torch.ones(2, 3, dtype=torch.bool)), "matrix must be square"),
+        (lambda: masks.mask_from_matrix(torch.ones(2, 2)), "matrix must be boolean"),
+        (lambda: masks.build_mask("banded", 8, window=2), "mask name must be one of complete, causal"),
+        (lambda: masks.build_mask("sliding_window", 8), "window must be given"),
+    ],
+)
+def test_invalid_parameters_raise_one_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -1,0 +1,105 @@
+"""Metrics on hand-computed examples, invariances, padding and batching."""
+
+import math
+
+import pytest
+import torch
+
+from rankcollapse import metrics
+
+f64 = torch.float64
+
+
+def test_mu_of_rank_one_is_zero_and_invariant_to_a_common_vector():
+    gen = torch.Generator().manual_seed(0)
+    row = torch.randn(1, 5, generator=gen, dtype=f64)
+    assert metrics.mu(torch.full((7, 5), 0.5, dtype=f64)).item() == 0.0  # exactly representable mean
+    R = row.repeat(7, 1)
+    assert metrics.mu(R).item() <= metrics.rounding_floor(metrics.frobenius_norm(R), f64).item()
+    X = torch.randn(7, 5, generator=gen, dtype=f64)
+    shift = torch.randn(1, 5, generator=gen, dtype=f64)
+    assert metrics.mu(X + shift).item() == pytest.approx(metrics.mu(X).item(), rel=1e-12)
+
+
+def test_mu_hand_example():
+    X = torch.tensor([[0.0, 0.0], [2.0, 0.0], [4.0, 3.0]], dtype=f64)
+    # mean (2, 1); residual rows (-2,-1), (0,-1), (2,2): squares 4+1+0+1+4+4 = 14
+    assert metrics.mu(X).item() == pytest.approx(math.sqrt(14), rel=1e-15)
+    assert metrics.frobenius_norm(X).item() == pytest.approx(math.sqrt(4 + 16 + 9), rel=1e-15)
+    assert metrics.relative_mu(X).item() == pytest.approx(math.sqrt(14 / 29), rel=1e-15)
+
+
+def test_dong_ratio_hand_example():
+    X = torch.tensor([[2.0, 0.0], [0.0, 0.0]], dtype=f64)
+    # residual [[1,0],[-1,0]]: ||.||_1 = 2 (column), ||.||_inf = 1 (row) -> sqrt 2; X: 2 and 2 -> 2
+    assert metrics.dong_ratio(X).item() == pytest.approx(math.sqrt(2) / 2, rel=1e-15)
+
+
+def test_numerical_rank_tolerance_follows_dtype():
+    X = torch.tensor([[1.0, 0.0], [0.0, 1e-9]], dtype=f64)
+    assert metrics.numerical_rank(X).item() == 2  # 1e-9 > 2 * eps64
+    assert metrics.numerical_rank(X.float()).item() == 1  # 1e-9 < 2 * eps32: rounding in float32
+    assert metrics.numerical_rank(X, rtol=1e-6).item() == 1
+
+
+def test_smallest_singular_value_and_cosine_hand_examples():
+    X = torch.tensor([[3.0, 0.0], [0.0, 2.0], [0.0, 0.0]], dtype=f64)
+    assert metrics.smallest_singular_value(X).item() == pytest.approx(2.0)
+    Y = torch.tensor([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]], dtype=f64)
+    c = 1 / math.sqrt(2)
+    # ordered pairs: (0,1) c, (0,2) 1, (1,2) c, each twice
+    assert metrics.mean_abs_cosine(Y).item() == pytest.approx((2 * c + 1) / 3)
+
+
+def test_padding_rows_are_excluded():
+    X = torch.tensor([[1.0, 0.0], [3.0, 2.0], [100.0, -50.0]], dtype=f64)
+    keep = torch.tensor([True, True, False])
+    assert metrics.mu(X, keep).item() == pytest.approx(metrics.mu(X[:2]).item(), rel=1e-15)
+    assert metrics.frobenius_norm(X, keep).item() == pytest.approx(metrics.frobenius_norm(X[:2]).item())
+    assert metrics.mean_abs_cosine(X, keep).item() == pytest.approx(metrics.mean_abs_cosine(X[:2]).item())
+    wide = torch.tensor([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 9.0]], dtype=f64)
+    # valid rows span 2 dims: sigma_min is the 2nd singular value (1), not a padding zero
+    assert metrics.smallest_singular_value(wide, torch.tensor([True, True, False])).item() == pytest.approx(1.0)
+    assert metrics.numerical_rank(wide, torch.tensor([True, True, False])).item() == 2
+
+
+def test_batched_leading_axes_match_per_item_and_all_metrics_agree():
+    gen = torch.Generator().manual_seed(1)
+    X = torch.randn(3, 4, 6, 5, generator=gen, dtype=torch.float32)  # [config, sample, token, d_model]
+    keep = torch.ones(3, 4, 6, dtype=torch.bool)
+    keep[1, 2, 4:] = False
+    out = metrics.all_metrics(X, keep)
+    assert set(out) == set(metrics.METRIC_NAMES)
+    for value in out.values():
+        assert value.shape == (3, 4)
+    for c in range(3):
+        for s in range(4):
+            x, k = X[c, s][keep[c, s]], None
+            assert out["mu"][c, s].item() == pytest.approx(metrics.mu(x, k).item(), rel=1e-12)
+            assert out["dong_ratio"][c, s].item() == pytest.approx(metrics.dong_ratio(x).item(), rel=1e-12)
+            assert out["sigma_min"][c, s].item() == pytest.approx(metrics.smallest_singular_value(x).item(), rel=1e-10)
+            assert out["numerical_rank"][c, s].item() == metrics.numerical_rank(x).item()
+            assert out["mean_abs_cosine"][c, s].item() == pytest.approx(metrics.mean_abs_cosine(x).item(), rel=1e-12)
+    assert out["mu"].dtype == f64
+
+
+def test_rounding_floor_and_float32_collapse_sits_at_it():
+    assert metrics.rounding_floor(2.0, torch.float64).item() == pytest.approx(2 * 2.0**-52)
+    # uniform attention on identical float32 rows: what is left of mu is float32 rounding, at the floor
+    gen = torch.Generator().manual_seed(2)
+    rows = torch.randn(1, 16, generator=gen).repeat(8, 1)
+    weights = torch.softmax(torch.randn(8, 8, generator=gen), dim=-1)  # row-stochastic, float32
+    X = weights @ rows
+    m = metrics.all_metrics(X, dtype=torch.float32)
+    assert 0 < m["mu"].item() <= 10 * m["floor"].item()
+
+
+def test_invalid_inputs_raise():
+    with pytest.raises(ValueError, match="X must have shape"):
+        metrics.mu(torch.ones(3))
+    with pytest.raises(ValueError, match="floating-point"):
+        metrics.mu(torch.ones(3, 2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="token_mask must be a bool tensor of shape"):
+        metrics.mu(torch.ones(3, 2), torch.ones(2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="dtype must be a floating-point"):
+        metrics.rounding_floor(1.0, torch.int32)
