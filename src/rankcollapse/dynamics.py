@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from rankcollapse import masks, metrics
+
 WEIGHT_KINDS = ("orthogonal", "gaussian", "uniform", "identity", "zero")
 NORMS = ("none", "sphere", "layernorm")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -312,3 +314,46 @@ def linear_rate(mask: Tensor) -> float:
     moduli = torch.linalg.eigvals(A).abs().sort(descending=True).values  # [token]
     second = float(moduli[1]) if moduli.shape[0] > 1 else 0.0
     return math.inf if second < 1e-12 else -math.log(second)
+
+
+@dataclass(frozen=True)
+class CollapseSummary:
+    """One mask's run of the Theorem 1 page: curves, measured rate, epsilon, radius and the bound.
+
+    Shapes: mu_exact, mu_direct, floor ``[sample, layer + 1]``; rates ``[sample]``.
+    """
+
+    radius: int | None  # graph radius by BFS; None when no center node (Theorem 1 does not apply)
+    epsilon: float  # smallest allowed attention weight over samples and layers
+    mu_exact: Tensor  # mu from the exact centred tracking
+    mu_direct: Tensor  # mu of X itself (stalls at the rounding floor)
+    floor: Tensor  # eps(dtype) * ||X||_F
+    rates: Tensor  # per-sample rate fitted where mu_direct > floor_margin * floor (and on t <= 1)
+    bound_rate: float | None  # -log(1 - epsilon^r) / r, None without a center
+
+    @property
+    def rate(self) -> float:
+        """Median over samples of the measured rate per layer."""
+        return float(self.rates.median())
+
+
+def summarize_collapse(
+    mask: Tensor, system: SystemConfig, dynamics: DynamicsConfig = DynamicsConfig(), floor_margin: float = 100.0
+) -> CollapseSummary:
+    """Run pure attention under ``mask`` and measure the exponential rate of mu, per sample.
+
+    The rate is fitted on the exact track over the layers where mu of X is above ``floor_margin``
+    floors (plus t = 0, 1, so a one-layer collapse still yields a rate).
+    """
+    if dynamics.norm != "none":
+        raise ValueError(f"norm={dynamics.norm!r} is not allowed here; Theorem 1 is about norm='none'")
+    trajectory = run_system(mask, system, dynamics)
+    mu_direct = metrics.mu(trajectory.states)  # [sample, layer + 1]
+    floor = metrics.rounding_floor(metrics.frobenius_norm(trajectory.states), resolve_dtype(system.dtype))
+    valid = (mu_direct > floor_margin * floor) | (torch.arange(system.n_layers + 1) <= 1)  # [sample, layer + 1]
+    log_mu = trajectory.log_mu_exact.clamp(min=-745.0)  # exp(-745) is the smallest float64; -inf would break the fit
+    rates = torch.tensor([fit_decay_rate(log_mu[s], valid[s]) for s in range(system.n_samples)], dtype=torch.float64)
+    radius = masks.graph_radius(mask)
+    epsilon = float(trajectory.attention_min.min())
+    bound_rate = None if radius is None else -math.log1p(-(epsilon**radius)) / radius
+    return CollapseSummary(radius, epsilon, log_mu.exp(), mu_direct, floor, rates, bound_rate)
