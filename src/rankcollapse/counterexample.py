@@ -112,6 +112,18 @@ def pair_map(X: Tensor, W_V: Tensor) -> Tensor:
     return run_pair(X, W_V, 1, keep_states=False).final
 
 
+def numerical_multiplier(W_V: Tensor, v1: Tensor, angle: float, h: float = 1e-6) -> float:
+    """Central finite difference of token 2's circle map at ``angle`` (token 1 held at v1).
+
+    Independent of :func:`token2_fixed_points`: it runs the dynamics itself. Shapes: W_V ``[2, 2]``, v1 ``[2]``.
+    """
+    angles = torch.tensor([angle - h, angle + h], dtype=torch.float64)
+    X = torch.stack([v1.to(torch.float64).expand(2, 2), points_on_circle(angles)], dim=1)  # [2, token, 2]
+    images = pair_map(X, W_V)[:, 1]  # [2, 2]
+    moved = torch.atan2(images[:, 1], images[:, 0])  # [2]
+    return float(torch.remainder(moved[1] - moved[0] + math.pi, 2 * math.pi) - math.pi) / (2 * h)
+
+
 def full_rank(final: Tensor, tol: float = 1e-6) -> Tensor:
     """True where the two tokens end apart (rank 2 for unit tokens that are not +-equal).
 
