@@ -318,18 +318,18 @@ def linear_rate(mask: Tensor) -> float:
 
 @dataclass(frozen=True)
 class CollapseSummary:
-    """One mask's run of the Theorem 1 page: curves, measured rate, epsilon, radius and the bound.
+    """One mask's run (Theorem 1 and 2 pages): curves, measured rate, epsilon, radius and the bound.
 
     Shapes: mu_exact, mu_direct, floor ``[sample, layer + 1]``; rates ``[sample]``.
     """
 
     radius: int | None  # graph radius by BFS; None when no center node (Theorem 1 does not apply)
     epsilon: float  # smallest allowed attention weight over samples and layers
-    mu_exact: Tensor  # mu from the exact centred tracking
+    mu_exact: Tensor  # mu from the exact centred tracking (norm="none"), else mu of X itself
     mu_direct: Tensor  # mu of X itself (stalls at the rounding floor)
     floor: Tensor  # eps(dtype) * ||X||_F
     rates: Tensor  # per-sample rate fitted where mu_direct > floor_margin * floor (and on t <= 1)
-    bound_rate: float | None  # -log(1 - epsilon^r) / r, None without a center
+    bound_rate: float | None  # -log(1 - epsilon^r) / r (Theorem 1 only), None without a center or with a norm
 
     @property
     def rate(self) -> float:
@@ -340,20 +340,22 @@ class CollapseSummary:
 def summarize_collapse(
     mask: Tensor, system: SystemConfig, dynamics: DynamicsConfig = DynamicsConfig(), floor_margin: float = 100.0
 ) -> CollapseSummary:
-    """Run pure attention under ``mask`` and measure the exponential rate of mu, per sample.
+    """Run the dynamics under ``mask`` and measure the exponential rate of mu, per sample.
 
-    The rate is fitted on the exact track over the layers where mu of X is above ``floor_margin``
-    floors (plus t = 0, 1, so a one-layer collapse still yields a rate).
+    The rate is fitted (on the exact track for pure attention) over the layers where mu of X is above
+    ``floor_margin`` floors, plus t = 0, 1, so a one-layer collapse still yields a rate.
     """
-    if dynamics.norm != "none":
-        raise ValueError(f"norm={dynamics.norm!r} is not allowed here; Theorem 1 is about norm='none'")
+    if not dynamics.keep_states:
+        raise ValueError("keep_states=False is not allowed here; the rate needs every layer")
     trajectory = run_system(mask, system, dynamics)
     mu_direct = metrics.mu(trajectory.states)  # [sample, layer + 1]
     floor = metrics.rounding_floor(metrics.frobenius_norm(trajectory.states), resolve_dtype(system.dtype))
     valid = (mu_direct > floor_margin * floor) | (torch.arange(system.n_layers + 1) <= 1)  # [sample, layer + 1]
-    log_mu = trajectory.log_mu_exact.clamp(min=-745.0)  # exp(-745) is the smallest float64; -inf would break the fit
+    exact = trajectory.log_mu_exact if trajectory.log_mu_exact is not None else mu_direct.log()
+    log_mu = exact.clamp(min=-745.0)  # exp(-745) is the smallest float64; -inf would break the fit
     rates = torch.tensor([fit_decay_rate(log_mu[s], valid[s]) for s in range(system.n_samples)], dtype=torch.float64)
     radius = masks.graph_radius(mask)
     epsilon = float(trajectory.attention_min.min())
-    bound_rate = None if radius is None else -math.log1p(-(epsilon**radius)) / radius
+    theorem1 = radius is not None and dynamics.norm == "none"
+    bound_rate = -math.log1p(-(epsilon**radius)) / radius if theorem1 else None
     return CollapseSummary(radius, epsilon, log_mu.exp(), mu_direct, floor, rates, bound_rate)
