@@ -213,6 +213,15 @@ def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = 
     return LoadedModel(model=model.eval(), tokenizer=tokenizer, source=source)
 
 
+def load_tokenizer(spec: str, *, gguf_file: str | None = None):
+    """Only the tokenizer of a spec (cheap once the packaged model's cache exists)."""
+    source = resolve_spec(spec, gguf_file)
+    from transformers import AutoTokenizer
+
+    kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
+    return AutoTokenizer.from_pretrained(source.location, **kwargs)
+
+
 def tiny_model(family: str, seed: int = 0, weight_scale: float = 0.3) -> torch.nn.Module:
     """A 3-layer, d_model=32 random model of a family (how CI tests families it cannot download).
 

