@@ -222,11 +222,16 @@ def every_rank_equilibria(n_tokens: int, d_model: int, a: float, c: float) -> li
     return equilibria
 
 
-def star_map(X: Tensor, W_V: Tensor, n_layers: int = 1) -> Tensor:
-    """``n_layers`` of the star-mask LayerNorm dynamics with uniform attention.
+def run_star(X0: Tensor, W_V: Tensor, n_layers: int, keep_states: bool = True) -> Trajectory:
+    """The star-mask LayerNorm dynamics with uniform attention.
 
-    Shapes: X ``[sample, token, d_model]`` -> ``[sample, token, d_model]``.
+    Shapes: X0 ``[sample, token, d_model]``, W_V ``[d_model, d_model]``.
     """
     zero = torch.zeros_like(W_V)
-    config = DynamicsConfig(norm="sphere", keep_states=False)
-    return simulate(X, star_mask(X.shape[-2]), zero, zero, W_V, n_layers, config).final
+    config = DynamicsConfig(norm="sphere", keep_states=keep_states)
+    return simulate(X0, star_mask(X0.shape[-2]), zero, zero, W_V, n_layers, config)
+
+
+def star_map(X: Tensor, W_V: Tensor, n_layers: int = 1) -> Tensor:
+    """``n_layers`` of :func:`run_star`. Shapes: X ``[sample, token, d_model]`` -> same."""
+    return run_star(X, W_V, n_layers, keep_states=False).final
