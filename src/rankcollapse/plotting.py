@@ -145,3 +145,91 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
     ax.set_title(f"{title}\nradius r = {radius}", fontsize=10)
     ax.set_xlabel("attends to token j")
     ax.set_ylabel("token i")
+
+
+def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str = "mean",
+                      band: tuple[str, str] = ("q10", "q90"), log_x: bool = True, log_y: bool = True,
+                      floor: bool = True) -> None:
+    """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
+
+    The line is the ``centre`` statistic over samples, the band spans ``band`` (default the 10-90 %
+    quantiles). With ``floor``, the dtype floor of the panel (largest median floor of its curves) is
+    shaded via :func:`draw_floor` and layers whose centre lies at or below it are marked with an ``x``.
+    Log-log axes start at layer 1 when ``log_x`` (X(0) has no place on a log axis).
+    Shapes: ``table`` has columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
+    """
+    rows = table[table["metric"] == metric]
+    if log_x:
+        rows = rows[rows["layer"] >= 1]
+    floors = table[(table["metric"] == "floor") & (table["layer"] >= (1 if log_x else 0))]
+    floor_value = float(floors["median"].max()) if floor and len(floors) else None
+    palette = sns.color_palette("colorblind", n_colors=max(1, rows[hue].nunique()))
+    for colour, (name, curve) in zip(palette, rows.groupby(hue, sort=False)):
+        curve = curve.sort_values("layer")
+        ax.plot(curve["layer"], curve[centre], color=colour, lw=1.6, label=name)
+        ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0)
+        if floor_value is not None:
+            low = curve[curve[centre] <= floor_value]
+            ax.scatter(low["layer"], low[centre].clip(lower=floor_value / 10), marker="x", color=colour, s=18, zorder=4)
+    if log_x:
+        ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("layer t")
+    ax.set_ylabel(metric)
+    if floor_value is not None:
+        draw_floor(ax, floor_value, label="dtype floor")
+
+
+def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str = "mask", hue: str = "norm",
+                     titles: dict | None = None, panel_size: tuple[float, float] = (3.2, 2.7)) -> Figure:
+    """A grid of :func:`plot_layer_curves` panels, ``row`` x ``col``, one legend for the ``hue`` values.
+
+    ``titles`` maps a row or column value to the words of its panel titles (e.g. the weights' names).
+    Shapes: ``table`` is a tidy experiments table.
+    """
+    titles = titles or {}
+    row_values, col_values = list(dict.fromkeys(table[row])), list(dict.fromkeys(table[col]))
+    fig, axes = plt.subplots(len(row_values), len(col_values), squeeze=False, sharex=True,
+                             figsize=(panel_size[0] * len(col_values), panel_size[1] * len(row_values)))
+    for i, r in enumerate(row_values):
+        for j, c in enumerate(col_values):
+            ax = axes[i, j]
+            plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue)
+            ax.set_title(f"{titles.get(r, r)}\n{titles.get(c, c)}", fontsize=9)
+            if j:
+                ax.set_ylabel("")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+GEOMETRY_METRICS = {"full_rank": "fraction at full rank", "sigma_min": "smallest singular value",
+                    "mean_abs_cosine": "mean pairwise |cos|"}
+
+
+def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict | None = None) -> Figure:
+    """Fig. 4's token geometry: rows = GEOMETRY_METRICS (sigma_min on a log axis), columns = ``col``.
+
+    Shapes: ``table`` is a tidy experiments table.
+    """
+    titles = titles or {}
+    col_values = list(dict.fromkeys(table[col]))
+    fig, axes = plt.subplots(len(GEOMETRY_METRICS), len(col_values), squeeze=False, sharex=True,
+                             figsize=(4.6 * len(col_values), 2.6 * len(GEOMETRY_METRICS)))
+    for i, (metric, words) in enumerate(GEOMETRY_METRICS.items()):
+        for j, c in enumerate(col_values):
+            ax = axes[i, j]
+            plot_layer_curves(ax, table[table[col] == c], metric, hue=hue, log_x=False,
+                              log_y=metric == "sigma_min", floor=False)
+            ax.set_ylabel(words if j == 0 else "")
+            if metric == "sigma_min":
+                ax.set_ylim(bottom=max(ax.get_ylim()[0], 1e-20))  # below this only underflow remains
+            if i == 0:
+                ax.set_title(titles.get(c, c), fontsize=9)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), frameon=False, bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
