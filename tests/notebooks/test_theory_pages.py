@@ -1,0 +1,64 @@
+"""The four theory pages run under papermill at tiny parameters; their glued numbers are checked."""
+
+import math
+
+import pytest
+
+from rankcollapse.runner import execute_page, read_glue
+
+pytestmark = pytest.mark.notebook
+
+
+def _run(repo_root, tmp_path, page: str, parameters: dict) -> dict:
+    return read_glue(execute_page(repo_root / "book" / "theory" / page, parameters, tmp_path / f"{page}.ipynb"))
+
+
+def test_theorem1_page(repo_root, tmp_path, figure_dir):
+    glued = _run(repo_root, tmp_path, "theorem1.md", {
+        "n_tokens": 8, "d_model": 4, "n_layers": 30, "n_samples": 3, "window": 1, "stride": 3,
+        "dilation": 2, "random_density": 0.5, "sweep_windows": [1, 4], "temperatures": [1.0, 4.0],
+    })
+    assert glued["thm1_radius_causal"] == 1
+    assert glued["thm1_radius_sliding_window"] == 4  # ceil(floor(8 / 2) / 1), by BFS on the page
+    assert glued["thm1_radius_causal_sliding_window"] == 7
+    assert glued["thm1_radius_global_window"] == 1
+    # dilation 2 splits the tokens by parity: no center node, reported and still simulated
+    assert glued["thm1_radius_dilated_window"] == -1 and "dilated_window" in glued["thm1_not_applicable"]
+    assert glued["thm1_rate_dilated_window"] < glued["thm1_rate_sliding_window"]
+    assert glued["thm1_linear_rate_causal"] == pytest.approx(math.log(2), rel=1e-3)
+    assert glued["thm1_sweep_rate_wide"] > glued["thm1_sweep_rate_narrow"]
+    assert (figure_dir / "fig-theorem1-masks.png").is_file() and (figure_dir / "fig-theorem1-rates.svg").is_file()
+
+
+def test_theorem2_page(repo_root, tmp_path, figure_dir):
+    glued = _run(repo_root, tmp_path, "theorem2.md", {
+        "n_tokens": 6, "d_model": 4, "n_layers": 40, "n_samples": 3, "window": 1,
+        "contrast_n_tokens": 4, "contrast_layers": 200, "contrast_samples": 40,
+    })
+    assert glued["thm2_rate_causal"] > 0.3
+    assert glued["thm2_alive_causal_orthogonal"] == 0.0
+    assert glued["thm2_contrast_d"] == 2
+    assert (figure_dir / "fig-theorem2-random.pdf").is_file()
+
+
+def test_counterexample_page(repo_root, tmp_path, figure_dir):
+    glued = _run(repo_root, tmp_path, "counterexample.md", {
+        "n_layers": 40, "n_angles": 48, "basin_layers": 80, "mc_samples": 2000, "mc_layers": 80,
+    })
+    assert (glued["ce_B_x"], glued["ce_B_y"]) == pytest.approx((-0.2585, -0.9660), abs=1e-4)
+    assert (glued["ce_U_x"], glued["ce_U_y"]) == pytest.approx((-0.6827, 0.7307), abs=1e-4)
+    assert glued["ce_B_multiplier"] < 1 < glued["ce_U_multiplier"]
+    assert glued["ce_mc_low"] < glued["ce_mc_fraction"] < glued["ce_mc_high"]
+    assert 0.07 < glued["ce_mc_fraction"] < 0.14
+    assert glued["ce_rotation_gap"] < 1e-12 and glued["ce_gap_plain"] < 1e-6
+    assert glued["ce_arc_fraction"] == pytest.approx((270 - math.degrees(math.atan2(0.7307, -0.6827))) / 360, abs=1e-3)
+    assert (figure_dir / "fig-counterexample-fig1.png").is_file()
+
+
+def test_equilibria_page(repo_root, tmp_path, figure_dir):
+    glued = _run(repo_root, tmp_path, "equilibria.md", {"n_samples": 600, "n_layers": 60})
+    assert glued["eq_max_rank"] == 3
+    assert glued["eq_max_residual"] < 1e-12
+    assert all(glued[f"eq_low_rank{k}"] > 0 for k in (1, 2, 3))
+    assert sum(glued[f"eq_fraction_rank{k}"] for k in (1, 2, 3)) == pytest.approx(1.0)
+    assert (figure_dir / "fig-equilibria-ranks.png").is_file()
