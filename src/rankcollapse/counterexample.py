@@ -27,11 +27,17 @@ from rankcollapse.dynamics import DynamicsConfig, Trajectory, simulate
 COUNTEREXAMPLE_W_V = torch.tensor([[0.5, 2.0], [0.0, 1.0]], dtype=torch.float64)  # ours, not the paper's
 
 
+def _check_pair_matrix(W_V: Tensor) -> None:
+    if W_V.shape != (2, 2) or not bool(torch.isfinite(W_V).all()):
+        raise ValueError(f"W_V must be a finite 2 x 2 matrix, got shape {tuple(W_V.shape)}")
+
+
 def run_pair(X0: Tensor, W_V: Tensor, n_layers: int, layernorm: bool = True, keep_states: bool = True) -> Trajectory:
     """Two tokens, causal mask, uniform attention; with the unit-norm LayerNorm or without any norm.
 
     Shapes: X0 ``[sample, 2, 2]``, W_V ``[2, 2]``.
     """
+    _check_pair_matrix(W_V)
     zero = torch.zeros(2, 2, dtype=X0.dtype)
     config = DynamicsConfig(norm="sphere" if layernorm else "none", keep_states=keep_states)
     return simulate(X0, masks.causal_mask(2), zero, zero, W_V.to(X0.dtype), n_layers, config)
@@ -53,6 +59,7 @@ def token1_limit(W_V: Tensor) -> Tensor:
 
     Shapes: W_V ``[2, 2]`` -> ``[2]``.
     """
+    _check_pair_matrix(W_V)
     eigvals, eigvecs = np.linalg.eig(W_V.double().numpy().T)  # left eigenvectors = right ones of W_V^T
     real = [k for k in range(eigvals.shape[0]) if abs(eigvals[k].imag) < 1e-12 and eigvals[k].real > 0]
     if not real:
@@ -85,6 +92,7 @@ def token2_fixed_points(W_V: Tensor, v1: Tensor) -> list[FixedPoint]:
 
     Shapes: W_V ``[2, 2]``, v1 ``[2]``.
     """
+    _check_pair_matrix(W_V)
     W = W_V.double().numpy()
     p = v1.double().numpy() @ W
     # cross(t) = c0 + a1 cos t + b1 sin t + a2 cos 2t + b2 sin 2t

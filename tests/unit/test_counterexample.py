@@ -84,3 +84,10 @@ def test_equilibria_of_every_rank_are_fixed_points():
         ce.every_rank_value_matrix(3, 1.5, 4.0)
     with pytest.raises(ValueError, match="c="):
         ce.every_rank_equilibria(6, 3, 0.2, 0.1)
+
+
+def test_bad_value_matrix_is_rejected():
+    with pytest.raises(ValueError, match="W_V must be a finite 2 x 2 matrix"):
+        ce.token1_limit(torch.eye(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="no real positive eigenvalue"):
+        ce.token1_limit(torch.tensor([[0.0, -1.0], [1.0, 0.0]], dtype=torch.float64))  # a rotation
