@@ -275,6 +275,30 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
+CHEAP_METRICS = ("mu", "relative_mu", "norm", "floor")
+
+
+def layer_metrics(X: torch.Tensor, token_mask: torch.Tensor | None, dtype: torch.dtype,
+                  metric_names: tuple[str, ...] | None = None) -> dict[str, torch.Tensor]:
+    """The metrics of one layer's states: all of METRIC_NAMES, or only ``metric_names``.
+
+    A subset of CHEAP_METRICS skips the SVD and the pairwise cosines. Shapes: X [..., token, d_model] -> [...].
+    """
+    if metric_names is None:
+        return rc_metrics.all_metrics(X, token_mask=token_mask, dtype=dtype)
+    unknown = set(metric_names) - set(rc_metrics.METRIC_NAMES)
+    if unknown or not metric_names:
+        raise ValueError(f"metric_names must be a non-empty subset of {', '.join(rc_metrics.METRIC_NAMES)}; "
+                         f"got {metric_names!r}")
+    if set(metric_names) <= set(CHEAP_METRICS):
+        mu, norm = rc_metrics.mu(X, token_mask), rc_metrics.frobenius_norm(X, token_mask)
+        values = {"mu": mu, "norm": norm, "relative_mu": mu / norm.clamp_min(torch.finfo(torch.float64).tiny),
+                  "floor": rc_metrics.rounding_floor(norm, dtype)}
+    else:
+        values = rc_metrics.all_metrics(X, token_mask=token_mask, dtype=dtype)
+    return {k: values[k] for k in metric_names}
+
+
 def samples_per_chunk(n_configs: int, n_tokens: int, layer: AttentionLayer, dtype: torch.dtype,
                       memory_budget: int) -> int:
     """How many samples fit the memory budget (bytes), from the largest live tensors of one layer."""
@@ -288,12 +312,13 @@ def samples_per_chunk(n_configs: int, n_tokens: int, layer: AttentionLayer, dtyp
 def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANConfig, ...] | list[SANConfig], *,
             token_mask: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
             device: str | torch.device = "cpu", memory_budget: int = 2**30,
-            use_model_windows: bool = True) -> SANResult:
+            use_model_windows: bool = True, metric_names: tuple[str, ...] | None = None) -> SANResult:
     """Run every configuration on every sample through ``layers``; keep only the metrics after each layer.
 
     ``token_mask`` marks valid tokens for the metrics (padding rows are still propagated; give
     exactly-N-token samples, as :mod:`rankcollapse.data` does, to keep attention free of padding).
-    ``use_model_windows=False`` drops extracted layers' own sliding windows. Deterministic: no randomness.
+    ``use_model_windows=False`` drops extracted layers' own sliding windows. ``metric_names`` keeps a subset
+    of METRIC_NAMES (default: all; see :func:`layer_metrics`). Deterministic: no randomness.
     Shapes: x0 [sample, token, d_model]; token_mask [sample, token] -> metrics [layer + 1, config, sample].
     """
     if dtype not in (torch.float32, torch.float64):
@@ -321,7 +346,7 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
         x = x0[start:start + chunk].to(device=dev, dtype=dtype)  # [sample, token, d_model]
         tm = None if token_mask is None else token_mask[start:start + chunk].to(dev)  # [sample, token]
         X = x.expand(len(configs), *x.shape).contiguous()  # [config, sample, token, d_model]
-        per_layer = [rc_metrics.all_metrics(X, token_mask=tm, dtype=dtype)]
+        per_layer = [layer_metrics(X, tm, dtype, metric_names)]
         for layer, own in zip(layers, own_scale):
             layer_scale = torch.where(scale.isnan(), torch.full_like(scale, own), scale).to(dev)  # [config]
             Y = attend(X, layer, masks, layer_scale) + skip[:, None, None, None] * X  # [config, sample, token, d]
@@ -329,7 +354,7 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
                 if idx and norm != "none":
                     Y[idx] = apply_norm(Y[idx], norm)
             X = Y
-            per_layer.append(rc_metrics.all_metrics(X, token_mask=tm, dtype=dtype))
+            per_layer.append(layer_metrics(X, tm, dtype, metric_names))
         collected.append({k: torch.stack([m[k] for m in per_layer]).cpu() for k in per_layer[0]})
     metrics = {k: torch.cat([c[k] for c in collected], dim=2) for k in collected[0]}  # [layer + 1, config, sample]
     return SANResult(metrics=metrics, configs=configs, dtype=dtype, device=str(dev), samples_per_chunk=chunk)

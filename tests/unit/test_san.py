@@ -200,3 +200,15 @@ def test_attention_sublayer_matches_naive():
     got = san.attention_sublayer(x, layer, mask)
     for s in range(2):
         torch.testing.assert_close(got[s], naive_layer(x[s], layer, mask, 1 / math.sqrt(2)), rtol=1e-12, atol=1e-14)
+
+
+def test_cheap_metric_subset_equals_the_full_set(x0):
+    layers = san.random_layers(2, 8, 2, seed=6)
+    configs = san.config_grid(norms=("none", "unit"))
+    full = san.run_san(x0, layers, configs)
+    cheap = san.run_san(x0, layers, configs, metric_names=san.CHEAP_METRICS)
+    assert set(cheap.metrics) == set(san.CHEAP_METRICS)
+    for k in san.CHEAP_METRICS:
+        torch.testing.assert_close(cheap.metrics[k], full.metrics[k], rtol=1e-14, atol=0)
+    with pytest.raises(ValueError, match="metric_names"):
+        san.run_san(x0, layers, configs, metric_names=("rank",))

@@ -1,0 +1,206 @@
+"""Benchmark the SAN engine against the straightforward way, a naive loop and the machine's matmul peak.
+
+    nice .venv/bin/python benchmarks/bench_san.py --samples 64 --dims bert-base minilm
+
+For each model size (``bert-base``: N=128, d=768, 12 heads; ``minilm``: N=128, d=384, 12 heads),
+12 layers x 8 configurations (4 masks x {no norm, LayerNorm}) x ``--samples`` random X(0), float32:
+
+* **engine**: ``rankcollapse.san.run_san`` (metrics mu, mu/||X||, ||X|| after every layer);
+* **engine+all**: the same with every metric (SVDs for rank and sigma_min, pairwise cosines), ``--all-samples``;
+* **straightforward** (Dong et al.'s way): per configuration, a Hugging Face eager BertModel forward with
+  the MLP and the skip removed (the mask as a 4-D additive mask), ``output_hidden_states`` and
+  ``output_attentions`` for all samples, the same metrics computed afterwards;
+* **naive**: a per-sample, per-configuration loop over the engine's own layer (a few samples only);
+* **matmul**: ``[4096, d] @ [d, d]`` in the same dtype, the machine's dense throughput.
+
+Throughput is sample x layer x configuration per second; attention GFLOP/s counts the projections
+(8 N d^2 per layer) and the two N x N products (4 N^2 d). Peak memory is each method's peak resident set
+size, measured in a fresh subprocess (so methods do not share a peak). The engine and the straightforward
+way run the same weights on the same X(0), and their mu curves are compared (float32 agreement).
+
+Expected runtime on 2 shared CPU cores: about 10 minutes with the defaults (the
+straightforward way dominates); the engine with every metric is slow because of the batched float64 SVDs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+from rankcollapse import metrics, san
+from rankcollapse.models_extract import extract_layers
+
+DIMS = {"bert-base": (768, 12), "minilm": (384, 12)}
+MASKS = (("complete", None), ("causal", None), ("sliding_window", 8), ("causal_sliding_window", 8))
+NORMS = ("none", "layernorm")
+N_TOKENS = 128
+
+
+def configs() -> tuple[san.SANConfig, ...]:
+    return san.config_grid(masks=MASKS, norms=NORMS)
+
+
+def attention_flop(d_model: int, n_tokens: int = N_TOKENS) -> float:
+    """Multiply-adds x 2 of one attention sublayer on one sample."""
+    return 8 * n_tokens * d_model**2 + 4 * n_tokens**2 * d_model
+
+
+def hf_model(d_model: int, n_heads: int, n_layers: int, seed: int = 0):
+    """A randomly initialized BertModel (eager), MLP and skip removed as in Dong et al.'s SAN ablation."""
+    import transformers
+
+    torch.manual_seed(seed)  # HF initialises through the global RNG; the benchmark is a script, not the package
+    config = transformers.BertConfig(hidden_size=d_model, num_attention_heads=n_heads, num_hidden_layers=n_layers,
+                                     intermediate_size=4 * d_model, vocab_size=8)
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager", add_pooling_layer=False).eval()
+    model.embeddings.forward = lambda **kwargs: kwargs["inputs_embeds"]  # X(0) is given directly
+    for layer in model.encoder.layer:
+        layer.feed_forward_chunk = lambda attention_output: attention_output  # no MLP, no second skip
+    return model
+
+
+def set_norm(model, norm: str) -> None:
+    """The attention output becomes norm(dense(context)): no skip, no affine LayerNorm."""
+    for layer in model.encoder.layer:
+        out = layer.attention.output
+        out.forward = lambda h, inp, out=out: san.apply_norm(out.dense(h), norm)
+
+
+def x0_for(model, n_samples: int, seed: int = 1) -> torch.Tensor:
+    """Random X(0), shared by every method.  Shapes: -> [sample, token, d_model]."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n_samples, N_TOKENS, model.config.hidden_size, generator=gen)
+
+
+def run_engine(model, x0, all_metrics: bool) -> dict[str, torch.Tensor]:
+    layers = extract_layers(model)
+    names = None if all_metrics else ("mu", "relative_mu", "norm")
+    return san.run_san(x0, layers, configs(), dtype=torch.float32, metric_names=names).metrics
+
+
+@torch.no_grad()
+def run_straightforward(model, x0) -> dict[str, torch.Tensor]:
+    """Per configuration: one HF forward of all samples, all hidden states and attentions kept."""
+    mus, norms = [], []
+    for config in configs():
+        set_norm(model, config.norm)
+        mask = config.build_mask(N_TOKENS)
+        additive = torch.zeros(N_TOKENS, N_TOKENS).masked_fill(~mask, torch.finfo(torch.float32).min)
+        out = model(inputs_embeds=x0, attention_mask=additive[None, None].expand(x0.shape[0], 1, -1, -1),
+                    output_hidden_states=True, output_attentions=True)
+        mus.append(torch.stack([metrics.mu(h) for h in out.hidden_states]))  # [layer + 1, sample]
+        norms.append(torch.stack([metrics.frobenius_norm(h) for h in out.hidden_states]))  # [layer + 1, sample]
+    return {"mu": torch.stack(mus, dim=1), "norm": torch.stack(norms, dim=1)}  # [layer + 1, config, sample]
+
+
+@torch.no_grad()
+def run_naive(model, x0) -> None:
+    layers = [la.to(torch.float32) for la in extract_layers(model)]
+    for config in configs():
+        mask = config.build_mask(N_TOKENS)[None]  # [1, token, token]
+        for s in range(x0.shape[0]):
+            x = x0[s][None, None]  # [1, 1, token, d_model]
+            for layer in layers:
+                scale = torch.tensor([layer.scaling], dtype=torch.float64)
+                x = san.apply_norm(san.attend(x, layer, mask, scale), config.norm)
+                metrics.mu(x)
+
+
+def matmul_gflops(d_model: int, dtype: torch.dtype = torch.float32, repeats: int = 20) -> float:
+    a = torch.randn(4096, d_model, dtype=dtype)
+    b = torch.randn(d_model, d_model, dtype=dtype)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * 4096 * d_model**2 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def one(method: str, dims: str, n_samples: int, n_layers: int) -> dict:
+    """Run one method in this process and report time, throughput and peak RSS (called in a subprocess)."""
+    d_model, n_heads = DIMS[dims]
+    model = hf_model(d_model, n_heads, n_layers)
+    x0 = x0_for(model, n_samples)
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    result = {"engine": lambda: run_engine(model, x0, False), "engine+all": lambda: run_engine(model, x0, True),
+              "straightforward": lambda: run_straightforward(model, x0), "naive": lambda: run_naive(model, x0)}[method]()
+    seconds = time.perf_counter() - start
+    units = n_samples * n_layers * len(configs())
+    report = {"method": method, "dims": dims, "samples": n_samples, "layers": n_layers, "seconds": seconds,
+              "units_per_s": units / seconds, "gflops": units * attention_flop(d_model) / seconds / 1e9,
+              "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+              "rss_before_gib": base_rss / 2**20}
+    if result is not None:
+        report["mu"], report["norm"] = result["mu"].tolist(), result["norm"].tolist()
+    return report
+
+
+def spawn(method: str, dims: str, n_samples: int, n_layers: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--one", method, "--dims", dims, "--samples", str(n_samples),
+                          "--layers", str(n_layers)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="SAN engine benchmark")
+    parser.add_argument("--dims", nargs="+", default=list(DIMS), choices=list(DIMS))
+    parser.add_argument("--samples", type=int, default=32, help="samples for engine and straightforward")
+    parser.add_argument("--all-samples", type=int, default=8, help="samples for the engine with every metric")
+    parser.add_argument("--naive-samples", type=int, default=4, help="samples for the naive loop")
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--memory-samples", type=int, nargs="*", default=[8, 32, 128],
+                        help="sample counts for the engine's memory scan (16 configs, 1 layer)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        if args.one == "memory":
+            report = memory_scan(args.dims[0], args.samples)
+        else:
+            report = one(args.one, args.dims[0], args.samples, args.layers)
+        print(json.dumps(report))
+        return
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, N={N_TOKENS}, "
+          f"{args.layers} layers x {len(configs())} configs")
+    print("| dims | method | samples | s | sample.layer.config/s | attention GFLOP/s | % of matmul | peak RSS GiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dims in args.dims:
+        peak = matmul_gflops(DIMS[dims][0])
+        rows = [spawn("engine", dims, args.samples, args.layers), spawn("engine+all", dims, args.all_samples, args.layers),
+                spawn("straightforward", dims, args.samples, args.layers)]
+        rows.append(spawn("naive", dims, args.naive_samples, args.layers))
+        for r in rows:
+            print(f"| {dims} | {r['method']} | {r['samples']} | {r['seconds']:.1f} | {r['units_per_s']:.1f} | "
+                  f"{r['gflops']:.1f} | {100 * r['gflops'] / peak:.0f}% | {r['peak_rss_gib']:.2f} |")
+        print(f"| {dims} | matmul [4096,{DIMS[dims][0]}]@[{DIMS[dims][0]},{DIMS[dims][0]}] | | | | {peak:.1f} | 100% | |")
+        eng, hf = torch.tensor(rows[0]["mu"]), torch.tensor(rows[2]["mu"])
+        rel = ((eng - hf).abs() / torch.tensor(rows[2]["norm"])).max().item()
+        print(f"\n{dims}: engine vs straightforward, max |mu difference| / ||X||_F = {rel:.2e}; engine speed-up "
+              f"{rows[0]['units_per_s'] / rows[2]['units_per_s']:.2f}x\n")
+    for n in args.memory_samples:
+        r = spawn("memory", args.dims[0], n, 1)
+        print(f"memory scan {args.dims[0]}: {n} samples x 16 configs, 1 layer: peak RSS {r['peak_rss_gib']:.2f} GiB "
+              f"(before the run {r['rss_before_gib']:.2f} GiB, X(0) {r['x0_gib']:.3f} GiB, {r['seconds']:.0f} s)")
+
+
+def memory_scan(dims: str, n_samples: int) -> dict:
+    """Peak RSS of the engine with 16 configurations (4 masks x 4 norms), one layer, default budget."""
+    d_model, n_heads = DIMS[dims]
+    layers = san.random_layers(1, d_model, n_heads, dtype=torch.float32)
+    x0 = torch.randn(n_samples, N_TOKENS, d_model, generator=torch.Generator().manual_seed(0))
+    grid = san.config_grid(masks=MASKS, norms=san.NORM_NAMES)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    san.run_san(x0, layers, grid, dtype=torch.float32, metric_names=("mu", "norm"))
+    return {"peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "rss_before_gib": base / 2**20, "x0_gib": x0.numel() * 4 / 2**30, "seconds": time.perf_counter() - start}
+
+
+if __name__ == "__main__":
+    main()
