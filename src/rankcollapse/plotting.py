@@ -186,16 +186,22 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
     """A grid of :func:`plot_layer_curves` panels, ``row`` x ``col``, one legend for the ``hue`` values.
 
     ``titles`` maps a row or column value to the words of its panel titles (e.g. the weights' names).
+    With ``row="metric"`` each row shows its own metric (the floor only on the mu rows).
     Shapes: ``table`` is a tidy experiments table.
     """
     titles = titles or {}
-    row_values, col_values = list(dict.fromkeys(table[row])), list(dict.fromkeys(table[col]))
+    row_values = [v for v in dict.fromkeys(table[row]) if row != "metric" or v != "floor"]
+    col_values = list(dict.fromkeys(table[col]))
     fig, axes = plt.subplots(len(row_values), len(col_values), squeeze=False, sharex=True,
                              figsize=(panel_size[0] * len(col_values), panel_size[1] * len(row_values)))
     for i, r in enumerate(row_values):
         for j, c in enumerate(col_values):
             ax = axes[i, j]
-            plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue)
+            if row == "metric":
+                panel = table[table[row].isin([r, "floor"]) & (table[col] == c)]
+                plot_layer_curves(ax, panel, r, hue=hue, floor=r in ("mu", "relative_mu"))
+            else:
+                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue)
             ax.set_title(f"{titles.get(r, r)}\n{titles.get(c, c)}", fontsize=9)
             if j:
                 ax.set_ylabel("")

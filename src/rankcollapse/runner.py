@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import jupytext
@@ -60,3 +61,53 @@ def read_glue(ipynb: Path) -> dict[str, object]:
             except (ValueError, SyntaxError):
                 values[key] = text
     return values
+
+
+def page_parameters(page: str | Path) -> dict[str, object]:
+    """Names and default values of the page's ``parameters`` cell (each line ``name = literal``)."""
+    notebook = jupytext.read(Path(page))
+    cells = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    if not cells:
+        raise ValueError(f"page {Path(page).name} has no cell tagged 'parameters'")
+    defaults: dict[str, object] = {}
+    for node in ast.parse(cells[0].source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            defaults[node.targets[0].id] = ast.literal_eval(node.value)
+    return defaults
+
+
+def _type_name(value: object) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            type(None): "None or a value"}.get(type(value), type(value).__name__)
+
+
+def check_parameter_types(defaults: dict[str, object], parameters: dict[str, object]) -> None:
+    """One ValueError for an unknown name (listing the valid ones) or a value of the wrong type.
+
+    A value must have its default's type; an integer is accepted where the default is a float.
+    """
+    for name, value in parameters.items():
+        if name not in defaults:
+            raise ValueError(f"unknown parameter {name!r}; this page's parameters are: {', '.join(defaults)}")
+        default = defaults[name]
+        if default is None:
+            continue
+        ok = (isinstance(value, type(default)) and isinstance(value, bool) == isinstance(default, bool)) or (
+            isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise ValueError(f"parameter {name!r} must be {_type_name(default)} (default {default!r}), "
+                             f"got {value!r}")
+
+
+def rename_labels(ipynb: Path, suffix: str) -> None:
+    """Make an executed page's labels unique (``(sec-x)=`` and ``:name: fig-x`` get ``-<suffix>``), so a
+    run can sit in the book beside its page without duplicate labels."""
+    notebook = json.loads(Path(ipynb).read_text())
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        text = re.sub(r"^\((sec-[\w-]+)\)=", rf"(\1-{suffix})=", text, flags=re.M)
+        text = re.sub(r"^(:(?:name|label): )([\w-]+)$", rf"\1\2-{suffix}", text, flags=re.M)
+        cell["source"] = text
+    Path(ipynb).write_text(json.dumps(notebook, indent=1) + "\n")
