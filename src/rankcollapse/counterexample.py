@@ -170,7 +170,10 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> Proportion:
 
 
 def full_rank_fraction(W_V: Tensor, n_samples: int, n_layers: int, seed: int) -> Proportion:
-    """Fraction of Gaussian initial pairs that keep full rank under the LayerNorm pair dynamics."""
+    """Fraction of Gaussian initial pairs that keep full rank under the LayerNorm pair dynamics.
+
+    Shapes: W_V ``[2, 2]``; the pairs are ``[sample, 2, 2]`` internally.
+    """
     if n_samples < 1 or n_layers < 1:
         raise ValueError(f"n_samples={n_samples} and n_layers={n_layers} must be >= 1")
     generator = torch.Generator().manual_seed(seed)
@@ -190,7 +193,10 @@ def rotation_invariance_gap(X0: Tensor, W_V: Tensor, Z: Tensor, n_layers: int) -
 
 
 def star_mask(n_tokens: int) -> Tensor:
-    """Token 1 (index 0) attends only to itself; every other token to token 1 and itself."""
+    """Token 1 (index 0) attends only to itself; every other token to token 1 and itself.
+
+    Shapes: -> ``[token, token]`` bool.
+    """
     matrix = torch.zeros(n_tokens, n_tokens, dtype=torch.bool)
     matrix[:, 0] = True
     return masks.mask_from_matrix(matrix)

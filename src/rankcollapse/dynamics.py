@@ -343,7 +343,10 @@ def summarize_collapse(
     """Run the dynamics under ``mask`` and measure the exponential rate of mu, per sample.
 
     The rate is fitted (on the exact track for pure attention) over the layers where mu of X is above
-    ``floor_margin`` floors, plus t = 0, 1, so a one-layer collapse still yields a rate.
+    ``floor_margin`` floors, plus t = 0, 1, so a one-layer collapse still yields a rate. Every curve
+    is returned in float64 whatever ``system.dtype``.
+
+    Shapes: mask ``[token, token]``; see :class:`CollapseSummary`.
     """
     if not dynamics.keep_states:
         raise ValueError("keep_states=False is not allowed here; the rate needs every layer")
@@ -352,7 +355,7 @@ def summarize_collapse(
     floor = metrics.rounding_floor(metrics.frobenius_norm(trajectory.states), resolve_dtype(system.dtype))
     valid = (mu_direct > floor_margin * floor) | (torch.arange(system.n_layers + 1) <= 1)  # [sample, layer + 1]
     exact = trajectory.log_mu_exact if trajectory.log_mu_exact is not None else mu_direct.log()
-    log_mu = exact.clamp(min=-745.0)  # exp(-745) is the smallest float64; -inf would break the fit
+    log_mu = exact.double().clamp(min=-745.0)  # exp(-745) is the smallest float64; -inf would break the fit
     rates = torch.tensor([fit_decay_rate(log_mu[s], valid[s]) for s in range(system.n_samples)], dtype=torch.float64)
     radius = masks.graph_radius(mask)
     epsilon = float(trajectory.attention_min.min())
