@@ -82,6 +82,8 @@ def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str
         parameters[name] = parse_value(text)
     if device is not None:
         parameters["device"] = device
+    if parameters and "show_largest_stored" in defaults:
+        parameters.setdefault("show_largest_stored", False)  # a re-run shows its own result, not a stored larger one
     runner.check_parameter_types(defaults, parameters)
     experiments.check_parameters(page, {**defaults, **parameters})
     if "device" in parameters:

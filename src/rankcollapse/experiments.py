@@ -64,6 +64,7 @@ class ExperimentConfig:
     dtype: str = "float64"  # dtype of the hidden states: "float64" or "float32"
     device: str = "cpu"  # "cpu" or "cuda"
     full_transformer: bool = False  # add the Hugging Face forward of the whole model as a reference
+    geometry: bool = False  # also rank, sigma_min and mean |cos| (one SVD per layer); else mu, norm, floor only
 
     def __post_init__(self) -> None:
         _check_choices("weights", self.weights, WEIGHT_KINDS)
@@ -117,6 +118,15 @@ def _loaded(spec: str):
     return load_model(spec)
 
 
+@functools.lru_cache(maxsize=4)
+def samples(spec: str, n_samples: int, n_tokens: int, seed: int, overlap: str) -> rc_data.TextSamples:
+    """The Wikipedia samples of a sweep, tokenized by the model's tokenizer (cached per process).
+
+    Shapes: ``.input_ids`` [sample, token]; the first k of a larger draw are the draw of k.
+    """
+    return rc_data.sample_token_ids(_loaded(spec).tokenizer, n_samples, n_tokens, seed, overlap)
+
+
 def weight_hash(model: torch.nn.Module) -> str:
     """sha256 of every parameter tensor in name order (names, shapes and float32 bytes)."""
     digest = hashlib.sha256()
@@ -146,11 +156,12 @@ def summarize(metrics: dict[str, torch.Tensor], labels: list[dict], n_tokens: in
 
     Shapes: each metrics[name] [layer + 1, config, sample]; labels has one dict per config.
     """
-    full = (metrics["numerical_rank"] == min(n_tokens, d_model)).to(torch.float64)  # [layer + 1, config, sample]
-    values = {**{k: metrics[k] for k in TABLE_METRICS if k != "full_rank"}, "full_rank": full}
-    n_layers1, n_configs, n_samples = full.shape
+    values = {k: metrics[k] for k in TABLE_METRICS if k in metrics}
+    if "numerical_rank" in metrics:
+        values["full_rank"] = (metrics["numerical_rank"] == min(n_tokens, d_model)).to(torch.float64)
+    n_layers1, n_configs, n_samples = metrics["mu"].shape  # [layer + 1, config, sample]
     frames = []
-    for name in TABLE_METRICS:
+    for name in (k for k in TABLE_METRICS if k in values):
         x = values[name].to(torch.float64).numpy()  # [layer + 1, config, sample]
         q10, median, q90 = np.quantile(x, [0.1, 0.5, 0.9], axis=-1)  # each [layer + 1, config]
         stats = {"mean": x.mean(-1), "std": x.std(-1), "median": median, "q10": q10, "q90": q90,
@@ -180,12 +191,12 @@ def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[
 
     loaded = _loaded(config.model)
     model, dtype = loaded.model, DTYPES[config.dtype]
-    samples = rc_data.sample_token_ids(loaded.tokenizer, config.n_samples, config.n_tokens, config.seed,
-                                       config.overlap)
-    ids = samples.input_ids  # [sample, token]; the first k of a larger draw are the draw of k
+    drawn = samples(config.model, config.n_samples, config.n_tokens, config.seed, config.overlap)
+    ids = drawn.input_ids  # [sample, token]
     x0 = models_extract.embed(model, ids).to(torch.float64)  # [sample, token, d_model]
     d_model, n_heads = x0.shape[-1], model.config.num_attention_heads
     configs = config.san_configs()
+    names = None if config.geometry else san.CHEAP_METRICS
     frames, depths = [], {}
     for kind in config.weights:
         if kind == "pretrained":
@@ -193,14 +204,15 @@ def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[
         else:
             layers = san.random_layers(config.n_layers, d_model, n_heads, init=config.init, seed=config.seed)
         depths[kind] = len(layers)
-        result = san.run_san(x0, layers, configs, dtype=dtype, device=config.device)
+        result = san.run_san(x0, layers, configs, dtype=dtype, device=config.device, metric_names=names)
         parts = [(result.metrics, _labels(configs, kind))]
         if config.full_transformer:
             reference = model if kind == "pretrained" else _initialized_model(model, config.n_layers, config.seed)
             full = models_extract.full_transformer_metrics(reference, ids)  # each [layer + 1, sample]
             label = {"weights": kind, "variant": "full transformer", "mask": "model", "window": None,
                      "temperature": None, "norm": "model", "skip": True}
-            parts.append(({k: v[:config.n_layers + 1, None] for k, v in full.items()}, [label]))  # [l + 1, 1, s]
+            kept = {k: v[:config.n_layers + 1, None] for k, v in full.items() if names is None or k in names}
+            parts.append((kept, [label]))  # each [layer + 1, 1, sample]
         for metrics, labels in parts:
             for k in (*subsets, config.n_samples):
                 subset = {name: v[..., :k] for name, v in metrics.items()}  # [layer + 1, config, k]
@@ -208,7 +220,7 @@ def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[
     extra = {"model_spec": config.model, "model_description": loaded.source.description,
              "model_quantized": loaded.source.quantized, "weight_sha256": weight_hash(model),
              "sample_ids_sha256": hashlib.sha256(ids.numpy().tobytes()).hexdigest(),
-             "sample_texts_sha256": samples.texts_hash, "samples_available": samples.n_available,
+             "sample_texts_sha256": drawn.texts_hash, "samples_available": drawn.n_available,
              "dtype": config.dtype, "device": config.device, "depth": depths,
              "model_layers": int(model.config.num_hidden_layers)}
     return pd.concat(frames, ignore_index=True), extra
@@ -232,7 +244,7 @@ def _config(overrides: dict, **page_defaults) -> ExperimentConfig:
 
 FIG2 = dict(norms=("none", "unit", "layernorm"))
 FIG3 = dict(temperatures=(1 / 64, 1.0, 64.0), norms=("none",))
-FIG4 = dict(masks=("complete",), norms=("none", "unit", "layernorm"), full_transformer=True)
+FIG4 = dict(masks=("complete",), norms=("none", "unit", "layernorm"), full_transformer=True, geometry=True)
 G1 = dict(weights=("initialized",), n_layers=128, n_samples=4)
 
 
@@ -312,3 +324,24 @@ def temperature_label(temperature: float | None) -> str:
     if temperature is None or temperature != temperature:
         return "own scaling"
     return f"d_QK = 1/{1 / temperature:.0f}" if temperature < 1 else f"d_QK = {temperature:g}"
+
+
+SCALE_PARAMETERS = ("model", "n_samples", "n_tokens", "overlap", "device", "dtype")
+
+
+def largest_stored(result: StoredResult, store: ResultStore | None = None) -> StoredResult:
+    """The largest stored result (samples x tokens, then model depth) of the same page and the same
+    experiment as ``result`` -- equal in every parameter but SCALE_PARAMETERS -- or ``result`` itself.
+
+    Pages show it beside their own run, so the book displays the largest honest run available.
+    """
+    store = store or ResultStore()
+    page, own = result.provenance["page"], result.provenance["parameters"]
+    same = lambda p: {k: v for k, v in p.items() if k not in SCALE_PARAMETERS} == \
+        {k: v for k, v in own.items() if k not in SCALE_PARAMETERS}
+    size = lambda r: (r["parameters"]["n_samples"] * r["parameters"]["n_tokens"], r.get("model_layers", 0))
+    candidates = [r for r in store.entries(page) if same(r["parameters"])]
+    best = max(candidates, key=size, default=None)
+    if best is None or size(best) <= size(result.provenance):
+        return result
+    return store.load(page, best["parameters"])

@@ -149,12 +149,13 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
 
 def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str = "mean",
                       band: tuple[str, str] = ("q10", "q90"), log_x: bool = True, log_y: bool = True,
-                      floor: bool = True) -> None:
+                      floor: bool = True, flag_factor: float = 10.0) -> None:
     """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
 
     The line is the ``centre`` statistic over samples, the band spans ``band`` (default the 10-90 %
-    quantiles). With ``floor``, the dtype floor of the panel (largest median floor of its curves) is
-    shaded via :func:`draw_floor` and layers whose centre lies at or below it are marked with an ``x``.
+    quantiles). With ``floor``, the dtype floor of the panel (largest median floor of its SAN curves) is
+    shaded via :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's
+    own floor (rounding noise, not an equilibrium) are marked with an ``x``.
     Log-log axes start at layer 1 when ``log_x`` (X(0) has no place on a log axis).
     Shapes: ``table`` has columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
     """
@@ -162,15 +163,17 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     if log_x:
         rows = rows[rows["layer"] >= 1]
     floors = table[(table["metric"] == "floor") & (table["layer"] >= (1 if log_x else 0))]
-    floor_value = float(floors["median"].max()) if floor and len(floors) else None
+    band_floors = floors[floors["variant"] == "SAN"] if "variant" in floors and (floors["variant"] == "SAN").any() else floors
+    floor_value = float(band_floors["median"].max()) if floor and len(floors) else None  # SAN curves' floor
     palette = sns.color_palette("colorblind", n_colors=max(1, rows[hue].nunique()))
     for colour, (name, curve) in zip(palette, rows.groupby(hue, sort=False)):
         curve = curve.sort_values("layer")
         ax.plot(curve["layer"], curve[centre], color=colour, lw=1.6, label=name)
         ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0)
         if floor_value is not None:
-            low = curve[curve[centre] <= floor_value]
-            ax.scatter(low["layer"], low[centre].clip(lower=floor_value / 10), marker="x", color=colour, s=18, zorder=4)
+            own = floors[floors[hue] == name].groupby("layer")["median"].max()  # this curve's floor per layer
+            low = curve[curve[centre].to_numpy() <= flag_factor * own.reindex(curve["layer"]).to_numpy()]
+            ax.scatter(low["layer"], low[centre], marker="x", color=colour, s=18, zorder=4)
     if log_x:
         ax.set_xscale("log")
     if log_y:

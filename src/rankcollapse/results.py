@@ -76,6 +76,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are shared
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -174,3 +175,22 @@ def base_provenance() -> dict:
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "hardware": hardware(),
     }
+
+
+def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
+    """One row per stored result: page, scale, model, dtype, where and how long it ran, commit.
+
+    Used by book/reproduce.md (the list of what the book shows and where it was computed).
+    """
+    store = store or ResultStore()
+    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    rows = []
+    for page in pages:
+        for r in store.entries(page):
+            p = r["parameters"]
+            rows.append({"page": page, "result": r["key"], "samples": p.get("n_samples"),
+                         "tokens": p.get("n_tokens"), "layers": p.get("n_layers"),
+                         "weights": ", ".join(p.get("weights", [])), "model": p.get("model"),
+                         "dtype": r.get("dtype"), "hardware": r.get("hardware"), "device": r.get("device"),
+                         "wall time (s)": r.get("wall_time_s"), "commit": str(r.get("git_commit", ""))[:12]})
+    return pd.DataFrame(rows)

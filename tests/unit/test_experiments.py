@@ -41,7 +41,7 @@ def test_summarize_gives_exact_statistics():
     values = torch.tensor([1.0, 2.0, 3.0, 10.0], dtype=torch.float64)  # four samples
     metric = values[None, None, :].expand(2, 1, 4)  # [layer + 1, config, sample]
     rank = torch.tensor([[[3, 3, 2, 3]], [[3, 1, 1, 1]]])  # [layer + 1, config, sample]
-    data = {name: metric for name in experiments.TABLE_METRICS if name != "full_rank"}
+    data = {name: metric for name in experiments.TABLE_METRICS if name != "full_rank"}  # all metrics present
     data["numerical_rank"] = rank
     table = experiments.summarize(data, [{"mask": "complete"}], n_tokens=3, d_model=8)
     mu = table[(table["metric"] == "mu") & (table["layer"] == 1)].iloc[0]
@@ -72,9 +72,9 @@ def test_sweep_matches_a_naive_attention_layer():
                               norms=("none", "unit"), n_layers=2, n_samples=3, n_tokens=8, seed=3)
     table, provenance = experiments.run_sweep(config)
     loaded = experiments._loaded(config.model)
-    from rankcollapse import data, models_extract
+    from rankcollapse import models_extract
 
-    ids = data.sample_token_ids(loaded.tokenizer, 3, 8, 3).input_ids
+    ids = experiments.samples(config.model, 3, 8, 3, "disjoint").input_ids  # [sample, token]
     x0 = models_extract.embed(loaded.model, ids).to(torch.float64).numpy()  # [sample, token, d_model]
     layer = san.random_layers(2, x0.shape[-1], loaded.model.config.num_attention_heads, seed=3)[0]
     mask = np.tril(np.ones((8, 8), dtype=bool)) & ~np.tril(np.ones((8, 8), dtype=bool), -3)  # 0 <= i-j <= 2

@@ -1,0 +1,80 @@
+"""Every experiment page runs under papermill at tiny parameters, its asserts hold and its glued numbers
+follow the parameters. One results store per module: the pretrained-panels page must reuse the Fig. 2
+and Fig. 3 results (loaded, not recomputed)."""
+
+import json
+
+import pytest
+
+from rankcollapse.runner import execute_page, read_glue
+
+pytestmark = [pytest.mark.notebook, pytest.mark.models]
+
+TINY = {"n_samples": 2, "n_tokens": 8, "n_layers": 4, "window": 2}
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("results")
+
+
+@pytest.fixture(autouse=True)
+def isolated_store(results_dir, monkeypatch):
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(results_dir))
+
+
+def _run(repo_root, tmp_path, page, parameters):
+    out = execute_page(repo_root / "book" / f"{page}.md", parameters, tmp_path / "page.ipynb")
+    return read_glue(out)
+
+
+def test_fig2(repo_root, tmp_path, figure_dir, results_dir):
+    glued = _run(repo_root, tmp_path, "experiments/fig2", TINY)
+    assert glued["fig2_n_layers"] == 4
+    assert glued["fig2_pure_complete"] < glued["fig2_pure_window"]
+    assert glued["fig2_ln_complete_over_floor"] == pytest.approx(glued["fig2_ln_complete"] / glued["fig2_floor_complete"])
+    meta = json.loads((figure_dir / "fig-fig2-mu.json").read_text())
+    assert meta["parameters"]["n_tokens"] == 8 and "pretrained" in meta["parameters"]["weights"]
+    assert {p.suffix for p in figure_dir.glob("fig-fig2-mu.*")} == {".png", ".svg", ".pdf", ".json"}
+    assert len(list((results_dir / "fig2").glob("*.csv"))) == 1
+
+
+def test_fig3(repo_root, tmp_path):
+    glued = _run(repo_root, tmp_path, "experiments/fig3", TINY)
+    assert glued["fig3_ratio_init"] > 1 and glued["fig3_ratio_pre"] > 1
+
+
+def test_pretrained_panels_reuse_fig2_and_fig3(repo_root, tmp_path, figure_dir, results_dir):
+    glued = _run(repo_root, tmp_path, "response/pretrained_panels", TINY)
+    assert glued["panels_gap_fig2"] > 1.01 and glued["panels_gap_fig3"] > 1.01
+    assert not (results_dir / "pretrained_panels").exists()  # loaded the Fig. 2 / 3 results
+    meta = json.loads((figure_dir / "fig-pretrained-panels-fig2.json").read_text())
+    assert meta["parameters"]["weights"]["pretrained"].startswith("pretrained: all-MiniLM-L6-v2")
+    assert len(meta["parameters"]["pretrained_weight_sha256"]) == 64
+
+
+def test_fig4(repo_root, tmp_path):
+    glued = _run(repo_root, tmp_path, "experiments/fig4", {k: v for k, v in TINY.items() if k != "window"})
+    assert glued["fig4_full_rank_full"] == 100.0 and glued["fig4_full_rank_pure"] == 0.0
+    assert 0 < glued["fig4_cos_first"] < 1
+
+
+def test_appendix_g1(repo_root, tmp_path, figure_dir):
+    glued = _run(repo_root, tmp_path, "experiments/appendix_g1", {**TINY, "n_layers": 6})
+    assert glued["g1_n_masks"] == 4 and 1 <= glued["g1_masks_at_floor"] <= 4
+    assert (figure_dir / "fig-appendix-g1-fig3.pdf").is_file()
+
+
+def test_sample_size(repo_root, tmp_path):
+    glued = _run(repo_root, tmp_path, "response/sample_size",
+                 {**TINY, "n_samples": 4, "n_samples_small": 2})
+    assert 1 <= glued["sample_size_median_mean_ratio"] <= glued["sample_size_max_mean_ratio"] < 10
+
+
+def test_skip_connections(repo_root, tmp_path, results_dir):
+    glued = _run(repo_root, tmp_path, "response/skip_connections",
+                 {k: v for k, v in {**TINY, "n_layers_deep": 8}.items() if k != "window"})
+    assert glued["skip_deep_ln"] > glued["skip_deep_pure"]
+    depths = sorted(json.loads(p.read_text())["depth"]["initialized"]
+                    for p in (results_dir / "skip_connections").glob("*.json"))
+    assert depths == [4, 8]
