@@ -198,6 +198,22 @@ def _rotate(x: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tens
     return x * cos + rotated * sin
 
 
+def _joint_projection(layer: AttentionLayer) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Q, K and V weights side by side, so one matrix product projects all heads.
+
+    Shapes: -> W [d_model, (head + 2 kv_head) * d_head], b [(head + 2 kv_head) * d_head] or None.
+    """
+    W = torch.cat([layer.W_Q, layer.W_K, layer.W_V], dim=0)  # [head + 2 kv_head, d_model, d_head]
+    W = W.permute(1, 0, 2).reshape(layer.d_model, -1)  # [d_model, (head + 2 kv_head) * d_head]
+    if layer.b_Q is None and layer.b_K is None and layer.b_V is None:
+        return W, None
+    parts = [layer.b_Q, layer.b_K, layer.b_V]
+    shapes = [layer.W_Q.shape[::2], layer.W_K.shape[::2], layer.W_V.shape[::2]]
+    b = torch.cat([(torch.zeros(shape, dtype=W.dtype, device=W.device) if p is None else p).reshape(-1)
+                   for p, shape in zip(parts, shapes)])  # [(head + 2 kv_head) * d_head]
+    return W, b
+
+
 def attend(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """The attention sublayer (no skip, no norm) for every configuration at once.
 
@@ -205,40 +221,39 @@ def attend(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tensor, scale: to
     mask [config, token, token] bool; scale [config] -> [config, sample, token, d_model].
     """
     n_configs, n_samples, n_tokens, d_model = X.shape
-    n_heads, n_kv = layer.n_heads, layer.W_K.shape[0]
-    q = torch.einsum("csnd,hde->cshne", X, layer.W_Q)  # [config, sample, head, token, d_head]
-    k = torch.einsum("csnd,hde->cshne", X, layer.W_K)  # [config, sample, kv_head, token, d_head]
-    v = torch.einsum("csnd,hde->cshne", X, layer.W_V)  # [config, sample, kv_head, token, d_head]
-    if layer.b_Q is not None:
-        q = q + layer.b_Q[:, None, :]
-    if layer.b_K is not None:
-        k = k + layer.b_K[:, None, :]
-    if layer.b_V is not None:
-        v = v + layer.b_V[:, None, :]
+    n_heads, n_kv, d_head = layer.n_heads, layer.W_K.shape[0], layer.d_head
+    W, b = _joint_projection(layer)
+    flat = X.reshape(-1, d_model)  # [config * sample * token, d_model]
+    qkv = flat @ W if b is None else torch.addmm(b, flat, W)  # [config * sample * token, (head + 2 kv_head) * d_head]
+    qkv = qkv.view(n_configs, n_samples, n_tokens, n_heads + 2 * n_kv, d_head).transpose(2, 3)  # [c, s, h+2kv, token, e]
+    q, k, v = qkv.split([n_heads, n_kv, n_kv], dim=2)  # [config, sample, head | kv_head, token, d_head]
     if layer.q_gain is not None:
         q = _rms(q, layer.qk_norm_eps) * layer.q_gain
         k = _rms(k, layer.qk_norm_eps) * layer.k_gain
     if layer.rope_inv_freq is not None:
         q = _rotate(q, layer.rope_inv_freq, layer.rope_scale)
         k = _rotate(k, layer.rope_inv_freq, layer.rope_scale)
+    q = q * scale.to(X.dtype)[:, None, None, None, None]  # [config, sample, head, token, d_head]
     if n_kv != n_heads:
         k = k.repeat_interleave(n_heads // n_kv, dim=2)  # [config, sample, head, token, d_head]
         v = v.repeat_interleave(n_heads // n_kv, dim=2)  # [config, sample, head, token, d_head]
-    scores = torch.matmul(q, k.transpose(-1, -2))  # [config, sample, head, token, token]
-    scores = scores * scale.to(X.dtype)[:, None, None, None, None]
-    if layer.score_bias is not None:
-        scores = scores + layer.score_bias[..., :n_tokens, :n_tokens]
     if layer.window is not None:
         offsets = torch.arange(n_tokens, device=X.device)
         mask = mask & ((offsets[:, None] - offsets[None, :]).abs() <= layer.window)  # [config, token, token]
-    scores = scores.masked_fill(~mask[:, None, None], float("-inf"))
+    bias = torch.zeros(mask.shape, dtype=X.dtype, device=X.device).masked_fill_(~mask, float("-inf"))  # [c, t, t]
+    scores = torch.matmul(q, k.transpose(-1, -2))  # [config, sample, head, token, token]
+    scores += bias[:, None, None]
+    if layer.score_bias is not None:
+        scores += layer.score_bias[..., :n_tokens, :n_tokens]
     attn = torch.softmax(scores, dim=-1)  # [config, sample, head, token, token]
-    ctx = torch.matmul(attn, v)  # [config, sample, head, token, d_head]
+    ctx = torch.matmul(attn, v).transpose(2, 3).reshape(n_configs, n_samples, n_tokens, n_heads * d_head)  # [c,s,t,h*e]
     if layer.W_O is None:
-        out = ctx.permute(0, 1, 3, 2, 4).reshape(n_configs, n_samples, n_tokens, d_model)  # [c, s, token, d_model]
-    else:
-        out = torch.einsum("cshne,hed->csnd", ctx, layer.W_O)  # [config, sample, token, d_model]
-    return out if layer.b_O is None else out + layer.b_O
+        return ctx  # [config, sample, token, d_model]
+    W_O = layer.W_O.reshape(n_heads * d_head, d_model)  # [head * d_head, d_model]
+    if layer.b_O is None:
+        return ctx @ W_O  # [config, sample, token, d_model]
+    out = torch.addmm(layer.b_O, ctx.reshape(-1, n_heads * d_head), W_O)  # [config * sample * token, d_model]
+    return out.view(n_configs, n_samples, n_tokens, d_model)  # [config, sample, token, d_model]
 
 
 def apply_norm(Y: torch.Tensor, norm: str) -> torch.Tensor:
