@@ -149,13 +149,14 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
 
 def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str = "mean",
                       band: tuple[str, str] = ("q10", "q90"), log_x: bool = True, log_y: bool = True,
-                      floor: bool = True, flag_factor: float = 10.0) -> None:
+                      floor: bool = True, flag_factor: float = 10.0, dashed: tuple[str, ...] = ()) -> None:
     """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
 
     The line is the ``centre`` statistic over samples, the band spans ``band`` (default the 10-90 %
     quantiles). With ``floor``, the dtype floor of the panel (largest median floor of its SAN curves) is
     shaded via :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's
-    own floor (rounding noise, not an equilibrium) are marked with an ``x``.
+    own floor (rounding noise, not an equilibrium) are marked with an ``x``. ``hue`` values in
+    ``dashed`` are drawn dashed (curves that may overlap others).
     Log-log axes start at layer 1 when ``log_x`` (X(0) has no place on a log axis).
     Shapes: ``table`` has columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
     """
@@ -168,7 +169,7 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     palette = sns.color_palette("colorblind", n_colors=max(1, rows[hue].nunique()))
     for colour, (name, curve) in zip(palette, rows.groupby(hue, sort=False)):
         curve = curve.sort_values("layer")
-        ax.plot(curve["layer"], curve[centre], color=colour, lw=1.6, label=name)
+        ax.plot(curve["layer"], curve[centre], color=colour, lw=1.6, label=name, ls="--" if name in dashed else "-")
         ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0)
         if floor_value is not None:
             own = floors[floors[hue] == name].groupby("layer")["median"].max()  # this curve's floor per layer
@@ -185,7 +186,8 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
 
 
 def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str = "mask", hue: str = "norm",
-                     titles: dict | None = None, panel_size: tuple[float, float] = (3.2, 2.7)) -> Figure:
+                     titles: dict | None = None, panel_size: tuple[float, float] = (3.2, 2.7),
+                     dashed: tuple[str, ...] = ()) -> Figure:
     """A grid of :func:`plot_layer_curves` panels, ``row`` x ``col``, one legend for the ``hue`` values.
 
     ``titles`` maps a row or column value to the words of its panel titles (e.g. the weights' names).
@@ -204,7 +206,7 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
                 panel = table[table[row].isin([r, "floor"]) & (table[col] == c)]
                 plot_layer_curves(ax, panel, r, hue=hue, floor=r in ("mu", "relative_mu"))
             else:
-                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue)
+                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue, dashed=dashed)
             ax.set_title(f"{titles.get(r, r)}\n{titles.get(c, c)}", fontsize=9)
             if j:
                 ax.set_ylabel("")
