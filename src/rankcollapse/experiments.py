@@ -41,6 +41,7 @@ WEIGHT_KINDS = ("initialized", "pretrained")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "numerical_rank", "full_rank", "sigma_min", "mean_abs_cosine")
+PAPER_SCALE = {"n_samples": 3000, "n_tokens": 128}  # the authors' response: 3000 samples of 128 tokens
 MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
 
 
@@ -287,9 +288,12 @@ def scale_note(result: StoredResult) -> str:
     p = result.provenance
     params = p["parameters"]
     origin = "loaded from the results store" if result.loaded else "computed by this build"
+    smaller = params["n_samples"] < PAPER_SCALE["n_samples"] or params["n_tokens"] < PAPER_SCALE["n_tokens"]
+    versus = (f", smaller than the paper's {PAPER_SCALE['n_samples']} samples x {PAPER_SCALE['n_tokens']} tokens "
+              f"on BERT-base" if smaller else "")
     return (f"Scale of this run: {params['n_samples']} samples x {params['n_tokens']} tokens, "
             f"{params['dtype']}, pretrained model {p['model_description']} (`{params['model']}`, "
-            f"depth {p['model_layers']}); computed on {p['hardware']} ({p['device']}) in {p['wall_time_s']:.0f} s "
+            f"depth {p['model_layers']}){versus}; computed on {p['hardware']} ({p['device']}) in {p['wall_time_s']:.0f} s "
             f"at commit {p['git_commit'][:12]}; {origin} (`{result.csv_path.parent.name}/{result.csv_path.name}`).")
 
 
