@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -142,9 +143,10 @@ def one(method: str, dims: str, n_samples: int, n_layers: int) -> dict:
     return report
 
 
-def spawn(method: str, dims: str, n_samples: int, n_layers: int) -> dict:
+def spawn(method: str, dims: str, n_samples: int, n_layers: int, env: dict | None = None) -> dict:
     out = subprocess.run([sys.executable, __file__, "--one", method, "--dims", dims, "--samples", str(n_samples),
-                          "--layers", str(n_layers)], capture_output=True, text=True, check=True)
+                          "--layers", str(n_layers)], capture_output=True, text=True, check=True,
+                         env=None if env is None else {**os.environ, **env})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -157,6 +159,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--memory-samples", type=int, nargs="*", default=[8, 32, 128],
                         help="sample counts for the engine's memory scan (16 configs, 1 layer)")
+    parser.add_argument("--memory-only", action="store_true", help="run only the memory scan")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -170,7 +173,7 @@ def main() -> None:
           f"{args.layers} layers x {len(configs())} configs")
     print("| dims | method | samples | s | sample.layer.config/s | attention GFLOP/s | % of matmul | peak RSS GiB |")
     print("|---|---|---|---|---|---|---|---|")
-    for dims in args.dims:
+    for dims in [] if args.memory_only else args.dims:
         peak = matmul_gflops(DIMS[dims][0])
         rows = [spawn("engine", dims, args.samples, args.layers), spawn("engine+all", dims, args.all_samples, args.layers),
                 spawn("straightforward", dims, args.samples, args.layers)]
@@ -183,10 +186,15 @@ def main() -> None:
         rel = ((eng - hf).abs() / torch.tensor(rows[2]["norm"])).max().item()
         print(f"\n{dims}: engine vs straightforward, max |mu difference| / ||X||_F = {rel:.2e}; engine speed-up "
               f"{rows[0]['units_per_s'] / rows[2]['units_per_s']:.2f}x\n")
+    # glibc's dynamic mmap threshold lets freed 10-100 MB blocks fragment the heap, so the default
+    # allocator's peak creeps up with the number of chunks; a fixed threshold shows the engine's own need.
+    print("\n| memory scan | samples x 16 configs, 1 layer | X(0) GiB | peak RSS GiB, default malloc | "
+          "peak RSS GiB, MALLOC_MMAP_THRESHOLD_=1 MiB |\n|---|---|---|---|---|")
     for n in args.memory_samples:
-        r = spawn("memory", args.dims[0], n, 1)
-        print(f"memory scan {args.dims[0]}: {n} samples x 16 configs, 1 layer: peak RSS {r['peak_rss_gib']:.2f} GiB "
-              f"(before the run {r['rss_before_gib']:.2f} GiB, X(0) {r['x0_gib']:.3f} GiB, {r['seconds']:.0f} s)")
+        default = spawn("memory", args.dims[0], n, 1)
+        fixed = spawn("memory", args.dims[0], n, 1, env={"MALLOC_MMAP_THRESHOLD_": str(2**20)})
+        print(f"| {args.dims[0]} | {n} | {default['x0_gib']:.3f} | {default['peak_rss_gib']:.2f} | "
+              f"{fixed['peak_rss_gib']:.2f} |")
 
 
 def memory_scan(dims: str, n_samples: int) -> dict:
