@@ -1,0 +1,17 @@
+"""The data page runs with another sequence length, and every drawn sample has exactly that many tokens."""
+
+import pytest
+
+from rankcollapse.runner import execute_page, read_glue
+
+pytestmark = [pytest.mark.notebook, pytest.mark.models]
+
+
+def test_data_page_at_32_tokens(repo_root, tmp_path):
+    pytest.importorskip("transformers")
+    glued = read_glue(execute_page(repo_root / "book" / "data.md", {"n_tokens": 32, "seed": 3}, tmp_path / "data.ipynb"))
+    assert glued["data_example_tokens"] == 32
+    assert glued["data_n_articles"] == 10033
+    # shorter samples: many more disjoint cuts than the 2,607 available at 128 tokens
+    assert glued["data_minilm_disjoint"] > 2607
+    assert glued["data_minilm_disjoint"] < glued["data_minilm_starts"]
