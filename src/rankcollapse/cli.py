@@ -23,6 +23,11 @@ from pathlib import Path
 
 PAGES = {
     "setup": "book/setup.md",
+    "data": "book/data.md",
+    "theorem1": "book/theory/theorem1.md",
+    "theorem2": "book/theory/theorem2.md",
+    "counterexample": "book/theory/counterexample.md",
+    "equilibria": "book/theory/equilibria.md",
     "fig2": "book/experiments/fig2.md",
     "fig3": "book/experiments/fig3.md",
     "fig4": "book/experiments/fig4.md",

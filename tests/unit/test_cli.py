@@ -18,7 +18,7 @@ def never_executes(monkeypatch):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["run", "fig9"], "unknown page 'fig9'; pages are: setup, fig2, fig3, fig4, appendix_g1"),
+    (["run", "fig9"], "unknown page 'fig9'; pages are: setup, data, theorem1, theorem2, counterexample, equilibria, fig2"),
     (["run", "fig2", "-p", "n_heads", "4"], "unknown parameter 'n_heads'; this page's parameters are: model, window"),
     (["run", "fig2", "-p", "n_samples", "many"], "parameter 'n_samples' must be an integer (default 16), got 'many'"),
     (["run", "fig2", "-p", "n_samples", "2.5"], "parameter 'n_samples' must be an integer"),
