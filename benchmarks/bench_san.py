@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -143,10 +142,9 @@ def one(method: str, dims: str, n_samples: int, n_layers: int) -> dict:
     return report
 
 
-def spawn(method: str, dims: str, n_samples: int, n_layers: int, env: dict | None = None) -> dict:
+def spawn(method: str, dims: str, n_samples: int, n_layers: int) -> dict:
     out = subprocess.run([sys.executable, __file__, "--one", method, "--dims", dims, "--samples", str(n_samples),
-                          "--layers", str(n_layers)], capture_output=True, text=True, check=True,
-                         env=None if env is None else {**os.environ, **env})
+                          "--layers", str(n_layers)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -186,15 +184,12 @@ def main() -> None:
         rel = ((eng - hf).abs() / torch.tensor(rows[2]["norm"])).max().item()
         print(f"\n{dims}: engine vs straightforward, max |mu difference| / ||X||_F = {rel:.2e}; engine speed-up "
               f"{rows[0]['units_per_s'] / rows[2]['units_per_s']:.2f}x\n")
-    # glibc's dynamic mmap threshold lets freed 10-100 MB blocks fragment the heap, so the default
-    # allocator's peak creeps up with the number of chunks; a fixed threshold shows the engine's own need.
-    print("\n| memory scan | samples x 16 configs, 1 layer | X(0) GiB | peak RSS GiB, default malloc | "
-          "peak RSS GiB, MALLOC_MMAP_THRESHOLD_=1 MiB |\n|---|---|---|---|---|")
+    # run_san fixes glibc's mmap threshold (san.release_freed_chunks_to_os), so the peak stays flat in the
+    # number of samples: X(0) plus a constant set by the memory budget.
+    print("\n| memory scan | samples x 16 configs, 1 layer | X(0) GiB | peak RSS GiB |\n|---|---|---|---|")
     for n in args.memory_samples:
-        default = spawn("memory", args.dims[0], n, 1)
-        fixed = spawn("memory", args.dims[0], n, 1, env={"MALLOC_MMAP_THRESHOLD_": str(2**20)})
-        print(f"| {args.dims[0]} | {n} | {default['x0_gib']:.3f} | {default['peak_rss_gib']:.2f} | "
-              f"{fixed['peak_rss_gib']:.2f} |")
+        row = spawn("memory", args.dims[0], n, 1)
+        print(f"| {args.dims[0]} | {n} | {row['x0_gib']:.3f} | {row['peak_rss_gib']:.2f} |")
 
 
 def memory_scan(dims: str, n_samples: int) -> dict:

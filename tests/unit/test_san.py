@@ -214,3 +214,11 @@ def test_cheap_metric_subset_equals_the_full_set(x0):
         torch.testing.assert_close(cheap.metrics[k], full.metrics[k], rtol=1e-14, atol=0)
     with pytest.raises(ValueError, match="metric_names"):
         san.run_san(x0, layers, configs, metric_names=("rank",))
+
+
+def test_engine_fixes_glibc_mmap_threshold_on_glibc():
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    assert san.release_freed_chunks_to_os() is True
