@@ -149,18 +149,22 @@ def smallest_singular_value(X: torch.Tensor, token_mask: torch.Tensor | None = N
     return _sigma_min_from_sv(_singular_values(Xp), valid)
 
 
-def mean_abs_cosine(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean over ordered pairs i != j of valid tokens of ``|cos(x_i, x_j)|`` (zero tokens count as 0).
-
-    Shapes: [..., token, d_model] -> [...].
-    """
-    Xp, valid = _prepare(X, token_mask)
+def _mean_abs_cosine(Xp: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Shapes: Xp [..., token, d_model] (padding zeroed), valid [..., token, 1] -> [...]."""
     norms = torch.linalg.vector_norm(Xp, dim=-1, keepdim=True)  # [..., token, 1]
     unit = Xp / norms.clamp_min(torch.finfo(torch.float64).tiny)
     cos = (unit @ unit.transpose(-1, -2)).abs()  # [..., token, token]
     pair = valid * valid.transpose(-1, -2)  # [..., token, token]
     pair = pair * (1 - torch.eye(pair.shape[-1], dtype=pair.dtype, device=pair.device))
     return (cos * pair).sum((-2, -1)) / pair.sum((-2, -1)).clamp_min(1.0)
+
+
+def mean_abs_cosine(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over ordered pairs i != j of valid tokens of ``|cos(x_i, x_j)|`` (zero tokens count as 0).
+
+    Shapes: [..., token, d_model] -> [...].
+    """
+    return _mean_abs_cosine(*_prepare(X, token_mask))
 
 
 def rounding_floor(x_norm: torch.Tensor | float, dtype: torch.dtype) -> torch.Tensor:
@@ -196,6 +200,6 @@ def all_metrics(
         "norm": norm,
         "numerical_rank": _rank_from_sv(sv, _default_rtol(X, dtype)),
         "sigma_min": _sigma_min_from_sv(sv, valid),
-        "mean_abs_cosine": mean_abs_cosine(Xp, token_mask),
+        "mean_abs_cosine": _mean_abs_cosine(Xp, valid),
         "floor": norm * _eps(dtype),
     }

@@ -68,13 +68,15 @@ def provenance(parameters: dict) -> dict:
     }
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, then rename (never a half-written file)."""
+def atomic_write(path: Path, write) -> None:
+    """Call ``write(tmp)`` on a temporary file in the same folder, then rename it to ``path`` (never a
+    half-written file; readable by all, as the figures and results are shared)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -99,9 +101,9 @@ def export_figure(fig: Figure, stem: str, parameters: dict) -> dict[str, Path]:
     out = figure_dir()
     paths = {fmt: out / f"{stem}.{fmt}" for fmt in FIGURE_FORMATS}
     for fmt, path in paths.items():
-        _atomic_write(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=metadata[fmt]))
+        atomic_write(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=metadata[fmt]))
     paths["json"] = out / f"{stem}.json"
-    _atomic_write(paths["json"], lambda tmp: Path(tmp).write_text(text + "\n"))
+    atomic_write(paths["json"], lambda tmp: Path(tmp).write_text(text + "\n"))
     return paths
 
 

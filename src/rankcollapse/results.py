@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import pandas as pd
 import torch
 
 from rankcollapse import __version__
+from rankcollapse.plotting import atomic_write
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
 
@@ -68,19 +68,6 @@ def hardware() -> str:
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} GPU; CPU {cpu}"
     return f"CPU {cpu}"
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are shared
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,8 +115,9 @@ class ResultStore:
         """Store a table atomically (CSV, then the JSON that makes it visible)."""
         csv_path, json_path = self.paths(page, parameters)
         record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": csv_path.stem}
-        _atomic_write_text(csv_path, table.to_csv(index=False, float_format="%.17g"))
-        _atomic_write_text(json_path, json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+        text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+        atomic_write(csv_path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.17g"))
+        atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
         return StoredResult(table, record, csv_path, False)
 
     def load_or_compute(self, page: str, parameters: dict,
