@@ -17,7 +17,7 @@ The definitions (PAPER.md §1):
   ``matrix_rank`` rule), because rounding in float32 states looks like extra rank in a float64 SVD.
 * ``rounding_floor = eps(dtype) * ||X||_F``: a ``mu`` at or below it cannot be told apart from rounding.
 
-Used by: every page that measures collapse; ``san`` calls ``all_metrics`` after every layer.
+Used by: every page that measures collapse; ``san`` calls ``all_metrics`` (or ``norm_metrics``) after every layer.
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ from __future__ import annotations
 import torch
 
 METRIC_NAMES = ("mu", "relative_mu", "dong_ratio", "norm", "numerical_rank", "sigma_min", "mean_abs_cosine", "floor")
+NORM_METRIC_NAMES = ("mu", "relative_mu", "norm", "floor")  # the ones norm_metrics computes, without an SVD
 
 
-def _prepare(X: torch.Tensor, token_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Float64 states with padding rows zeroed, and the float64 weights (1 valid / 0 pad).
+def _prepare(X: torch.Tensor, token_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Float64 states with padding rows zeroed, and the float64 weights (1 valid / 0 pad; None: all valid).
 
-    Shapes: X [..., token, d_model], token_mask [..., token] -> ([..., token, d_model], [..., token, 1]).
+    Shapes: X [..., token, d_model], token_mask [..., token] -> ([..., token, d_model], [..., token, 1] or None).
     """
     if X.ndim < 2:
         raise ValueError(f"X must have shape [..., token, d_model], got shape {tuple(X.shape)}")
@@ -38,19 +39,19 @@ def _prepare(X: torch.Tensor, token_mask: torch.Tensor | None) -> tuple[torch.Te
         raise ValueError(f"X must be a floating-point tensor, got dtype {X.dtype}")
     X = X.to(torch.float64)
     if token_mask is None:
-        valid = torch.ones(X.shape[:-1], dtype=torch.float64, device=X.device)
-    else:
-        if token_mask.dtype != torch.bool or token_mask.shape != X.shape[:-1]:
-            raise ValueError(
-                f"token_mask must be a bool tensor of shape {tuple(X.shape[:-1])}, got {token_mask.dtype} {tuple(token_mask.shape)}"
-            )
-        valid = token_mask.to(torch.float64)
-    valid = valid.unsqueeze(-1)  # [..., token, 1]
+        return X, None
+    if token_mask.dtype != torch.bool or token_mask.shape != X.shape[:-1]:
+        raise ValueError(
+            f"token_mask must be a bool tensor of shape {tuple(X.shape[:-1])}, got {token_mask.dtype} {tuple(token_mask.shape)}"
+        )
+    valid = token_mask.to(torch.float64).unsqueeze(-1)  # [..., token, 1]
     return X * valid, valid
 
 
-def _centred(X: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def _centred(X: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     """``X - 1 gamma_X`` on the valid rows, zero on padding.  Shapes: -> [..., token, d_model]."""
+    if valid is None:
+        return X - X.mean(-2, keepdim=True)
     gamma = X.sum(-2, keepdim=True) / valid.sum(-2, keepdim=True).clamp_min(1.0)  # [..., 1, d_model]
     return (X - gamma) * valid
 
@@ -107,11 +108,13 @@ def _rank_from_sv(sv: torch.Tensor, rtol: float) -> torch.Tensor:
     return (sv > rtol * sv[..., :1]).sum(-1)
 
 
-def _sigma_min_from_sv(sv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def _sigma_min_from_sv(sv: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     """The ``min(n_valid, d_model)``-th singular value (zero rows only append zeros).
 
-    Shapes: sv [..., k], valid [..., token, 1] -> [...].
+    Shapes: sv [..., k], valid [..., token, 1] or None (all valid) -> [...].
     """
+    if valid is None:
+        return sv[..., -1]
     n_valid = valid.squeeze(-1).sum(-1).long()  # [...]
     index = (n_valid.clamp(max=sv.shape[-1]) - 1).clamp_min(0)  # [...]
     return sv.gather(-1, index.unsqueeze(-1)).squeeze(-1)
@@ -149,13 +152,14 @@ def smallest_singular_value(X: torch.Tensor, token_mask: torch.Tensor | None = N
     return _sigma_min_from_sv(_singular_values(Xp), valid)
 
 
-def _mean_abs_cosine(Xp: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Shapes: Xp [..., token, d_model] (padding zeroed), valid [..., token, 1] -> [...]."""
+def _mean_abs_cosine(Xp: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """Shapes: Xp [..., token, d_model] (padding zeroed), valid [..., token, 1] or None (all valid) -> [...]."""
     norms = torch.linalg.vector_norm(Xp, dim=-1, keepdim=True)  # [..., token, 1]
     unit = Xp / norms.clamp_min(torch.finfo(torch.float64).tiny)
     cos = (unit @ unit.transpose(-1, -2)).abs()  # [..., token, token]
-    pair = valid * valid.transpose(-1, -2)  # [..., token, token]
-    pair = pair * (1 - torch.eye(pair.shape[-1], dtype=pair.dtype, device=pair.device))
+    pair = 1 - torch.eye(Xp.shape[-2], dtype=Xp.dtype, device=Xp.device)  # [token, token] ordered pairs i != j
+    if valid is not None:
+        pair = pair * valid * valid.transpose(-1, -2)  # [..., token, token]
     return (cos * pair).sum((-2, -1)) / pair.sum((-2, -1)).clamp_min(1.0)
 
 
@@ -178,6 +182,28 @@ def rounding_floor(x_norm: torch.Tensor | float, dtype: torch.dtype) -> torch.Te
     return torch.as_tensor(x_norm, dtype=torch.float64) * _eps(dtype)
 
 
+def _norm_values(Xp: torch.Tensor, centred: torch.Tensor, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """mu, relative_mu, norm and floor of prepared float64 states.  Shapes: [..., token, d_model] -> [...]."""
+    norm = torch.linalg.vector_norm(Xp, dim=(-2, -1))
+    mu_value = torch.linalg.vector_norm(centred, dim=(-2, -1))
+    return {"mu": mu_value, "relative_mu": mu_value / norm.clamp_min(torch.finfo(torch.float64).tiny),
+            "norm": norm, "floor": norm * _eps(dtype)}
+
+
+def norm_metrics(
+    X: torch.Tensor, token_mask: torch.Tensor | None = None, dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
+    """The metrics of ``NORM_METRIC_NAMES`` from one float64 copy of X: no SVD, no pairwise cosines.
+
+    ``dtype`` as in :func:`all_metrics`.  Shapes: [..., token, d_model] -> each value [...].
+
+    >>> {k: round(v.item(), 4) for k, v in norm_metrics(torch.tensor([[0.0, 0.0], [2.0, 0.0]])).items()}
+    {'mu': 1.4142, 'relative_mu': 0.7071, 'norm': 2.0, 'floor': 0.0}
+    """
+    Xp, valid = _prepare(X, token_mask)
+    return _norm_values(Xp, _centred(Xp, valid), X.dtype if dtype is None else dtype)
+
+
 def all_metrics(
     X: torch.Tensor, token_mask: torch.Tensor | None = None, dtype: torch.dtype | None = None
 ) -> dict[str, torch.Tensor]:
@@ -189,17 +215,12 @@ def all_metrics(
     dtype = X.dtype if dtype is None else dtype
     Xp, valid = _prepare(X, token_mask)
     centred = _centred(Xp, valid)
-    norm = torch.linalg.vector_norm(Xp, dim=(-2, -1))
-    mu_value = torch.linalg.vector_norm(centred, dim=(-2, -1))
-    tiny = torch.finfo(torch.float64).tiny
     sv = _singular_values(Xp)  # [..., k]
-    return {
-        "mu": mu_value,
-        "relative_mu": mu_value / norm.clamp_min(tiny),
-        "dong_ratio": _composite_norm(centred) / _composite_norm(Xp).clamp_min(tiny),
-        "norm": norm,
+    values = _norm_values(Xp, centred, dtype)
+    values.update({
+        "dong_ratio": _composite_norm(centred) / _composite_norm(Xp).clamp_min(torch.finfo(torch.float64).tiny),
         "numerical_rank": _rank_from_sv(sv, _default_rtol(X, dtype)),
         "sigma_min": _sigma_min_from_sv(sv, valid),
         "mean_abs_cosine": _mean_abs_cosine(Xp, valid),
-        "floor": norm * _eps(dtype),
-    }
+    })
+    return {k: values[k] for k in METRIC_NAMES}

@@ -2,10 +2,13 @@
 
 A *SAN* (self-attention network, Dong et al.) keeps only the attention sublayers of a transformer. The
 engine runs one stack of layers (randomly initialized, or extracted by :mod:`rankcollapse.models`) under
-many configurations at once: mask x temperature x norm x skip connection, all sharing the same X(0) and
-the same weights. Configurations and samples are batch axes, so each layer is a few large einsums.
-After every layer it computes :func:`rankcollapse.metrics.all_metrics` and keeps only those, never the
-hidden states; samples are processed in chunks sized to a memory budget.
+many configurations in one call: mask x temperature x norm x skip connection, all sharing the same X(0)
+and the same weights. Samples are the batch axis, so each layer is two large matrix products (Q, K, V side
+by side; W_O) around one fused attention call; configurations run one after another on the same block of
+samples, and the first layer's projection, equal for all of them, is computed once. After every layer it
+computes :func:`rankcollapse.metrics.all_metrics` (or ``norm_metrics``) and keeps only those, never the
+hidden states. Blocks are sized to a memory budget and, on CPU, to the cache: on 2 EPYC cores, putting
+configurations on a batch axis too (tensors of 100 MB and more) ran 1.5-2x slower than cache-sized blocks.
 
 One layer, for configuration c (row-vector convention, tokens are rows):
 
@@ -22,8 +25,6 @@ Used by: the experiments behind Figs. 2-4, the response experiments and ``benchm
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -200,62 +201,99 @@ def _rotate(x: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tens
     return x * cos + rotated * sin
 
 
-def _joint_projection(layer: AttentionLayer) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Q, K and V weights side by side, so one matrix product projects all heads.
+@dataclass(frozen=True, eq=False)
+class JointWeights:
+    """One layer's weights laid out for the engine, built once per run by :func:`joint_weights`.
 
-    Shapes: -> W [d_model, (head + 2 kv_head) * d_head], b [(head + 2 kv_head) * d_head] or None.
+    Shapes: W_qkv [d_model, (head + 2 kv_head) * d_head] (Q, K, V side by side, so one matrix product
+    projects every head); b_qkv [(head + 2 kv_head) * d_head] or None; W_O [head * d_head, d_model] or None.
     """
+
+    W_qkv: torch.Tensor
+    b_qkv: torch.Tensor | None
+    W_O: torch.Tensor | None
+
+
+def joint_weights(layer: AttentionLayer) -> JointWeights:
+    """Q, K and V weights side by side and W_O with its heads stacked (see :class:`JointWeights`)."""
     W = torch.cat([layer.W_Q, layer.W_K, layer.W_V], dim=0)  # [head + 2 kv_head, d_model, d_head]
     W = W.permute(1, 0, 2).reshape(layer.d_model, -1)  # [d_model, (head + 2 kv_head) * d_head]
+    W_O = None if layer.W_O is None else layer.W_O.reshape(-1, layer.d_model)  # [head * d_head, d_model]
     if layer.b_Q is None and layer.b_K is None and layer.b_V is None:
-        return W, None
+        return JointWeights(W, None, W_O)
     parts = [layer.b_Q, layer.b_K, layer.b_V]
     shapes = [layer.W_Q.shape[::2], layer.W_K.shape[::2], layer.W_V.shape[::2]]
     b = torch.cat([(torch.zeros(shape, dtype=W.dtype, device=W.device) if p is None else p).reshape(-1)
                    for p, shape in zip(parts, shapes)])  # [(head + 2 kv_head) * d_head]
-    return W, b
+    return JointWeights(W, b, W_O)
 
 
-def attend(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The attention sublayer (no skip, no norm) for every configuration at once.
+def project_qkv(X: torch.Tensor, weights: JointWeights) -> torch.Tensor:
+    """Every head's queries, keys and values in one matrix product.
 
-    ``mask`` is combined with the layer's own window, if any. Shapes: X [config, sample, token, d_model];
-    mask [config, token, token] bool; scale [config] -> [config, sample, token, d_model].
+    Shapes: X [sample, token, d_model] -> [sample * token, (head + 2 kv_head) * d_head].
     """
-    n_configs, n_samples, n_tokens, d_model = X.shape
+    flat = X.reshape(-1, X.shape[-1])  # [sample * token, d_model]
+    return flat @ weights.W_qkv if weights.b_qkv is None else torch.addmm(weights.b_qkv, flat, weights.W_qkv)
+
+
+def logit_scale(layer: AttentionLayer, temperature: float | None) -> float:
+    """``1 / sqrt(temperature)`` (the paper's d_QK), or the layer's own scaling when the temperature is None."""
+    if temperature is not None:
+        return 1.0 / math.sqrt(temperature)
+    return layer.scaling if layer.scaling is not None else 1.0 / math.sqrt(layer.d_head)
+
+
+def attention_bias(layer: AttentionLayer, mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+    """The additive logit bias: -inf where the mask (and the layer's own window) forbids, plus the layer's
+    score bias; None when nothing is forbidden or added.
+
+    Shapes: mask [token, token] bool -> [token, token], [head, token, token] with a score bias, or None.
+    """
+    n_tokens = mask.shape[-1]
+    if layer.window is not None:
+        offsets = torch.arange(n_tokens, device=mask.device)
+        mask = mask & ((offsets[:, None] - offsets[None, :]).abs() <= layer.window)  # [token, token]
+    bias = None if bool(mask.all()) else torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
+        ~mask, float("-inf"))  # [token, token]
+    if layer.score_bias is not None:
+        score_bias = layer.score_bias[..., :n_tokens, :n_tokens]  # [head, token, token]
+        bias = score_bias if bias is None else score_bias + bias
+    return bias
+
+
+def attend(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, scale: float, *,
+           weights: JointWeights | None = None, qkv: torch.Tensor | None = None) -> torch.Tensor:
+    """The attention sublayer (no skip, no norm) of one configuration, for a block of samples.
+
+    ``bias`` comes from :func:`attention_bias`; ``scale`` multiplies the logits. ``weights`` are
+    :func:`joint_weights` of ``layer`` (computed here when not given) and ``qkv`` is X's projection when
+    it is already known (the first layer's, which every configuration shares). The masked softmax and
+    the product with V run fused in ``scaled_dot_product_attention`` (flash attention on CPU).
+    Shapes: X [sample, token, d_model]; bias see :func:`attention_bias`; qkv [sample * token,
+    (head + 2 kv_head) * d_head] -> [sample, token, d_model].
+    """
+    n_samples, n_tokens, d_model = X.shape
     n_heads, n_kv, d_head = layer.n_heads, layer.W_K.shape[0], layer.d_head
-    W, b = _joint_projection(layer)
-    flat = X.reshape(-1, d_model)  # [config * sample * token, d_model]
-    qkv = flat @ W if b is None else torch.addmm(b, flat, W)  # [config * sample * token, (head + 2 kv_head) * d_head]
-    qkv = qkv.view(n_configs, n_samples, n_tokens, n_heads + 2 * n_kv, d_head).transpose(2, 3)  # [c, s, h+2kv, token, e]
-    q, k, v = qkv.split([n_heads, n_kv, n_kv], dim=2)  # [config, sample, head | kv_head, token, d_head]
+    weights = joint_weights(layer) if weights is None else weights
+    qkv = project_qkv(X, weights) if qkv is None else qkv
+    qkv = qkv.view(n_samples, n_tokens, n_heads + 2 * n_kv, d_head).transpose(1, 2)  # [sample, h + 2 kv, token, e]
+    q, k, v = qkv.split([n_heads, n_kv, n_kv], dim=1)  # [sample, head | kv_head, token, d_head]
     if layer.q_gain is not None:
         q = _rms(q, layer.qk_norm_eps) * layer.q_gain
         k = _rms(k, layer.qk_norm_eps) * layer.k_gain
     if layer.rope_inv_freq is not None:
         q = _rotate(q, layer.rope_inv_freq, layer.rope_scale)
         k = _rotate(k, layer.rope_inv_freq, layer.rope_scale)
-    q = q * scale.to(X.dtype)[:, None, None, None, None]  # [config, sample, head, token, d_head]
     if n_kv != n_heads:
-        k = k.repeat_interleave(n_heads // n_kv, dim=2)  # [config, sample, head, token, d_head]
-        v = v.repeat_interleave(n_heads // n_kv, dim=2)  # [config, sample, head, token, d_head]
-    if layer.window is not None:
-        offsets = torch.arange(n_tokens, device=X.device)
-        mask = mask & ((offsets[:, None] - offsets[None, :]).abs() <= layer.window)  # [config, token, token]
-    bias = torch.zeros(mask.shape, dtype=X.dtype, device=X.device).masked_fill_(~mask, float("-inf"))  # [c, t, t]
-    scores = torch.matmul(q, k.transpose(-1, -2))  # [config, sample, head, token, token]
-    scores += bias[:, None, None]
-    if layer.score_bias is not None:
-        scores += layer.score_bias[..., :n_tokens, :n_tokens]
-    attn = torch.softmax(scores, dim=-1)  # [config, sample, head, token, token]
-    ctx = torch.matmul(attn, v).transpose(2, 3).reshape(n_configs, n_samples, n_tokens, n_heads * d_head)  # [c,s,t,h*e]
-    if layer.W_O is None:
-        return ctx  # [config, sample, token, d_model]
-    W_O = layer.W_O.reshape(n_heads * d_head, d_model)  # [head * d_head, d_model]
-    if layer.b_O is None:
-        return ctx @ W_O  # [config, sample, token, d_model]
-    out = torch.addmm(layer.b_O, ctx.reshape(-1, n_heads * d_head), W_O)  # [config * sample * token, d_model]
-    return out.view(n_configs, n_samples, n_tokens, d_model)  # [config, sample, token, d_model]
+        k = k.repeat_interleave(n_heads // n_kv, dim=1)  # [sample, head, token, d_head]
+        v = v.repeat_interleave(n_heads // n_kv, dim=1)  # [sample, head, token, d_head]
+    ctx = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)  # [s, h, t, e]
+    ctx = ctx.transpose(1, 2).reshape(n_samples * n_tokens, n_heads * d_head)  # [sample * token, head * d_head]
+    if weights.W_O is None:
+        return ctx.view(n_samples, n_tokens, d_model)
+    out = ctx @ weights.W_O if layer.b_O is None else torch.addmm(layer.b_O, ctx, weights.W_O)  # [s * t, d_model]
+    return out.view(n_samples, n_tokens, d_model)  # [sample, token, d_model]
 
 
 def apply_norm(Y: torch.Tensor, norm: str) -> torch.Tensor:
@@ -279,7 +317,7 @@ class SANResult:
     configs: tuple[SANConfig, ...]  # the configuration axis, in order
     dtype: torch.dtype  # the dtype the hidden states were computed in
     device: str  # where they were computed
-    samples_per_chunk: int  # samples run together under the memory budget
+    samples_per_chunk: int  # samples run together (one block), set by the cache target and the memory budget
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -292,7 +330,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-CHEAP_METRICS = ("mu", "relative_mu", "norm", "floor")
+CHEAP_METRICS = rc_metrics.NORM_METRIC_NAMES
 
 
 def layer_metrics(X: torch.Tensor, token_mask: torch.Tensor | None, dtype: torch.dtype,
@@ -307,42 +345,29 @@ def layer_metrics(X: torch.Tensor, token_mask: torch.Tensor | None, dtype: torch
     if unknown or not metric_names:
         raise ValueError(f"metric_names must be a non-empty subset of {', '.join(rc_metrics.METRIC_NAMES)}; "
                          f"got {metric_names!r}")
-    if set(metric_names) <= set(CHEAP_METRICS):
-        mu, norm = rc_metrics.mu(X, token_mask), rc_metrics.frobenius_norm(X, token_mask)
-        values = {"mu": mu, "norm": norm, "relative_mu": mu / norm.clamp_min(torch.finfo(torch.float64).tiny),
-                  "floor": rc_metrics.rounding_floor(norm, dtype)}
-    else:
-        values = rc_metrics.all_metrics(X, token_mask=token_mask, dtype=dtype)
+    cheap = set(metric_names) <= set(CHEAP_METRICS)
+    values = (rc_metrics.norm_metrics if cheap else rc_metrics.all_metrics)(X, token_mask=token_mask, dtype=dtype)
     return {k: values[k] for k in metric_names}
 
 
-def samples_per_chunk(n_configs: int, n_tokens: int, layer: AttentionLayer, dtype: torch.dtype,
-                      memory_budget: int) -> int:
-    """How many samples fit the memory budget (bytes), from the largest live tensors of one layer."""
+# On CPU the engine works on blocks of samples small enough to stay in cache: CPU_BLOCK_BYTES of states
+# (their projections are 3-4x that, their float64 copy for the metrics 2x). Measured on 2 AMD EPYC cores
+# (benchmarks/bench_san.py): blocks of 4-8 MiB ran 1.5-2x faster than 100 MB tensors doing the same work.
+CPU_BLOCK_BYTES = 8 * 2**20
+
+
+def samples_per_chunk(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype, memory_budget: int,
+                      device: torch.device = torch.device("cpu")) -> int:
+    """Samples per block: what fits the memory budget (bytes), from the largest live tensors of one layer
+    of one configuration, and on CPU at most a cache-sized block (CPU_BLOCK_BYTES of states)."""
     item = torch.finfo(dtype).bits // 8
     width = max(layer.d_model, layer.n_heads * layer.d_head)
-    per_sample = n_configs * (3 * layer.n_heads * n_tokens * n_tokens * item + 12 * n_tokens * width * item
-                              + 6 * n_tokens * layer.d_model * 8)  # scores/softmax, q/k/v/out, metrics (fp64)
-    return max(1, memory_budget // per_sample)
-
-
-@functools.cache
-def release_freed_chunks_to_os() -> bool:
-    """Fix glibc's mmap threshold at 1 MiB, once per process; True when it was set (False off glibc).
-
-    Every chunk of samples allocates and frees buffers of 10-100 MB. glibc's default *dynamic* threshold
-    rises after such frees, so later buffers come from the heap and fragment it: 3000 BERT-base samples x
-    16 configurations then peak at 9.4 GiB instead of 2.0 GiB (``benchmarks/bench_san.py --memory-only``).
-    A fixed threshold (the same as ``MALLOC_MMAP_THRESHOLD_=1048576``) returns freed buffers to the OS.
-    It is process-wide and only changes where glibc places allocations of 1 MiB and more.
-    """
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    m_mmap_threshold = -3  # from <malloc.h>
-    return bool(mallopt(m_mmap_threshold, 1 << 20))
+    per_sample = (3 * layer.n_heads * n_tokens * n_tokens * item + 12 * n_tokens * width * item
+                  + 6 * n_tokens * layer.d_model * 8)  # attention weights, q/k/v/out, metrics (float64)
+    block = memory_budget // per_sample
+    if device.type == "cpu":
+        block = min(block, CPU_BLOCK_BYTES // (n_tokens * layer.d_model * item))
+    return max(1, block)
 
 
 def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANConfig, ...] | list[SANConfig], *,
@@ -351,9 +376,11 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
             use_model_windows: bool = True, metric_names: tuple[str, ...] | None = None) -> SANResult:
     """Run every configuration on every sample through ``layers``; keep only the metrics after each layer.
 
+    Samples go in blocks (:func:`samples_per_chunk`); each block runs configuration after configuration
+    through every layer, so only one block's states of one configuration are alive at a time. The first
+    layer's projection and the layer-0 metrics, equal for every configuration, are computed once per block.
     ``token_mask`` marks valid tokens for the metrics (padding rows are still propagated; give
     exactly-N-token samples, as :mod:`rankcollapse.data` does, to keep attention free of padding).
-    On CPU it calls :func:`release_freed_chunks_to_os` so peak memory stays flat in the number of samples.
     ``use_model_windows=False`` drops extracted layers' own sliding windows. ``metric_names`` keeps a subset
     of METRIC_NAMES (default: all; see :func:`layer_metrics`). Deterministic: no randomness.
     Shapes: x0 [sample, token, d_model]; token_mask [sample, token] -> metrics [layer + 1, config, sample].
@@ -365,38 +392,37 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
     if not configs:
         raise ValueError("configs must hold at least one SANConfig")
     dev = resolve_device(device)
-    if dev.type == "cpu":
-        release_freed_chunks_to_os()
     configs = tuple(configs)
     n_samples, n_tokens, _ = x0.shape
-    layers = [
-        (layer if use_model_windows else AttentionLayer(**{**layer.__dict__, "window": None})).to(dtype, dev)
-        for layer in layers]
-    masks = torch.stack([c.build_mask(n_tokens) for c in configs]).to(dev)  # [config, token, token]
-    scale = torch.tensor([float("nan") if c.temperature is None else 1.0 / math.sqrt(c.temperature)
-                          for c in configs], dtype=torch.float64)  # [config]; NaN = the layer's own scaling
-    own_scale = [layer.scaling if layer.scaling is not None else 1.0 / math.sqrt(layer.d_head) for layer in layers]
-    skip = torch.tensor([float(c.skip) for c in configs], dtype=dtype, device=dev)  # [config]
-    norm_groups = {n: [i for i, c in enumerate(configs) if c.norm == n] for n in NORM_NAMES}
-    chunk = samples_per_chunk(len(configs), n_tokens, max(layers, key=lambda la: la.n_heads), dtype, memory_budget)
+    moved = {id(la): (la if use_model_windows else AttentionLayer(**{**la.__dict__, "window": None})).to(dtype, dev)
+             for la in layers}  # a cycled layer is moved (and laid out) once
+    layers = [moved[id(la)] for la in layers]
+    weights = {id(la): joint_weights(la) for la in layers}
+    biases = [[attention_bias(la, c.build_mask(n_tokens).to(dev), dtype) for la in layers] for c in configs]
+    scales = [[logit_scale(la, c.temperature) for la in layers] for c in configs]
+    block = samples_per_chunk(n_tokens, max(layers, key=lambda la: la.n_heads), dtype, memory_budget, dev)
 
-    collected: list[dict[str, torch.Tensor]] = []
-    for start in range(0, n_samples, chunk):
-        x = x0[start:start + chunk].to(device=dev, dtype=dtype)  # [sample, token, d_model]
-        tm = None if token_mask is None else token_mask[start:start + chunk].to(dev)  # [sample, token]
-        X = x.expand(len(configs), *x.shape).contiguous()  # [config, sample, token, d_model]
-        per_layer = [layer_metrics(X, tm, dtype, metric_names)]
-        for layer, own in zip(layers, own_scale):
-            layer_scale = torch.where(scale.isnan(), torch.full_like(scale, own), scale).to(dev)  # [config]
-            Y = attend(X, layer, masks, layer_scale) + skip[:, None, None, None] * X  # [config, sample, token, d]
-            for norm, idx in norm_groups.items():
-                if idx and norm != "none":
-                    Y[idx] = apply_norm(Y[idx], norm)
-            X = Y
-            per_layer.append(layer_metrics(X, tm, dtype, metric_names))
-        collected.append({k: torch.stack([m[k] for m in per_layer]).cpu() for k in per_layer[0]})
-    metrics = {k: torch.cat([c[k] for c in collected], dim=2) for k in collected[0]}  # [layer + 1, config, sample]
-    return SANResult(metrics=metrics, configs=configs, dtype=dtype, device=str(dev), samples_per_chunk=chunk)
+    metrics: dict[str, torch.Tensor] = {}
+    for start in range(0, n_samples, block):
+        stop = min(start + block, n_samples)
+        x = x0[start:stop].to(device=dev, dtype=dtype)  # [sample, token, d_model]
+        tm = None if token_mask is None else token_mask[start:stop].to(dev)  # [sample, token]
+        measure = lambda X: layer_metrics(X, tm, dtype, metric_names)  # noqa: E731
+        first_qkv = project_qkv(x, weights[id(layers[0])])  # every configuration's first projection
+        at_zero = measure(x)
+        for c, config in enumerate(configs):
+            per_layer = [at_zero]
+            X = x
+            for t, layer in enumerate(layers):
+                Y = attend(X, layer, biases[c][t], scales[c][t], weights=weights[id(layer)],
+                           qkv=first_qkv if t == 0 else None)  # [sample, token, d_model]
+                X = apply_norm(Y + X if config.skip else Y, config.norm)
+                per_layer.append(measure(X))
+            for k in per_layer[0]:
+                if k not in metrics:
+                    metrics[k] = torch.empty(len(layers) + 1, len(configs), n_samples, dtype=per_layer[0][k].dtype)
+                metrics[k][:, c, start:stop] = torch.stack([m[k] for m in per_layer]).cpu()
+    return SANResult(metrics=metrics, configs=configs, dtype=dtype, device=str(dev), samples_per_chunk=block)
 
 
 def attention_sublayer(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tensor,
@@ -405,9 +431,5 @@ def attention_sublayer(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tenso
 
     Shapes: X [sample, token, d_model]; mask [token, token] bool -> [sample, token, d_model].
     """
-    scale = layer.scaling if layer.scaling is not None else 1.0 / math.sqrt(layer.d_head)
-    if temperature is not None:
-        scale = 1.0 / math.sqrt(temperature)
     layer = layer.to(X.dtype, X.device)
-    out = attend(X[None], layer, mask[None].to(X.device), torch.tensor([scale], dtype=torch.float64, device=X.device))
-    return out[0]  # [sample, token, d_model]
+    return attend(X, layer, attention_bias(layer, mask.to(X.device), X.dtype), logit_scale(layer, temperature))

@@ -125,8 +125,9 @@ def test_chunking_changes_nothing(x0):
     whole = san.run_san(x0, layers, configs)
     chunked = san.run_san(x0, layers, configs, memory_budget=1)
     assert chunked.samples_per_chunk == 1 and whole.samples_per_chunk >= 3
+    floor = 8 * torch.finfo(torch.float64).eps * whole.metrics["norm"].max().item()  # GEMM rounding varies with rows
     for k in FLOAT_METRICS:
-        torch.testing.assert_close(chunked.metrics[k], whole.metrics[k], rtol=1e-13, atol=0)
+        torch.testing.assert_close(chunked.metrics[k], whole.metrics[k], rtol=1e-13, atol=floor)
 
 
 def test_mu_is_invariant_to_biases_under_pure_attention(x0):
@@ -214,11 +215,3 @@ def test_cheap_metric_subset_equals_the_full_set(x0):
         torch.testing.assert_close(cheap.metrics[k], full.metrics[k], rtol=1e-14, atol=0)
     with pytest.raises(ValueError, match="metric_names"):
         san.run_san(x0, layers, configs, metric_names=("rank",))
-
-
-def test_engine_fixes_glibc_mmap_threshold_on_glibc():
-    import platform
-
-    if platform.libc_ver()[0] != "glibc":
-        pytest.skip("glibc only")
-    assert san.release_freed_chunks_to_os() is True
