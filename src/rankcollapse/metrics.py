@@ -76,9 +76,7 @@ def frobenius_norm(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> t
 
 def relative_mu(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
     """``mu(X) / ||X||_F`` (0 when X = 0).  Shapes: [..., token, d_model] -> [...]."""
-    X, valid = _prepare(X, token_mask)
-    norm = torch.linalg.vector_norm(X, dim=(-2, -1))
-    return torch.linalg.vector_norm(_centred(X, valid), dim=(-2, -1)) / norm.clamp_min(torch.finfo(torch.float64).tiny)
+    return norm_metrics(X, token_mask)["relative_mu"]
 
 
 def _composite_norm(M: torch.Tensor) -> torch.Tensor:
@@ -187,7 +185,7 @@ def _norm_values(Xp: torch.Tensor, centred: torch.Tensor, dtype: torch.dtype) ->
     norm = torch.linalg.vector_norm(Xp, dim=(-2, -1))
     mu_value = torch.linalg.vector_norm(centred, dim=(-2, -1))
     return {"mu": mu_value, "relative_mu": mu_value / norm.clamp_min(torch.finfo(torch.float64).tiny),
-            "norm": norm, "floor": norm * _eps(dtype)}
+            "norm": norm, "floor": rounding_floor(norm, dtype)}
 
 
 def norm_metrics(
