@@ -37,7 +37,7 @@ import time
 
 import torch
 
-from rankcollapse import metrics, san
+from rankcollapse import metrics, norms, san
 from rankcollapse.models_extract import extract_layers
 
 DIMS = {"bert-base": (768, 12), "minilm": (384, 12)}
@@ -73,7 +73,7 @@ def set_norm(model, norm: str) -> None:
     """The attention output becomes norm(dense(context)): no skip, no affine LayerNorm."""
     for layer in model.encoder.layer:
         out = layer.attention.output
-        out.forward = lambda h, inp, out=out: san.apply_norm(out.dense(h), norm)
+        out.forward = lambda h, inp, out=out: norms.apply_norm(out.dense(h), norm)
 
 
 def x0_for(model, n_samples: int, seed: int = 1) -> torch.Tensor:
@@ -114,7 +114,7 @@ def run_naive(model, x0) -> None:
             x = x0[s][None]  # [1, token, d_model]
             for layer in layers:
                 bias = san.attention_bias(layer, mask, torch.float32)
-                x = san.apply_norm(san.attend(x, layer, bias, layer.scaling), config.norm)
+                x = norms.apply_norm(san.attend(x, layer, bias, layer.scaling), config.norm)
                 metrics.mu(x)
 
 
@@ -215,7 +215,7 @@ def memory_scan(dims: str, n_samples: int) -> dict:
     d_model, n_heads = DIMS[dims]
     layers = san.random_layers(1, d_model, n_heads, dtype=torch.float32)
     x0 = torch.randn(n_samples, N_TOKENS, d_model, generator=torch.Generator().manual_seed(0))
-    grid = san.config_grid(masks=MASKS, norms=san.NORM_NAMES)
+    grid = san.config_grid(masks=MASKS, norms=norms.NORM_NAMES)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     san.run_san(x0, layers, grid, dtype=torch.float32, metric_names=("mu", "norm"))

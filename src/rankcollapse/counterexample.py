@@ -39,7 +39,7 @@ def run_pair(X0: Tensor, W_V: Tensor, n_layers: int, layernorm: bool = True, kee
     """
     _check_pair_matrix(W_V)
     zero = torch.zeros(2, 2, dtype=X0.dtype)
-    config = DynamicsConfig(norm="sphere" if layernorm else "none", keep_states=keep_states)
+    config = DynamicsConfig(norm="unit" if layernorm else "none", keep_states=keep_states)
     return simulate(X0, masks.causal_mask(2), zero, zero, W_V.to(X0.dtype), n_layers, config)
 
 
@@ -242,7 +242,7 @@ def run_star(X0: Tensor, W_V: Tensor, n_layers: int, keep_states: bool = True) -
     Shapes: X0 ``[sample, token, d_model]``, W_V ``[d_model, d_model]``.
     """
     zero = torch.zeros_like(W_V)
-    config = DynamicsConfig(norm="sphere", keep_states=keep_states)
+    config = DynamicsConfig(norm="unit", keep_states=keep_states)
     return simulate(X0, star_mask(X0.shape[-2]), zero, zero, W_V, n_layers, config)
 
 

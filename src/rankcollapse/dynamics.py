@@ -7,8 +7,8 @@ Row convention throughout (tokens are rows, as in the paper)::
 
 with ``A(t) = softmax_G(X(t) W_Q(t) (X(t) W_K(t))^T / sqrt(temperature))`` taken only over the edges of
 the mask G (``mask[i, j]`` True when token i may attend to token j). ``D(t)`` rescales every token to
-unit norm (``norm="sphere"``, the paper's LayerNorm without centring, i.e. RMSNorm without gain); the
-torch-style centred LayerNorm (norm sqrt(d_model)) is the variant ``norm="layernorm"``.
+unit norm (``norm="unit"``, the paper's LayerNorm without centring, i.e. RMSNorm without gain); the
+other normalizations of :mod:`rankcollapse.norms` (``rms``, ``layernorm``: norm about sqrt(d_model)) are variants.
 
 For pure attention the centred part ``R = (I - 11^T/N) X`` obeys ``R(t+1) = (I - 11^T/N) A(t) R(t) W_V(t)``
 exactly (A is row-stochastic), so ``mu(X) = ||R||_F`` can be followed far below the rounding floor of X:
@@ -27,28 +27,15 @@ import torch
 from torch import Tensor
 
 from rankcollapse import masks, metrics
+from rankcollapse.checks import check_choice, check_temperature
+from rankcollapse.metrics import resolve_dtype
+from rankcollapse.norms import apply_norm, check_norm
 
-WEIGHT_KINDS = ("orthogonal", "gaussian", "uniform", "identity", "zero")
-NORMS = ("none", "sphere", "layernorm")
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; choose one of {allowed}")
-
-
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """``"float64"``/``"float32"`` (page parameters are strings) or a torch dtype -> torch dtype."""
-    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
-        return dtype
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return DTYPES[dtype]
-    raise ValueError(f"dtype={dtype!r} is not allowed; choose one of {tuple(DTYPES)}")
+WEIGHT_LAWS = ("orthogonal", "gaussian", "uniform", "identity", "zero")  # how random weight matrices are drawn
 
 
 def sample_weights(
-    kind: str,
+    law: str,
     d_model: int,
     n_layers: int,
     n_samples: int,
@@ -64,20 +51,20 @@ def sample_weights(
 
     Shapes: returns ``[sample, layer, d_model, d_model]``.
     """
-    _check_choice("kind", kind, WEIGHT_KINDS)
+    check_choice("law", law, WEIGHT_LAWS)
     if d_model < 1 or n_layers < 1 or n_samples < 1:
         raise ValueError(
             f"d_model, n_layers, n_samples must be >= 1, got {d_model}, {n_layers}, {n_samples}"
         )
     n_draw = 1 if share_layers else n_layers
     shape = (n_samples, n_draw, d_model, d_model)
-    if kind == "identity":
+    if law == "identity":
         W = torch.eye(d_model, dtype=dtype).expand(shape).clone()
-    elif kind == "zero":
+    elif law == "zero":
         W = torch.zeros(shape, dtype=dtype)
-    elif kind == "gaussian":
+    elif law == "gaussian":
         W = torch.randn(shape, generator=generator, dtype=dtype) / math.sqrt(d_model)
-    elif kind == "uniform":
+    elif law == "uniform":
         W = (2 * torch.rand(shape, generator=generator, dtype=dtype) - 1) / math.sqrt(d_model)
     else:
         Q, R = torch.linalg.qr(torch.randn(shape, generator=generator, dtype=dtype))
@@ -98,35 +85,20 @@ def attention_matrix(X: Tensor, W_Q: Tensor, W_K: Tensor, mask: Tensor, temperat
     return torch.softmax(logits, dim=-1)  # [sample, token, token]
 
 
-def normalize_tokens(X: Tensor, norm: str, layernorm_eps: float = 1e-5) -> Tensor:
-    """Apply the token normalisation ``D``: none, unit norm (``sphere``) or torch LayerNorm (no affine).
-
-    Shapes: X ``[..., token, d_model]`` -> same.
-    """
-    _check_choice("norm", norm, NORMS)
-    if norm == "none":
-        return X
-    if norm == "sphere":
-        return X / torch.linalg.vector_norm(X, dim=-1, keepdim=True)
-    centred = X - X.mean(dim=-1, keepdim=True)
-    return centred / torch.sqrt(centred.pow(2).mean(dim=-1, keepdim=True) + layernorm_eps)
-
-
 @dataclass(frozen=True)
 class DynamicsConfig:
     """How one layer acts: the normalisation, the temperature, what to record."""
 
-    norm: str = "none"  # "none": X <- A X W_V; "sphere": unit-norm rows (the paper's D); "layernorm": torch-style
+    norm: str = "none"  # a name from rankcollapse.norms.NORM_NAMES; "unit" is the paper's D
     temperature: float = 1.0  # d_QK: attention logits are divided by sqrt(temperature)
     layernorm_eps: float = 1e-5  # epsilon of the torch-style LayerNorm (norm="layernorm" only)
     keep_states: bool = True  # keep X(t) for every t (False: only the final state, for big batches)
 
     def __post_init__(self) -> None:
-        _check_choice("norm", self.norm, NORMS)
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature={self.temperature!r} is not allowed; it must be a finite number > 0")
+        check_norm(self.norm)
+        check_temperature("temperature", self.temperature)
         if not self.layernorm_eps > 0:
-            raise ValueError(f"layernorm_eps={self.layernorm_eps!r} is not allowed; it must be > 0")
+            raise ValueError(f"layernorm_eps must be > 0, got {self.layernorm_eps!r}")
 
 
 @dataclass(frozen=True)
@@ -199,7 +171,7 @@ def simulate(
     for t in range(n_layers):
         A = attention_matrix(X, W_Q[:, t], W_K[:, t], mask, config.temperature)  # [sample, token, token]
         attention_min.append(A.masked_fill(~mask, float("inf")).amin(dim=(-2, -1)))  # [sample]
-        X = normalize_tokens(A @ X @ W_V[:, t], config.norm, config.layernorm_eps)  # [sample, token, d_model]
+        X = apply_norm(A @ X @ W_V[:, t], config.norm, config.layernorm_eps)  # [sample, token, d_model]
         if states is not None:
             states.append(X)
         if track:
@@ -225,8 +197,8 @@ class SystemConfig:
     d_model: int = 8  # d (d_head = d_model)
     n_layers: int = 40  # depth
     n_samples: int = 8  # independent draws of X(0) and the weights (seeds of the spread bands)
-    qk_weights: str = "gaussian"  # law of W_Q, W_K, one of WEIGHT_KINDS ("zero": uniform attention)
-    value_weights: str = "orthogonal"  # law of W_V, one of WEIGHT_KINDS
+    qk_weights: str = "gaussian"  # law of W_Q, W_K, one of WEIGHT_LAWS ("zero": uniform attention)
+    value_weights: str = "orthogonal"  # law of W_V, one of WEIGHT_LAWS
     share_layers: bool = False  # one weight draw reused in every layer
     hemisphere: bool = False  # start every token in the open hemisphere {x : x_1 > 0}
     seed: int = 0  # seed of the torch.Generator
@@ -236,8 +208,8 @@ class SystemConfig:
         for name in ("n_tokens", "d_model", "n_layers", "n_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} is not allowed; it must be >= 1")
-        _check_choice("qk_weights", self.qk_weights, WEIGHT_KINDS)
-        _check_choice("value_weights", self.value_weights, WEIGHT_KINDS)
+        check_choice("qk_weights", self.qk_weights, WEIGHT_LAWS)
+        check_choice("value_weights", self.value_weights, WEIGHT_LAWS)
         resolve_dtype(self.dtype)
 
 

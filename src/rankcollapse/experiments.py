@@ -32,13 +32,15 @@ import torch
 
 from rankcollapse import data as rc_data
 from rankcollapse import masks as rc_masks
+from rankcollapse import metrics as rc_metrics
 from rankcollapse import san
+from rankcollapse.checks import check_choice, check_choices, check_int, check_temperature
+from rankcollapse.norms import NORM_NAMES
 from rankcollapse.results import ResultStore, StoredResult
 
 PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")
 WINDOWED_MASKS = ("sliding_window", "causal_sliding_window", "strided", "dilated_window", "global_window")
-WEIGHT_KINDS = ("initialized", "pretrained")
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+WEIGHT_SOURCES = ("initialized", "pretrained")  # where the attention weights come from
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "numerical_rank", "full_rank", "sigma_min", "mean_abs_cosine")
 PAPER_SCALE = {"n_samples": 3000, "n_tokens": 128}  # the authors' response: 3000 samples of 128 tokens
@@ -50,11 +52,11 @@ class ExperimentConfig:
     """One sweep: weights x masks x temperatures x norms x skips, all on the same X(0)."""
 
     model: str = "pkg:minilm"  # spec of the pretrained model (rankcollapse.models); gives tokenizer, X(0), sizes
-    weights: tuple[str, ...] = WEIGHT_KINDS  # which attention weights: "initialized" and/or "pretrained"
+    weights: tuple[str, ...] = WEIGHT_SOURCES  # which attention weights: "initialized" and/or "pretrained"
     masks: tuple[str, ...] = PAPER_MASKS  # mask names from rankcollapse.masks.MASK_NAMES
     window: int = 4  # window of the windowed masks (half-width bi-directional, size uni-directional) [recon]
     temperatures: tuple[float | None, ...] = (None,)  # d_QK values; None = the layer's own 1/sqrt(d_head)
-    norms: tuple[str, ...] = ("none",)  # names from rankcollapse.san.NORM_NAMES
+    norms: tuple[str, ...] = ("none",)  # names from rankcollapse.norms.NORM_NAMES
     skips: tuple[bool, ...] = (False,)  # with / without the skip connection
     n_layers: int = 12  # depth of initialized stacks; pretrained stacks use min(n_layers, model depth)
     n_samples: int = 16  # Wikipedia samples
@@ -68,25 +70,23 @@ class ExperimentConfig:
     geometry: bool = False  # also rank, sigma_min and mean |cos| (one SVD per layer); else mu, norm, floor only
 
     def __post_init__(self) -> None:
-        _check_choices("weights", self.weights, WEIGHT_KINDS)
-        _check_choices("masks", self.masks, rc_masks.MASK_NAMES)
-        _check_choices("norms", self.norms, san.NORM_NAMES)
-        _check_choices("skips", self.skips, (False, True))
+        check_choices("weights", self.weights, WEIGHT_SOURCES)
+        check_choices("masks", self.masks, rc_masks.MASK_NAMES)
+        check_choices("norms", self.norms, NORM_NAMES)
+        check_choices("skips", self.skips, (False, True))
+        if not isinstance(self.temperatures, tuple) or not self.temperatures:
+            raise ValueError(f"temperatures must be a non-empty tuple of numbers > 0 or None, got {self.temperatures!r}")
         for t in self.temperatures:
-            if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0):
-                raise ValueError(f"temperatures must be numbers > 0 or None, got {t!r}")
-        _check_int("n_tokens", self.n_tokens, 2, 512)
-        _check_int("n_samples", self.n_samples, 1, MAX_SAMPLES)
-        _check_int("n_layers", self.n_layers, 1, 4096)
-        _check_int("seed", self.seed, 0, 2**31 - 1)
+            check_temperature("temperatures", t, allow_none=True)
+        check_int("n_tokens", self.n_tokens, 2, 512)
+        check_int("n_samples", self.n_samples, 1, MAX_SAMPLES)
+        check_int("n_layers", self.n_layers, 1, 4096)
+        check_int("seed", self.seed, 0, 2**31 - 1)
         if any(m in WINDOWED_MASKS for m in self.masks):
-            _check_int("window", self.window, 1, self.n_tokens - 1)
-        if self.overlap not in rc_data.OVERLAP_NAMES:
-            raise ValueError(f"overlap must be one of {', '.join(rc_data.OVERLAP_NAMES)}; got {self.overlap!r}")
-        if self.init not in san.INIT_NAMES:
-            raise ValueError(f"init must be one of {', '.join(san.INIT_NAMES)}; got {self.init!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+            check_int("window", self.window, 1, self.n_tokens - 1)
+        check_choice("overlap", self.overlap, rc_data.OVERLAP_NAMES)
+        check_choice("init", self.init, san.INIT_NAMES)
+        check_choice("dtype", self.dtype, tuple(rc_metrics.DTYPES))
         if self.device.split(":")[0] not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         if not isinstance(self.model, str) or not self.model:
@@ -96,17 +96,6 @@ class ExperimentConfig:
         """The engine's configuration axis, in the order of the table."""
         pairs = tuple((m, self.window if m in WINDOWED_MASKS else None) for m in self.masks)
         return san.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms, skips=self.skips)
-
-
-def _check_choices(name: str, values: tuple, allowed: tuple) -> None:
-    if not isinstance(values, tuple) or not values or any(v not in allowed for v in values):
-        raise ValueError(f"{name} must be a non-empty tuple of values from {', '.join(map(repr, allowed))}; "
-                         f"got {values!r}")
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
 # ---------------------------------------------------------------- model and text
@@ -191,13 +180,13 @@ def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[
     from rankcollapse import models_extract
 
     loaded = _loaded(config.model)
-    model, dtype = loaded.model, DTYPES[config.dtype]
+    model, dtype = loaded.model, rc_metrics.DTYPES[config.dtype]
     drawn = samples(config.model, config.n_samples, config.n_tokens, config.seed, config.overlap)
     ids = drawn.input_ids  # [sample, token]
     x0 = models_extract.embed(model, ids).to(torch.float64)  # [sample, token, d_model]
     d_model, n_heads = x0.shape[-1], model.config.num_attention_heads
     configs = config.san_configs()
-    names = None if config.geometry else san.CHEAP_METRICS
+    names = None if config.geometry else rc_metrics.NORM_METRIC_NAMES
     frames, depths = [], {}
     for kind in config.weights:
         if kind == "pretrained":
@@ -295,10 +284,6 @@ def scale_note(result: StoredResult) -> str:
             f"{params['dtype']}, pretrained model {p['model_description']} (`{params['model']}`, "
             f"depth {p['model_layers']}){versus}; computed on {p['hardware']} ({p['device']}) in {p['wall_time_s']:.0f} s "
             f"at commit {p['git_commit'][:12]}; {origin} (`{result.csv_path.parent.name}/{result.csv_path.name}`).")
-
-
-NORM_LABELS = {"none": "pure attention", "unit": "+ LayerNorm D (unit norm)", "rms": "+ RMSNorm (norm sqrt d)",
-               "layernorm": "+ torch LayerNorm (norm ~ sqrt d)"}
 
 
 def mask_title(mask: str, window: int) -> str:

@@ -8,7 +8,8 @@ Used by: book/response/sample_size.md, skip_connections.md, pretrained_panels.md
 
 from __future__ import annotations
 
-from rankcollapse.experiments import FIG2, G1, _check_int, _config, fig2, fig3, run_experiment
+from rankcollapse.checks import check_int
+from rankcollapse.experiments import FIG2, G1, _config, fig2, fig3, run_experiment
 from rankcollapse.results import ResultStore, StoredResult
 
 SAMPLE_SIZE = dict(norms=("none", "layernorm"), n_samples=128)
@@ -20,10 +21,10 @@ PAGE_CHOICES = {"sample_size": SAMPLE_SIZE, "skip_connections": SKIP, "pretraine
 def check_extra(page: str, parameters: dict) -> None:
     """Range checks of the parameters a response page has beyond :class:`ExperimentConfig`'s."""
     if page == "sample_size" and "n_samples_small" in parameters:
-        _check_int("n_samples_small", parameters["n_samples_small"], 1,
+        check_int("n_samples_small", parameters["n_samples_small"], 1,
                    parameters.get("n_samples", SAMPLE_SIZE["n_samples"]) - 1)
     if page == "skip_connections" and "n_layers_deep" in parameters:
-        _check_int("n_layers_deep", parameters["n_layers_deep"], 1, 4096)
+        check_int("n_layers_deep", parameters["n_layers_deep"], 1, 4096)
 
 
 def sample_size(n_samples_small: int = 32, store: ResultStore | None = None, **parameters) -> StoredResult:

@@ -26,6 +26,20 @@ import torch
 
 METRIC_NAMES = ("mu", "relative_mu", "dong_ratio", "norm", "numerical_rank", "sigma_min", "mean_abs_cosine", "floor")
 NORM_METRIC_NAMES = ("mu", "relative_mu", "norm", "floor")  # the ones norm_metrics computes, without an SVD
+DTYPES = {"float64": torch.float64, "float32": torch.float32}  # the dtype names of page parameters
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``"float64"``/``"float32"`` (page parameters are strings) or a torch dtype -> torch dtype.
+
+    >>> resolve_dtype("float32")
+    torch.float32
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
 
 
 def _prepare(X: torch.Tensor, token_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -16,9 +16,8 @@ One layer, for configuration c (row-vector convention, tokens are rows):
     Attn_c(X) = concat_h softmax_{mask_c}(Q_h K_h^T * scale_c + bias_h) V_h  W_O + b_O,
 
 with ``scale_c = 1 / sqrt(temperature_c)`` (the paper's d_QK) or the layer's own scaling when the
-temperature is ``None``. Norms: ``none``; ``unit`` (each token divided by its Euclidean norm: the
-paper's D, norm 1); ``rms`` (RMSNorm without gain: norm sqrt(d_model)); ``layernorm`` (torch LayerNorm,
-centred, eps 1e-5, no affine: norm about sqrt(d_model)).
+temperature is ``None``. Norms: the names of :mod:`rankcollapse.norms` (``none``, ``unit`` = the paper's
+D, ``rms``, ``layernorm`` without affine).
 
 Used by: the experiments behind Figs. 2-4, the response experiments and ``benchmarks/bench_san.py``.
 """
@@ -33,11 +32,11 @@ import torch
 
 from rankcollapse import masks as rc_masks
 from rankcollapse import metrics as rc_metrics
+from rankcollapse.checks import check_choice, check_temperature
+from rankcollapse.norms import apply_norm, check_norm, rms_normalize
 
-NORM_NAMES = ("none", "unit", "rms", "layernorm")
-INIT_NAMES = ("torch", "hf")
+INIT_NAMES = ("torch", "hf")  # how random layers are drawn: PyTorch's nn.Linear default, or Hugging Face's N(0, 0.02)
 EXTENSION_NAMES = ("cycle", "random")
-LAYERNORM_EPS = 1e-5
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,17 +107,15 @@ class SANConfig:
     mask: str = "complete"  # a name from rankcollapse.masks.MASK_NAMES
     window: int | None = None  # window / stride passed to rankcollapse.masks.build_mask
     temperature: float | None = None  # d_QK: logits divided by sqrt(temperature); None = layer's own scaling
-    norm: str = "none"  # one of NORM_NAMES, applied after the (skip-)sum
+    norm: str = "none"  # one of rankcollapse.norms.NORM_NAMES, applied after the (skip-)sum
     skip: bool = False  # add the layer input back before the norm
     mask_options: tuple[tuple[str, object], ...] = field(default=())  # extra build_mask keywords
 
     def __post_init__(self) -> None:
         if self.mask not in rc_masks.MASK_NAMES:
             raise ValueError(f"mask must be one of {', '.join(rc_masks.MASK_NAMES)}; got {self.mask!r}")
-        if self.temperature is not None and not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"temperature must be None or a number > 0, got {self.temperature!r}")
-        if self.norm not in NORM_NAMES:
-            raise ValueError(f"norm must be one of {', '.join(NORM_NAMES)}; got {self.norm!r}")
+        check_temperature("temperature", self.temperature, allow_none=True)
+        check_norm(self.norm)
 
     def build_mask(self, n_tokens: int) -> torch.Tensor:
         """Shapes: -> [token, token] bool."""
@@ -142,8 +139,7 @@ def random_layers(n_layers: int, d_model: int, n_heads: int, *, init: str = "tor
     authors' response); ``init="hf"``: weights N(0, 0.02), biases 0 (Hugging Face BERT/GPT-2).
     Shapes: each layer W_Q, W_K, W_V [head, d_model, d_model // head], W_O [head, d_head, d_model].
     """
-    if init not in INIT_NAMES:
-        raise ValueError(f"init must be one of {', '.join(INIT_NAMES)}; got {init!r}")
+    check_choice("init", init, INIT_NAMES)
     if n_layers < 1 or d_model < 1 or n_heads < 1 or d_model % n_heads:
         raise ValueError(f"need n_layers >= 1 and n_heads dividing d_model, got {n_layers=}, {d_model=}, {n_heads=}")
     gen = torch.Generator().manual_seed(seed)
@@ -184,10 +180,6 @@ def extend_layers(layers: list[AttentionLayer], n_layers: int, mode: str = "cycl
     fresh = random_layers(n_layers - len(layers), first.d_model, first.n_heads, init=init, seed=seed,
                           dtype=first.W_Q.dtype, output_projection=first.W_O is not None)
     return list(layers) + fresh
-
-
-def _rms(x: torch.Tensor, eps: float) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
 def _rotate(x: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tensor:
@@ -280,8 +272,8 @@ def attend(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, sc
     qkv = qkv.view(n_samples, n_tokens, n_heads + 2 * n_kv, d_head).transpose(1, 2)  # [sample, h + 2 kv, token, e]
     q, k, v = qkv.split([n_heads, n_kv, n_kv], dim=1)  # [sample, head | kv_head, token, d_head]
     if layer.q_gain is not None:
-        q = _rms(q, layer.qk_norm_eps) * layer.q_gain
-        k = _rms(k, layer.qk_norm_eps) * layer.k_gain
+        q = rms_normalize(q, layer.qk_norm_eps) * layer.q_gain
+        k = rms_normalize(k, layer.qk_norm_eps) * layer.k_gain
     if layer.rope_inv_freq is not None:
         q = _rotate(q, layer.rope_inv_freq, layer.rope_scale)
         k = _rotate(k, layer.rope_inv_freq, layer.rope_scale)
@@ -294,19 +286,6 @@ def attend(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, sc
         return ctx.view(n_samples, n_tokens, d_model)
     out = ctx @ weights.W_O if layer.b_O is None else torch.addmm(layer.b_O, ctx, weights.W_O)  # [s * t, d_model]
     return out.view(n_samples, n_tokens, d_model)  # [sample, token, d_model]
-
-
-def apply_norm(Y: torch.Tensor, norm: str) -> torch.Tensor:
-    """One of NORM_NAMES, token by token.  Shapes: Y [..., token, d_model] -> same."""
-    if norm == "none":
-        return Y
-    if norm == "unit":
-        return Y / torch.linalg.vector_norm(Y, dim=-1, keepdim=True)
-    if norm == "rms":
-        return _rms(Y, 0.0)
-    if norm == "layernorm":
-        return torch.nn.functional.layer_norm(Y, Y.shape[-1:], eps=LAYERNORM_EPS)
-    raise ValueError(f"norm must be one of {', '.join(NORM_NAMES)}; got {norm!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -330,14 +309,11 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-CHEAP_METRICS = rc_metrics.NORM_METRIC_NAMES
-
-
 def layer_metrics(X: torch.Tensor, token_mask: torch.Tensor | None, dtype: torch.dtype,
                   metric_names: tuple[str, ...] | None = None) -> dict[str, torch.Tensor]:
     """The metrics of one layer's states: all of METRIC_NAMES, or only ``metric_names``.
 
-    A subset of CHEAP_METRICS skips the SVD and the pairwise cosines. Shapes: X [..., token, d_model] -> [...].
+    A subset of metrics.NORM_METRIC_NAMES skips the SVD and the pairwise cosines. Shapes: X [..., token, d_model] -> [...].
     """
     if metric_names is None:
         return rc_metrics.all_metrics(X, token_mask=token_mask, dtype=dtype)
@@ -345,7 +321,7 @@ def layer_metrics(X: torch.Tensor, token_mask: torch.Tensor | None, dtype: torch
     if unknown or not metric_names:
         raise ValueError(f"metric_names must be a non-empty subset of {', '.join(rc_metrics.METRIC_NAMES)}; "
                          f"got {metric_names!r}")
-    cheap = set(metric_names) <= set(CHEAP_METRICS)
+    cheap = set(metric_names) <= set(rc_metrics.NORM_METRIC_NAMES)
     values = (rc_metrics.norm_metrics if cheap else rc_metrics.all_metrics)(X, token_mask=token_mask, dtype=dtype)
     return {k: values[k] for k in metric_names}
 

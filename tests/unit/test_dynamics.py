@@ -87,13 +87,6 @@ def test_theorem1_bound_holds_with_measured_epsilon():
     assert torch.all(tr.log_mu_exact <= bound.log() + 1e-9)
 
 
-def test_sphere_and_layernorm_scales():
-    X = torch.randn(2, 4, 6, generator=_gen(3), dtype=torch.float64)
-    torch.testing.assert_close(torch.linalg.vector_norm(dy.normalize_tokens(X, "sphere"), dim=-1), torch.ones(2, 4, dtype=torch.float64))
-    ln = torch.nn.functional.layer_norm(X, (6,), eps=1e-5)
-    torch.testing.assert_close(dy.normalize_tokens(X, "layernorm"), ln)
-
-
 def test_fit_decay_rate_recovers_a_known_slope():
     log_mu = -0.3 * torch.arange(20, dtype=torch.float64) + 2.0
     assert dy.fit_decay_rate(log_mu) == pytest.approx(0.3, rel=1e-12)
@@ -106,12 +99,12 @@ def test_fit_decay_rate_recovers_a_known_slope():
 @pytest.mark.parametrize(
     ("call", "name"),
     [
-        (lambda: dy.DynamicsConfig(norm="rms"), "norm"),
+        (lambda: dy.DynamicsConfig(norm="sphere"), "norm"),
         (lambda: dy.DynamicsConfig(temperature=-1.0), "temperature"),
         (lambda: dy.SystemConfig(value_weights="haar"), "value_weights"),
         (lambda: dy.SystemConfig(n_tokens=0), "n_tokens"),
         (lambda: dy.SystemConfig(dtype="float16"), "dtype"),
-        (lambda: dy.sample_weights("normal", 3, 1, 1, _gen()), "kind"),
+        (lambda: dy.sample_weights("normal", 3, 1, 1, _gen()), "law"),
     ],
 )
 def test_bad_parameters_name_themselves(call, name):

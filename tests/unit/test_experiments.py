@@ -21,11 +21,11 @@ pytestmark = pytest.mark.models
     ("masks", ("complete", "diagonal"), "masks must be a non-empty tuple"),
     ("norms", ("batchnorm",), "norms must be"),
     ("weights", ("trained",), "weights must be"),
-    ("temperatures", (-1.0,), "temperatures must be numbers > 0"),
+    ("temperatures", (-1.0,), "temperatures must be a finite number > 0"),
     ("window", 32, r"window must be an integer in \[1, 31\]"),
     ("n_samples", 0, r"n_samples must be an integer in \[1, "),
     ("n_tokens", 1, r"n_tokens must be an integer in \[2, 512\]"),
-    ("dtype", "float16", "dtype must be one of float32, float64"),
+    ("dtype", "float16", "dtype must be one of 'float64', 'float32'"),
     ("device", "tpu", "device must be 'cpu' or 'cuda'"),
     ("overlap", "random", "overlap must be one of"),
 ])
