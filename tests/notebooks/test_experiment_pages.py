@@ -79,3 +79,8 @@ def test_skip_connections(repo_root, tmp_path, results_dir):
     depths = sorted(json.loads(p.read_text())["depth"]["initialized"]
                     for p in (results_dir / "skip_connections").glob("*.json"))
     assert depths == [4, 8]
+
+
+def test_fig3_takes_the_readers_temperatures(repo_root, tmp_path):
+    glued = _run(repo_root, tmp_path, "experiments/fig3", {**TINY, "temperatures": [0.5, 2.0]})
+    assert glued["fig3_cold"] == 0.5 and glued["fig3_warm"] == 2.0

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from rankcollapse import cli, runner
+from rankcollapse import cli, pages, runner
 
 
 @pytest.fixture
@@ -52,10 +52,17 @@ def test_paper_profile_sets_the_paper_scale():
     assert cli.plan_run("fig2")[1] == {}
 
 
-def test_every_page_has_a_parameters_cell_and_paper_profiles_fit_it():
-    for page in cli.PAGES:
-        defaults = runner.page_parameters(cli.repo_root() / cli.PAGES[page])
-        runner.check_parameter_types(defaults, cli.PROFILES["paper"].get(page, {}))
+def test_fig3_temperatures_are_a_parameter():
+    assert cli.plan_run("fig3", [("temperatures", "[0.5, 2]")])[1] == {"temperatures": [0.5, 2],
+                                                                      "show_largest_stored": False}
+    with pytest.raises(ValueError, match="temperatures must be a finite number > 0"):
+        cli.plan_run("fig3", [("temperatures", "[0.5, -2]")])
+
+
+def test_pages_lists_the_registry(capsys):
+    assert cli.main(["pages", "--profile", "paper"]) == 0
+    assert capsys.readouterr().out.split() == list(pages.EXPERIMENT_PAGES)
+    assert cli.main(["pages", "--profile", "huge"]) == 2
 
 
 @pytest.mark.notebook

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rankcollapse import experiments, metrics, san
+from rankcollapse import experiments, metrics, pages, san
 from rankcollapse.experiments import ExperimentConfig
 from rankcollapse.results import ResultStore
 
@@ -88,16 +88,17 @@ def test_sweep_matches_a_naive_attention_layer():
     assert provenance["depth"] == {"initialized": 2} and len(provenance["weight_sha256"]) == 64
 
 
-def test_page_functions_store_and_reload(tmp_path):
-    store = ResultStore(tmp_path)
-    small = dict(n_samples=2, n_tokens=8, n_layers=2, window=2)
-    first = experiments.fig3(store, **small)
-    again = experiments.fig3(store, **small)
+def test_pages_store_and_reload(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
+    small = dict(n_samples=2, n_tokens=8, n_layers=2, window=2, temperatures=[1 / 64, 1.0, 64.0])
+    first = pages.compute("fig3", **small)["main"]
+    again = pages.compute("fig3", **small)["main"]
     assert not first.loaded and again.loaded
     assert sorted(set(first.table["temperature"])) == [1 / 64, 1.0, 64.0]
     pd.testing.assert_frame_equal(first.table.reset_index(drop=True), again.table, check_dtype=False)
-    with pytest.raises(ValueError, match="n_samples_small must be an integer in"):
-        experiments.check_parameters("sample_size", {"n_samples": 8, "n_samples_small": 8})
+    assert experiments.value(first.table, "mu", layer=0, mask="complete", temperature=1.0, weights="initialized") > 0
+    with pytest.raises(ValueError, match="rows of 'mu' at layer 0 match"):
+        experiments.value(first.table, "mu", layer=0, mask="complete")
 
 
 def _stored_entries(limit: int) -> list[dict]:

@@ -1,0 +1,114 @@
+"""The numbers each experiment page states, computed from the tidy tables it shows (one function per page).
+
+Each function returns a flat dict ``name -> number or words`` that the page glues under ``<page>_<name>``
+(:func:`rankcollapse.report.glue_values`), so no number in the prose is typed by hand.
+
+Used by: book/experiments/*.md, book/response/*.md; tests/unit/test_findings.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rankcollapse.experiments import value
+
+
+def fig2(table: pd.DataFrame) -> dict[str, float | int]:
+    """Last-layer μ of the initialized complete and uni-directional-window masks, and LayerNorm's μ at the
+    complete mask against its rounding floor (initialized and pretrained)."""
+    init = dict(weights="initialized", variant="SAN")
+    pre = dict(weights="pretrained", variant="SAN")
+    over_floor = lambda labels, norm: (value(table, "mu", mask="complete", norm=norm, **labels)  # noqa: E731
+                                       / value(table, "floor", mask="complete", norm=norm, **labels))
+    return {
+        "n_layers": int(table.loc[table["weights"] == "initialized", "layer"].max()),
+        "pure_complete": value(table, "mu", mask="complete", norm="none", **init),
+        "pure_window": value(table, "mu", mask="causal_sliding_window", norm="none", **init),
+        "ln_complete": value(table, "mu", mask="complete", norm="unit", **init),
+        "floor_complete": value(table, "floor", mask="complete", norm="unit", **init),
+        "ln_complete_over_floor": over_floor(init, "unit"),
+        "torch_ln_complete_over_floor": over_floor(init, "layernorm"),
+        "pre_ln_complete_over_floor": over_floor(pre, "unit"),
+        "pre_torch_ln_complete": value(table, "mu", mask="complete", norm="layernorm", **pre),
+    }
+
+
+def fig3(table: pd.DataFrame) -> dict[str, float]:
+    """After one layer at the complete mask: μ at the smallest temperature over μ at the largest."""
+    temperatures = sorted(table["temperature"].dropna().unique())
+    cold, warm = temperatures[0], temperatures[-1]
+    ratio = lambda weights: (value(table, "mu", layer=1, mask="complete", temperature=cold, weights=weights)  # noqa: E731
+                             / value(table, "mu", layer=1, mask="complete", temperature=warm, weights=weights))
+    return {"ratio_init": ratio("initialized"), "ratio_pre": ratio("pretrained"), "cold": float(cold),
+            "warm": float(warm)}
+
+
+def fig4(table: pd.DataFrame) -> dict[str, float]:
+    """Shares at full rank (last layer, and the lowest over layers) and mean |cos| of the full transformer."""
+    full = dict(weights="pretrained", variant="full transformer")
+    rank_full = table.query("metric == 'full_rank' and variant == 'full transformer' and weights == 'pretrained'")
+    return {
+        "full_rank_full": 100 * value(table, "full_rank", **full),
+        "full_rank_full_min": 100 * float(rank_full["mean"].min()),
+        "full_rank_pure": 100 * value(table, "full_rank", weights="initialized", variant="SAN", norm="none"),
+        "cos_first": value(table, "mean_abs_cosine", layer=0, **full),
+        "cos_full": value(table, "mean_abs_cosine", **full),
+    }
+
+
+def appendix_g1(table: pd.DataFrame) -> dict[str, float | int]:
+    """How many masks' pure-attention curves end within 10x their rounding floor after the deep stack."""
+    masks = list(dict.fromkeys(table["mask"]))
+    pure = {m: value(table, "mu", mask=m, norm="none", variant="SAN") for m in masks}
+    floor = {m: value(table, "floor", mask=m, norm="none", variant="SAN") for m in masks}
+    return {"masks_at_floor": sum(pure[m] <= 10 * floor[m] for m in masks), "n_masks": len(masks),
+            "window_final": pure.get("causal_sliding_window", float("nan")),
+            "n_layers": int(table["layer"].max())}
+
+
+def sample_size(table: pd.DataFrame) -> dict[str, float | int]:
+    """How far the small sample's summaries move from the large sample's, over every curve and layer:
+    the factor (>= 1) between their means and between their medians, and the ratio of band widths."""
+    mu = table[(table["metric"] == "mu") & (table["layer"] >= 1)].copy()
+    mu["width"] = mu["q90"] / mu["q10"]
+    pivot = mu.pivot_table(index=["weights", "mask", "norm", "layer"], columns="n_samples",
+                           values=["mean", "median", "width"])
+    small, large = sorted(set(table["n_samples"]))
+
+    def factor(stat: str) -> pd.Series:
+        ratio = pivot[stat][small] / pivot[stat][large]
+        return np.maximum(ratio, 1 / ratio)
+
+    return {"small": int(small), "large": int(large), "max_mean_ratio": float(factor("mean").max()),
+            "median_mean_ratio": float(factor("mean").median()), "max_median_ratio": float(factor("median").max()),
+            "worst_layer": int(factor("mean").idxmax()[3]),
+            "band_ratio": float((pivot["width"][large] / pivot["width"][small]).median())}
+
+
+def skip_connections(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]:
+    """Token scale ‖X‖_F at the last pretrained layer per variant, and μ over its floor after the deep stack."""
+    pre = dict(weights="pretrained")
+
+    def over_floor(norm: str, skip: bool) -> float:
+        labels = dict(weights="initialized", variant="SAN", norm=norm, skip=skip)
+        return value(deep, "mu", **labels) / value(deep, "floor", **labels)
+
+    return {
+        "ln_scale": value(shallow, "norm", variant="SAN", norm="layernorm", skip=True, **pre),
+        "skip_scale": value(shallow, "norm", variant="SAN", norm="none", skip=True, **pre),
+        "full_scale": value(shallow, "norm", variant="full transformer", **pre),
+        "deep_pure_over_floor": over_floor("none", False),
+        "deep_ln_over_floor": over_floor("layernorm", False),
+        "deep_skip_over_floor": over_floor("none", True),
+        "deep_ln_skip_over_floor": over_floor("layernorm", True),
+        "n_layers_deep": int(deep["layer"].max()),
+    }
+
+
+def weights_gap(table: pd.DataFrame, hue: str) -> float:
+    """Median factor (>= 1) between pretrained and initialized μ after one layer, over masks and ``hue``."""
+    first = table[(table["metric"] == "mu") & (table["layer"] == 1) & (table["variant"] == "SAN")]
+    by_weights = first.pivot_table(index=["mask", hue], columns="weights", values="mean")
+    ratio = by_weights["pretrained"] / by_weights["initialized"]
+    return float(np.maximum(ratio, 1 / ratio).median())

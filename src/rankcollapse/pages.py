@@ -1,0 +1,170 @@
+"""The registry of the book's pages: the one place that knows every page, its fixed choices and profiles.
+
+Each :class:`Page` names its Jupytext source, how its parameters are checked (``configure``: the page's
+parameters -> the validated configuration(s) it computes, raising one ValueError on bad input), how it is
+computed (``compute``), its fixed choices (the settings a page is *about*, e.g. Fig. 3's masks) and its
+profiles (``paper``: the paper's scale). The page's defaults are its ``parameters`` cell (read by
+:func:`rankcollapse.runner.page_parameters`), so a default lives in one place; types are checked against
+those defaults, ranges by the configuration dataclasses (each parameter validated once, in its config).
+
+The CLI (``rankcollapse run``), the notebook tests, the reproduce page and ``results/run_paper_scale.sh``
+read this registry. Adding a page is one entry here plus its ``.md``.
+
+Used by: every experiment and response page (``pages.compute``), :mod:`rankcollapse.cli`,
+:mod:`rankcollapse.report`, tests/unit/test_pages.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rankcollapse import experiments
+from rankcollapse.checks import check_int
+from rankcollapse.experiments import Run
+
+PROFILE_NAMES = ("default", "paper")
+# The authors' response: 3000 samples of 128 tokens on a BERT-base-sized model (ours: MPNet, 12 x 768).
+PAPER_SCALE = {"model": "pkg:mpnet", "n_samples": 3000, "n_tokens": 128, "overlap": "sentence_starts"}
+PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only, never for computing
+
+
+@dataclass(frozen=True)
+class Page:
+    """One book page."""
+
+    name: str  # CLI name, results folder and label stem (``sec-<name>``)
+    source: str  # the Jupytext page, relative to the book root
+    title: str  # a few words for lists (reproduce page, CLI help)
+    configure: Callable[[dict], Mapping[str, object]] | None = None  # parameters -> {part: config}; ValueError on bad input
+    compute: Callable[[str, Mapping[str, object]], Mapping[str, object]] | None = None  # (page, configs) -> {part: result}
+    fixed: Mapping[str, object] = field(default_factory=dict)  # choices the page is about (not reader parameters)
+    profiles: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # profile -> parameters over defaults
+
+    def path(self, root: Path) -> Path:
+        """The page's file under the book root."""
+        return root / self.source
+
+
+def _experiment(fixed: dict, **extra_fixed) -> Callable[[dict], dict[str, Run]]:
+    """``configure`` of a one-sweep experiment page: the page's fixed choices, then the reader's parameters."""
+    def configure(parameters: dict) -> dict[str, Run]:
+        own = {k: v for k, v in parameters.items() if k not in PAGE_ONLY}
+        return {"main": Run(experiments.experiment_config(own, **fixed, **extra_fixed))}
+    return configure
+
+
+def _fig2_and_fig3(**shared) -> Callable[[dict], dict[str, Run]]:
+    """``configure`` of a page showing the Fig. 2 and Fig. 3 sweeps of the same parameters (the
+    ``temperatures`` parameter belongs to the Fig. 3 sweep only)."""
+    def configure(parameters: dict) -> dict[str, Run]:
+        own = {k: v for k, v in parameters.items() if k not in PAGE_ONLY}
+        temperatures = {"temperatures": own.pop("temperatures")} if "temperatures" in own else {}
+        return {"fig2": Run(experiments.experiment_config(own, **shared, **FIG2)),
+                "fig3": Run(experiments.experiment_config({**own, **temperatures}, **shared, **FIG3))}
+    return configure
+
+
+def _sample_size(parameters: dict) -> dict[str, Run]:
+    """The large sample and, as a subset of the same run, the first ``n_samples_small`` samples."""
+    own = {k: v for k, v in parameters.items() if k not in (*PAGE_ONLY, "n_samples_small")}
+    config = experiments.experiment_config(own, **SAMPLE_SIZE)
+    small = parameters.get("n_samples_small", 32)
+    check_int("n_samples_small", small, 1, config.n_samples - 1)
+    return {"main": Run(config, subsets=(small,))}
+
+
+def _skip_connections(parameters: dict) -> dict[str, Run]:
+    """Shallow (both weight sources, ``n_layers``) and deep (initialized only, ``n_layers_deep``) sweeps."""
+    own = {k: v for k, v in parameters.items() if k not in (*PAGE_ONLY, "n_layers_deep")}
+    deep = {k: v for k, v in own.items() if k not in ("n_layers", "weights")}
+    n_layers_deep = parameters.get("n_layers_deep", 128)
+    check_int("n_layers_deep", n_layers_deep, 1, 4096)
+    return {"shallow": Run(experiments.experiment_config(own, **SKIP)),
+            "deep": Run(experiments.experiment_config({**deep, "n_layers": n_layers_deep},
+                                                      **SKIP, weights=("initialized",)))}
+
+
+def _run_all(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.StoredResult]:
+    return {part: experiments.run_experiment(page, run.config, subsets=run.subsets) for part, run in runs.items()}
+
+
+# The pages' fixed choices (reconstructions named in PAPER.md §3 are parameters, not fixed here).
+FIG2 = dict(norms=("none", "unit", "layernorm"))
+FIG3 = dict(norms=("none",))
+FIG4 = dict(norms=("none", "unit", "layernorm"), full_transformer=True, geometry=True)
+SAMPLE_SIZE = dict(norms=("none", "layernorm"))
+SKIP = dict(norms=("none", "layernorm"), skips=(False, True), full_transformer=True)
+G1 = dict(weights=("initialized",))
+
+_PAPER = {"paper": PAPER_SCALE}
+_E = dict(compute=_run_all)
+PAGES: dict[str, Page] = {p.name: p for p in (
+    Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ"),
+    Page("data", "book/data.md", "The text samples"),
+    Page("theorem1", "book/theory/theorem1.md", "Theorem 1: pure masked attention collapses"),
+    Page("theorem2", "book/theory/theorem2.md", "Theorem 2: LayerNorm with orthogonal values still collapses"),
+    Page("counterexample", "book/theory/counterexample.md", "Fig. 1: the counterexample"),
+    Page("equilibria", "book/theory/equilibria.md", "Equilibria of every rank"),
+    Page("fig2", "book/experiments/fig2.md", "Fig. 2: masks and LayerNorm", _experiment(FIG2), fixed=FIG2,
+         profiles=_PAPER, **_E),
+    Page("fig3", "book/experiments/fig3.md", "Fig. 3: temperature", _experiment(FIG3), fixed=FIG3,
+         profiles=_PAPER, **_E),
+    Page("fig4", "book/experiments/fig4.md", "Fig. 4: token geometry", _experiment(FIG4), fixed=FIG4,
+         profiles=_PAPER, **_E),
+    Page("appendix_g1", "book/experiments/appendix_g1.md", "Appendix G.1: 128 layers",
+         _fig2_and_fig3(**G1), fixed={**G1, "fig2": FIG2, "fig3": FIG3},
+         profiles={"paper": {**PAPER_SCALE, "n_layers": 128}}, **_E),
+    Page("sample_size", "book/response/sample_size.md", "Response: 32 vs 3000 samples", _sample_size,
+         fixed=SAMPLE_SIZE, profiles={"paper": {**PAPER_SCALE, "n_samples_small": 32}}, **_E),
+    Page("skip_connections", "book/response/skip_connections.md", "Response: skip connections",
+         _skip_connections, fixed=SKIP, profiles={"paper": {**PAPER_SCALE, "n_layers_deep": 128}}, **_E),
+    Page("pretrained_panels", "book/response/pretrained_panels.md", "Response: corrected pretrained panels",
+         _fig2_and_fig3(), fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER, **_E),
+)}
+EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)
+
+
+def page(name: str) -> Page:
+    """The registry entry of ``name``; one ValueError listing the pages otherwise."""
+    if name not in PAGES:
+        raise ValueError(f"unknown page {name!r}; pages are: {', '.join(PAGES)}")
+    return PAGES[name]
+
+
+def profile_parameters(name: str, profile: str) -> dict[str, object]:
+    """The parameters ``profile`` sets on page ``name`` (over the page's defaults)."""
+    if profile not in PROFILE_NAMES:
+        raise ValueError(f"unknown profile {profile!r}; profiles are: {', '.join(PROFILE_NAMES)}")
+    return dict(page(name).profiles.get(profile, {}))
+
+
+def pages_with_profile(profile: str) -> tuple[str, ...]:
+    """The pages that ``profile`` changes (for ``paper``: the experiment pages, in book order)."""
+    if profile not in PROFILE_NAMES:
+        raise ValueError(f"unknown profile {profile!r}; profiles are: {', '.join(PROFILE_NAMES)}")
+    return tuple(name for name, entry in PAGES.items() if profile in entry.profiles)
+
+
+def registry_table() -> list[dict[str, str]]:
+    """One row per page, for the reproduce page: name, title, source, what the paper profile sets."""
+    return [{"page": e.name, "title": e.title, "source": e.source,
+             "paper profile": ", ".join(f"{k} = {v}" for k, v in e.profiles.get("paper", {}).items()) or "—"}
+            for e in PAGES.values()]
+
+
+def configure(name: str, parameters: Mapping[str, object]) -> Mapping[str, object]:
+    """Validate a page's full parameter set (defaults included) without computing: {part: config}."""
+    entry = page(name)
+    return entry.configure(dict(parameters)) if entry.configure is not None else {}
+
+
+def compute(name: str, **parameters) -> dict[str, experiments.StoredResult]:
+    """The results page ``name`` shows for ``parameters``: stored ones when they exist, else computed
+    and stored (:func:`rankcollapse.experiments.run_experiment`), by part (``"main"`` for one sweep)."""
+    entry = page(name)
+    if entry.compute is None:
+        raise ValueError(f"page {name!r} computes in its own module, not through the registry")
+    return entry.compute(name, configure(name, parameters))
+

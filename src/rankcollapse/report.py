@@ -1,0 +1,214 @@
+"""What a page shows around its results: the result it displays, values read from it, its standard
+figures, the scale sentence, the banner when a stored larger run is shown, and the re-run block.
+
+Pages stay thin: one call for the results (:func:`page_results`), one per figure (:func:`glue_layer_figure`,
+:func:`glue_geometry_figure`), numbers from :mod:`rankcollapse.findings`, words and numbers glued.
+
+Used by: every experiment and response page, the theory pages' re-run blocks, book/reproduce.md.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import asdict, is_dataclass
+
+import pandas as pd
+from myst_nb import glue
+
+from rankcollapse import pages, plotting
+from rankcollapse.norms import NORM_LABELS
+from rankcollapse.plotting import book_root  # moves to rankcollapse.provenance
+from rankcollapse.results import ResultStore, StoredResult
+from rankcollapse.runner import page_parameters
+
+# Parameters that change a run's scale but not what it computes: a stored run that differs only in these
+# is the same experiment, larger or smaller.
+SCALE_PARAMETERS = ("model", "n_samples", "n_tokens", "overlap", "device", "dtype")
+
+
+# ---------------------------------------------------------------- the results a page shows
+
+
+def page_results(name: str, parameters: Mapping[str, object]) -> dict[str, StoredResult]:
+    """The results page ``name`` shows: computed (or loaded) for exactly ``parameters``, then, when the
+    page's ``show_largest_stored`` is true, the largest stored run of the same experiment instead."""
+    results = pages.compute(name, **{k: v for k, v in parameters.items() if k not in pages.PAGE_ONLY})
+    if parameters.get("show_largest_stored", False):
+        results = {part: largest_stored(result) for part, result in results.items()}
+    return results
+
+
+def largest_stored(result: StoredResult, store: ResultStore | None = None) -> StoredResult:
+    """The largest stored result (samples x tokens, then model depth) of the same page and the same
+    experiment as ``result`` -- equal in every parameter but SCALE_PARAMETERS -- or ``result`` itself."""
+    store = store or ResultStore()
+    page, own = result.provenance["page"], result.provenance["parameters"]
+
+    def same(p: dict) -> bool:
+        return {k: v for k, v in p.items() if k not in SCALE_PARAMETERS} == \
+            {k: v for k, v in own.items() if k not in SCALE_PARAMETERS}
+
+    def size(record: dict) -> tuple[int, int]:
+        return record["parameters"]["n_samples"] * record["parameters"]["n_tokens"], record.get("model_layers", 0)
+
+    best = max((r for r in store.entries(page) if same(r["parameters"])), key=size, default=None)
+    if best is None or size(best) <= size(result.provenance):
+        return result
+    return store.load(page, best["parameters"])
+
+
+# ---------------------------------------------------------------- words
+
+
+def mask_title(mask: str, window: int | None) -> str:
+    """Words for a mask in a panel title."""
+    words = {"complete": "complete", "causal": "causal", "sliding_window": f"sliding window, w = {window}",
+             "causal_sliding_window": f"uni-directional window, w = {window}", "model": "the model's own mask"}
+    return words.get(mask, mask)
+
+
+def temperature_label(temperature: float | None) -> str:
+    """``d_QK = 1/64`` style words for a temperature (NaN or None = the layer's own scaling).
+
+    >>> temperature_label(1 / 64), temperature_label(64.0), temperature_label(None)
+    ('d_QK = 1/64', 'd_QK = 64', 'own scaling')
+    """
+    if temperature is None or temperature != temperature:
+        return "own scaling"
+    return f"d_QK = 1/{1 / temperature:.0f}" if temperature < 1 else f"d_QK = {temperature:g}"
+
+
+def weight_titles(provenance: dict) -> dict[str, str]:
+    """Panel-title words naming the weights of each source, so initialized and pretrained cannot be mixed up."""
+    params = provenance["parameters"]
+    init = "U(±1/√d)" if params["init"] == "torch" else "N(0, 0.02)"
+    return {"initialized": f"initialized: {init}, seed {params['seed']}",
+            "pretrained": f"pretrained: {provenance['model_description'].split(' (')[0].split('/')[-1]}"}
+
+
+def curve_label(row: pd.Series) -> str:
+    """The legend words of one configuration: the full transformer, or SAN with its norm, skip, temperature."""
+    if row["variant"] != "SAN":
+        return row["variant"]
+    words = NORM_LABELS.get(row["norm"], row["norm"])
+    if row.get("skip", False):
+        words = words.replace("pure attention", "attention") + " + skip"
+    return words
+
+
+HUES = {"norm": curve_label, "temperature": lambda row: temperature_label(row["temperature"]),
+        "n_samples": lambda row: f"{curve_label(row)}, {row['n_samples']} samples"}
+
+
+# ---------------------------------------------------------------- figures
+
+
+def _labelled(result: StoredResult, hue: str) -> pd.DataFrame:
+    table = result.table.copy()
+    window = result.provenance["parameters"].get("window")
+    table["label"] = table.apply(HUES[hue], axis=1)
+    table["mask_title"] = table["mask"].map(lambda m: mask_title(m, window))
+    return table
+
+
+def _figure_parameters(result: StoredResult) -> dict:
+    return {**result.provenance["parameters"], "weights": weight_titles(result.provenance),
+            "result": result.provenance["key"], "pretrained_weight_sha256": result.provenance["weight_sha256"]}
+
+
+def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm") -> None:
+    """The per-layer curves of ``metric`` (rows: weight sources; columns: masks; one curve per ``hue``
+    value of HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``.
+    With ``hue="n_samples"`` the smaller sample's curves are dashed (they may hide behind the others)."""
+    table = _labelled(result, hue)
+    small = table["n_samples"] == table["n_samples"].min()
+    dashed = tuple(table.loc[small, "label"].unique()) if hue == "n_samples" and not small.all() else ()
+    fig = plotting.layer_curve_grid(table, metric, col="mask_title", hue="label",
+                                    titles=weight_titles(result.provenance), dashed=dashed)
+    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
+
+
+def glue_geometry_figure(result: StoredResult, stem: str) -> None:
+    """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, exported and glued as ``stem``."""
+    fig = plotting.geometry_grid(_labelled(result, "norm"), col="weights", hue="label",
+                                 titles=weight_titles(result.provenance))
+    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
+
+
+def glue_values(prefix: str, values: Mapping[str, object]) -> None:
+    """Glue each value under ``<prefix>_<name>`` (numbers as float/int, words as str), not displayed."""
+    for name, v in values.items():
+        glue(f"{prefix}_{name}", v, display=False)
+
+
+# ---------------------------------------------------------------- scale, banner, re-run
+
+
+def scale_words(result: StoredResult) -> str:
+    """The run's scale in a few words, as a share of the response's 3000 samples x 128 tokens.
+
+    E.g. ``"32 samples x 128 tokens (1 % of the response's 3000 samples), MPNet, CPU, float32"``.
+    """
+    p = result.provenance
+    params = p["parameters"]
+    paper = pages.PAPER_SCALE
+    share = 100 * params["n_samples"] / paper["n_samples"]
+    tokens = "" if params["n_tokens"] == paper["n_tokens"] else f", {params['n_tokens']} of {paper['n_tokens']} tokens"
+    model = p["model_description"].split(" (")[0].split("/")[-1]
+    return (f"{params['n_samples']} samples × {params['n_tokens']} tokens ({share:.2g} % of the response's "
+            f"{paper['n_samples']} samples{tokens}), {model}, {p['device'].upper()}, {params['dtype']}")
+
+
+def scale_note(result: StoredResult) -> str:
+    """One sentence under a figure: scale, model, hardware, time and commit of the result, and where it is."""
+    p = result.provenance
+    origin = "loaded from the results store" if result.loaded else "computed by this build"
+    return (f"Scale of this run: {scale_words(result)}; pretrained model {p['model_description']} "
+            f"(`{p['parameters']['model']}`, depth {p['model_layers']}); computed on {p['hardware']} in "
+            f"{p['wall_time_s']:.0f} s at commit {p['git_commit'][:12]}; {origin} "
+            f"(`results/{result.csv_path.parent.name}/{result.csv_path.name}`).")
+
+
+def shown_banner(name: str, parameters: Mapping[str, object], results: Mapping[str, StoredResult]) -> str:
+    """A note for the top of a page when it shows a stored run other than its parameters cell's; else ''."""
+    asked = {k: v for k, v in parameters.items() if k in SCALE_PARAMETERS}
+    shown = next(iter(results.values())).provenance["parameters"]
+    differs = {k: shown[k] for k in asked if k in shown and shown[k] != asked[k]}
+    if not differs:
+        return ""
+    what = ", ".join(f"{k} = {shown[k]!r}" for k in differs)
+    return (f"**This page shows the largest stored run of this experiment** ({what}), not the parameters "
+            f"cell's values; run `rankcollapse run {name}` with `-p show_largest_stored False` to see exactly "
+            f"the cell's parameters.")
+
+
+def rerun_block(name: str, parameters: Mapping[str, object] | object, seconds: float | None = None,
+                hardware: str | None = None) -> str:
+    """Markdown: the command that re-runs this page with these parameters, its expected time, the paper
+    profile's command where the page has one.
+
+    ``parameters`` is a mapping or a config dataclass; only values that differ from the page's parameters
+    cell appear in the command. ``seconds``/``hardware``: the measured wall time of the page's computation
+    (from a stored result's provenance or this build).
+    """
+    entry = pages.page(name)
+    values = asdict(parameters) if is_dataclass(parameters) else dict(parameters)
+    defaults = page_parameters(entry.path(book_root()))
+    changed = {k: v for k, v in values.items() if k in defaults and defaults[k] != v}
+    command = " ".join(["rankcollapse run", name, *(f"-p {k} {shlex.quote(repr(v))}" for k, v in changed.items())])
+    lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
+    if seconds is not None:
+        lines.append(f"Its computation took {seconds:.0f} s on {hardware or 'the build machine'}"
+                     f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}; the executed notebook and its "
+                     f"figures go to `runs/{name}-<time>/`.")
+    if "paper" in entry.profiles:
+        lines += ["", f"At the paper's scale ({', '.join(f'{k} = {v}' for k, v in entry.profiles['paper'].items())}), "
+                      f"on a GPU: `rankcollapse run {name} --profile paper --device cuda` (see {{ref}}`sec-reproduce`)."]
+    return "\n".join(lines)
+
+
+def rerun_result_block(name: str, parameters: Mapping[str, object], result: StoredResult) -> str:
+    """:func:`rerun_block` with the stored wall time and hardware of ``result``."""
+    p = result.provenance
+    return rerun_block(name, parameters, p.get("wall_time_s"), p.get("hardware"))

@@ -1,0 +1,107 @@
+"""The page registry: every page it lists exists with a parameters cell, every page of the table of
+contents is registered, profiles fit the pages' parameters, and the package has no import circle."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rankcollapse import pages, runner
+from rankcollapse.experiments import ExperimentConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "rankcollapse"
+NOT_PAGES = {"book/intro", "book/bibliography", "book/reproduce", "book/gallery", "book/status"}
+
+
+def _toc_files() -> set[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return {c["file"] for part in toc["parts"] for c in part["chapters"]}
+
+
+def test_every_registered_page_exists_and_every_toc_page_is_registered():
+    registered = {str(Path(p.source).with_suffix("")) for p in pages.PAGES.values()}
+    assert registered == _toc_files() - NOT_PAGES
+    for entry in pages.PAGES.values():
+        assert runner.page_parameters(entry.path(ROOT)), entry.name
+
+
+@pytest.mark.parametrize("name", list(pages.PAGES))
+def test_defaults_and_profiles_pass_the_checks(name):
+    entry = pages.PAGES[name]
+    defaults = runner.page_parameters(entry.path(ROOT))
+    for profile in pages.PROFILE_NAMES:
+        overrides = pages.profile_parameters(name, profile)
+        runner.check_parameter_types(defaults, overrides)
+        configs = pages.configure(name, {**defaults, **overrides})
+        assert entry.configure is None or configs
+
+
+def test_experiment_pages_keep_their_fixed_choices_and_take_the_readers_parameters():
+    runs = pages.configure("fig3", {"temperatures": [0.5, 2], "n_samples": 3})
+    config = runs["main"].config
+    assert config.temperatures == (0.5, 2) and config.norms == ("none",) and config.n_samples == 3
+    g1 = pages.configure("appendix_g1", {"temperatures": [0.5]})
+    assert g1["fig3"].config.temperatures == (0.5,) and g1["fig2"].config.temperatures == (None,)
+    assert g1["fig2"].config.weights == ("initialized",) and g1["fig2"].config.norms == pages.FIG2["norms"]
+    skip = pages.configure("skip_connections", {"n_layers": 6, "n_layers_deep": 40, "show_largest_stored": True})
+    assert skip["shallow"].config.n_layers == 6 and skip["deep"].config.n_layers == 40
+    assert skip["deep"].config.weights == ("initialized",) and skip["shallow"].config.skips == (False, True)
+    assert pages.configure("sample_size", {"n_samples": 64, "n_samples_small": 8})["main"].subsets == (8,)
+
+
+@pytest.mark.parametrize("name, parameters, words", [
+    ("fig3", {"temperatures": [0, 1]}, "temperatures must be a finite number > 0"),
+    ("fig3", {"temperatures": []}, "temperatures must be a non-empty tuple"),
+    ("fig2", {"n_layer": 3}, "unknown experiment parameter"),
+    ("sample_size", {"n_samples": 8, "n_samples_small": 8}, r"n_samples_small must be an integer in \[1, 7\]"),
+    ("fig9", {}, "unknown page 'fig9'; pages are: setup"),
+])
+def test_bad_parameters_are_refused_with_one_message(name, parameters, words):
+    with pytest.raises(ValueError, match=words):
+        pages.configure(name, parameters)
+
+
+def test_paper_profile_lists_the_experiment_pages():
+    assert pages.pages_with_profile("paper") == pages.EXPERIMENT_PAGES
+    assert {"fig2", "sample_size", "appendix_g1"} <= set(pages.EXPERIMENT_PAGES)
+    assert all(e.profiles["paper"]["n_samples"] == 3000 for e in pages.PAGES.values() if e.profiles)
+
+
+def _imports(path: Path) -> set[str]:
+    """The rankcollapse modules ``path`` imports, at any depth of its code."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rankcollapse"):
+            found |= {f"rankcollapse.{a.name}" for a in node.names} if node.module == "rankcollapse" else {node.module}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("rankcollapse")}
+    modules = {f"rankcollapse.{p.stem}" for p in SRC.glob("*.py")}
+    return {m for m in found if m in modules} - {f"rankcollapse.{path.stem}"}
+
+
+def test_no_import_circle_between_modules():
+    graph = {f"rankcollapse.{p.stem}": _imports(p) for p in SRC.glob("*.py") if p.stem != "__init__"}
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for dep in graph.get(module, ()):
+            assert state.get(dep) != 1, "import circle: " + " -> ".join([*trail, module, dep])
+            if dep not in state:
+                visit(dep, [*trail, module])
+        state[module] = 2
+
+    for module in graph:
+        if module not in state:
+            visit(module, [])
+
+
+def test_no_private_name_crosses_modules():
+    for path in SRC.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rankcollapse"):
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                assert not private, f"{path.name} imports private {private} from {node.module}"
