@@ -30,6 +30,13 @@ SCALE_PARAMETERS = ("model", "n_samples", "n_tokens", "overlap", "device", "dtyp
 # ---------------------------------------------------------------- the results a page shows
 
 
+def cell_parameters(name: str, namespace: Mapping[str, object]) -> dict[str, object]:
+    """The current values of page ``name``'s parameters (the names of its ``parameters`` cell, read from
+    the page file), taken from the notebook's ``namespace`` after papermill injected a reader's values."""
+    names = page_parameters(pages.page(name).path(book_root()))
+    return {k: namespace[k] for k in names}
+
+
 def page_results(name: str, parameters: Mapping[str, object]) -> dict[str, StoredResult]:
     """The results page ``name`` shows: computed (or loaded) for exactly ``parameters``, then, when the
     page's ``show_largest_stored`` is true, the largest stored run of the same experiment instead."""
