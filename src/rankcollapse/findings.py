@@ -51,7 +51,8 @@ def fig4(table: pd.DataFrame) -> dict[str, float]:
     return {
         "full_rank_full": 100 * value(table, "full_rank", **full),
         "full_rank_full_min": 100 * float(rank_full["mean"].min()),
-        "full_rank_pure": 100 * value(table, "full_rank", weights="initialized", variant="SAN", norm="none"),
+        "full_rank_pure": 100 * value(table, "full_rank", weights="initialized", variant="SAN", norm="none",
+                                      mask="complete"),
         "cos_first": value(table, "mean_abs_cosine", layer=0, **full),
         "cos_full": value(table, "mean_abs_cosine", **full),
     }
