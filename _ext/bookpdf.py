@@ -67,6 +67,8 @@ def print_pdf(folder: Path, target: Path, timeout_ms: int = 120_000) -> int:
     from playwright.sync_api import sync_playwright
     from pypdf import PdfReader
 
+    from rankcollapse.plotting import atomic_write
+
     root_doc = yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]
     (folder / "whole-book.html").write_text((folder / f"{root_doc}.html").read_text(encoding="utf8"), encoding="utf8")
     with serve(folder) as url, sync_playwright() as p:
@@ -77,14 +79,10 @@ def print_pdf(folder: Path, target: Path, timeout_ms: int = 120_000) -> int:
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=timeout_ms)
         page.evaluate("() => MathJax.startup.promise")
         page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=timeout_ms)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        page.pdf(path=str(tmp), format="A4", print_background=True,
-                 margin={"top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"})
+        atomic_write(target, lambda tmp: page.pdf(path=tmp, format="A4", print_background=True, margin={
+            "top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"}))
         browser.close()
-    pages = len(PdfReader(tmp).pages)
-    tmp.replace(target)
-    return pages
+    return len(PdfReader(target).pages)
 
 
 def main() -> None:

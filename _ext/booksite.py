@@ -6,8 +6,9 @@ Loaded through ``sphinx: local_extensions`` in ``_config.yml``. It
   static files, and fails the build with one clear message when the file named by ``mathjax_path`` is
   missing there;
 - writes, after an HTML build, ``_notebooks/<page>.ipynb`` for every executed page: the notebook as the
-  build executed it (outputs included, from ``_build/jupyter_execute``) with a first cell that installs
-  the book when the notebook runs outside its repository (Colab, a fresh Jupyter);
+  build executed it (``_build/jupyter_execute`` with the outputs of the execution cache, glued figures
+  and tables shown where they were glued) with a first cell that installs the book when the notebook
+  runs outside its repository (Colab, a fresh Jupyter);
 - points the page's ".ipynb" download button at that notebook, the Colab launch button at the same file
   on the ``NOTEBOOKS_BRANCH`` branch of the repository (the GitHub workflow publishes ``_notebooks``
   there), and adds a "book .pdf" download (the PDF that ``_ext/bookpdf.py`` prints).
@@ -15,7 +16,6 @@ Loaded through ``sphinx: local_extensions`` in ``_config.yml``. It
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import nbformat
@@ -62,27 +62,55 @@ def install_cell(repository_url: str, commit: str, docname: str) -> nbformat.Not
     return nbformat.v4.new_code_cell(source, metadata={"tags": ["install-book"]})
 
 
+def with_build_outputs(notebook: nbformat.NotebookNode, cache_dir: Path) -> nbformat.NotebookNode:
+    """``notebook`` with the outputs of its run in the execution cache ``cache_dir``, glued figures and tables shown.
+
+    In cache mode myst-nb writes ``_build/jupyter_execute`` without outputs, so they are merged back from
+    the cache (matched on the code cells). Glued values are hidden outputs there (a ``scrapbook`` record
+    with a MIME prefix): figures and tables get their plain MIME types back so they show under the cell
+    that glued them; glued numbers are left out. A notebook the cache does not hold comes back unchanged.
+    """
+    from jupyter_cache import get_cache
+
+    if not cache_dir.is_dir():
+        return notebook
+    try:
+        _, notebook = get_cache(cache_dir).merge_match_into_notebook(notebook)
+    except KeyError:
+        return notebook
+    for cell in notebook.cells:
+        kept = []
+        for output in cell.get("outputs", []):
+            record = output.get("metadata", {}).get("scrapbook")
+            if record is not None:
+                prefix = record.get("mime_prefix", "")
+                output["data"] = {mime.removeprefix(prefix): value for mime, value in output["data"].items()}
+                output["metadata"] = {}
+                if not any(mime.startswith(("image/", "text/html")) for mime in output["data"]):
+                    continue
+            kept.append(output)
+        if cell.cell_type == "code":
+            cell.outputs = kept
+    return notebook
+
+
 def export_notebooks(app: Sphinx, exception: Exception | None) -> None:
     """Write ``<outdir>/_notebooks/<page>.ipynb`` for every page that the build executed."""
     if exception is not None or app.builder.name != "html":
         return
-    from rankcollapse.plotting import git_commit
+    from rankcollapse.plotting import atomic_write, git_commit
 
     executed = Path(app.outdir).parent / "jupyter_execute"
+    cache_dir = Path(app.config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
     commit = git_commit(ROOT)
     repository_url = app.config.html_theme_options.get("repository_url", "")
     for docname in sorted(app.env.found_docs):
         source = executed / f"{docname}.ipynb"
         if not source.is_file():
             continue
-        notebook = nbformat.read(source, as_version=4)
-        exported = copy.deepcopy(notebook)
+        exported = with_build_outputs(nbformat.read(source, as_version=4), cache_dir)
         exported.cells.insert(0, install_cell(repository_url, commit, docname))
-        target = Path(app.outdir) / NOTEBOOK_DIR / f"{docname}.ipynb"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".ipynb.tmp")
-        nbformat.write(exported, tmp)
-        tmp.replace(target)
+        atomic_write(Path(app.outdir) / NOTEBOOK_DIR / f"{docname}.ipynb", lambda tmp: nbformat.write(exported, tmp))
 
 
 def _group(groups: list[dict], label: str) -> list[dict]:

@@ -170,7 +170,7 @@ def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
 
     ``settings`` lists the parameters (other than scale and model) whose values differ between the stored
     results of the same page, so two runs of one page at one scale never show as identical rows. Columns:
-    page, result (the key), scale (samples × tokens × layers), model, settings, ran on (hardware and
+    page, result (the key), scale (samples×tokens×layers), model, settings, ran on (hardware and
     dtype), wall time (s), commit. Used by book/reproduce.md.
     """
     store = store or ResultStore()
@@ -187,8 +187,8 @@ def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
                 f"{n}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for n in differ for v in [p.get(n)]
             )
             rows.append({"page": page, "result": r["key"],
-                         "scale": f"{p.get('n_samples')} × {p.get('n_tokens')} × {p.get('n_layers')}",
+                         "scale": f"{p.get('n_samples')}×{p.get('n_tokens')}×{p.get('n_layers')}",
                          "model": p.get("model"), "settings": settings or "–",
                          "ran on": f"{r.get('hardware')}, {r.get('dtype')}",
-                         "wall time (s)": r.get("wall_time_s"), "commit": str(r.get("git_commit", ""))[:12]})
+                         "wall time (s)": r.get("wall_time_s"), "commit": str(r.get("git_commit", ""))[:8]})
     return pd.DataFrame(rows)

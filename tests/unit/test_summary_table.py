@@ -31,4 +31,4 @@ def test_columns_fit_a_text_column(tmp_path):
     table = summary_table(_store(tmp_path))
     assert list(table.columns) == ["page", "result", "scale", "model", "settings", "ran on", "wall time (s)",
                                    "commit"]
-    assert table.loc[table["page"] == "pageB", "scale"].tolist() == ["16 × 32 × 8"]
+    assert table.loc[table["page"] == "pageB", "scale"].tolist() == ["16×32×8"]
