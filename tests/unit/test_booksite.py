@@ -49,3 +49,12 @@ def test_exported_notebooks_get_the_cached_outputs_and_show_glued_figures(tmp_pa
     assert booksite.with_build_outputs(source, tmp_path / "no-cache") is source  # nothing cached: unchanged
     other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(2)")])
     assert booksite.with_build_outputs(other, tmp_path / "cache") is other  # not in the cache: unchanged
+
+
+def test_ci_prints_the_pdf_and_publishes_the_notebooks_where_the_colab_buttons_point():
+    workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text()
+    assert "bash scripts/vendor_mathjax.sh" in workflow and "python _ext/bookpdf.py" in workflow
+    assert f"git init -q -b {booksite.NOTEBOOKS_BRANCH}" in workflow
+    assert workflow.split("git push --force")[1].split("\n")[0].endswith(booksite.NOTEBOOKS_BRANCH)
+    for script in ("scripts/build_book.sh", "scripts/test.sh"):
+        assert ".venv/bin/python _ext/bookpdf.py" in (ROOT / script).read_text()
