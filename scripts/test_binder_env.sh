@@ -24,7 +24,9 @@ echo "== binder/postBuild: $(( installed - start )) s"
 
 test -f "$HOME/.jupyter/labconfig/default_setting_overrides.json"
 grep -q '"markdown": "Jupytext Notebook"' "$HOME/.jupyter/labconfig/default_setting_overrides.json"
-(cd "$work/repo" && python -c "import sys; from pathlib import Path; from rankcollapse.runner import execute_page
-import rankcollapse; assert Path(rankcollapse.__file__).is_relative_to(Path.cwd()), rankcollapse.__file__
+(cd "$work/repo" && python -c "import sys; from pathlib import Path; import rankcollapse
+from rankcollapse.runner import execute_page
+assert Path(rankcollapse.__file__).is_relative_to(Path.cwd()), rankcollapse.__file__  # the copy's package
 execute_page(sys.argv[1], {}, Path(sys.argv[2]))" "$page" "$work/executed.ipynb")
-echo "== $page executed in the Binder environment: $(( $(date +%s) - installed )) s (total $(( $(date +%s) - start )) s)"
+end=$(date +%s)
+echo "== $page executed in the Binder environment: $(( end - installed )) s (total $(( end - start )) s)"

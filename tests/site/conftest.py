@@ -1,7 +1,8 @@
 """Browser fixtures: the built site (_build/html) served on 127.0.0.1, Debian's Chromium via playwright.
 
-Every request to a host other than 127.0.0.1 is aborted (fonts, Binder; MathJax is served by the site), so the tests run offline
-and fast. ``js_errors`` collects page errors and console errors, minus the known third-party noise below.
+Every request to a host other than 127.0.0.1 is aborted (fonts; MathJax is served by the site itself), so
+the tests run offline and fast. ``js_errors`` collects page errors and console errors, minus the known
+third-party noise below.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def test_reproduce_table_fits_its_column_without_duplicate_rows(site_page, width
     if width == 1280:
         assert fits, "the results table is wider than the text column at 1280 px"
     else:
-        assert fits or scroll_cue, "a table wider than a phone's column scrolls with a visible cue (_static/booksite.css)"
+        assert fits or scroll_cue, "a table wider than a phone's column scrolls, with a cue (_static/booksite.css)"
     assert site_page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     table.scroll_into_view_if_needed()
     site_page.screenshot(path=str(repo_root / "_build" / f"screenshot-reproduce-table-{width}.png"))
