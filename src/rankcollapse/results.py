@@ -166,19 +166,29 @@ def base_provenance() -> dict:
 
 
 def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
-    """One row per stored result: page, scale, model, dtype, where and how long it ran, commit.
+    """One row per stored result: page, scale, model, the settings that tell it apart, where and how long it ran.
 
-    Used by book/reproduce.md (the list of what the book shows and where it was computed).
+    ``settings`` lists the parameters (other than scale and model) whose values differ between the stored
+    results of the same page, so two runs of one page at one scale never show as identical rows. Columns:
+    page, result (the key), scale (samples×tokens×layers), model, settings, ran on (hardware and
+    dtype), wall time (s), commit. Used by book/reproduce.md.
     """
     store = store or ResultStore()
     pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    shown = {"n_samples", "n_tokens", "n_layers", "model"}
     rows = []
     for page in pages:
-        for r in store.entries(page):
+        entries = store.entries(page)
+        names = sorted({name for r in entries for name in r["parameters"]} - shown)
+        differ = [n for n in names if len({json.dumps(r["parameters"].get(n)) for r in entries}) > 1]
+        for r in entries:
             p = r["parameters"]
-            rows.append({"page": page, "result": r["key"], "samples": p.get("n_samples"),
-                         "tokens": p.get("n_tokens"), "layers": p.get("n_layers"),
-                         "weights": ", ".join(p.get("weights", [])), "model": p.get("model"),
-                         "dtype": r.get("dtype"), "hardware": r.get("hardware"), "device": r.get("device"),
-                         "wall time (s)": r.get("wall_time_s"), "commit": str(r.get("git_commit", ""))[:12]})
+            settings = "; ".join(
+                f"{n}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for n in differ for v in [p.get(n)]
+            )
+            rows.append({"page": page, "result": r["key"],
+                         "scale": f"{p.get('n_samples')}×{p.get('n_tokens')}×{p.get('n_layers')}",
+                         "model": p.get("model"), "settings": settings or "–",
+                         "ran on": f"{r.get('hardware')}, {r.get('dtype')}",
+                         "wall time (s)": r.get("wall_time_s"), "commit": str(r.get("git_commit", ""))[:8]})
     return pd.DataFrame(rows)

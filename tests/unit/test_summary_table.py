@@ -1,0 +1,34 @@
+"""The reproduce page's results table: one distinguishable row per stored result, few columns."""
+
+import pandas as pd
+
+from rankcollapse.results import ResultStore, summary_table
+
+TABLE = pd.DataFrame({"layer": [0], "value": [1.0]})
+BASE = {"n_samples": 4, "n_tokens": 32, "n_layers": 8, "model": "pkg:minilm", "masks": ["complete", "causal"]}
+
+
+def _store(tmp_path) -> ResultStore:
+    store = ResultStore(tmp_path)
+    provenance = {"hardware": "CPU x, 2 cores", "dtype": "float64", "wall_time_s": 1.5, "git_commit": "abc"}
+    store.save("pageA", {**BASE, "norms": ["none"], "temperatures": [1.0, 64.0]}, TABLE, provenance)
+    store.save("pageA", {**BASE, "norms": ["none", "layernorm"], "temperatures": [None]}, TABLE, provenance)
+    store.save("pageB", {**BASE, "n_samples": 16}, TABLE, provenance)
+    return store
+
+
+def test_runs_differing_only_in_configuration_are_told_apart(tmp_path):
+    table = summary_table(_store(tmp_path))
+    shown = table.drop(columns=["result"])
+    assert not shown.duplicated().any(), shown
+    settings = set(table.loc[table["page"] == "pageA", "settings"])
+    assert settings == {"norms: none; temperatures: 1.0, 64.0", "norms: none, layernorm; temperatures: None"}
+    # a setting shared by all runs of a page (masks) is not repeated; a page with one run shows a dash
+    assert table.loc[table["page"] == "pageB", "settings"].tolist() == ["–"]
+
+
+def test_columns_fit_a_text_column(tmp_path):
+    table = summary_table(_store(tmp_path))
+    assert list(table.columns) == ["page", "result", "scale", "model", "settings", "ran on", "wall time (s)",
+                                   "commit"]
+    assert table.loc[table["page"] == "pageB", "scale"].tolist() == ["16×32×8"]
