@@ -88,16 +88,17 @@ def sample_size(table: pd.DataFrame) -> dict[str, float | int]:
 
 
 def skip_connections(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]:
-    """Token scale ‖X‖_F at the last pretrained layer per variant, and μ over its floor after the deep stack."""
+    """At the complete mask: token scale ‖X‖_F at the last pretrained layer per variant, and μ over its
+    floor after the deep stack."""
     pre = dict(weights="pretrained")
 
     def over_floor(norm: str, skip: bool) -> float:
-        labels = dict(weights="initialized", variant="SAN", norm=norm, skip=skip)
+        labels = dict(weights="initialized", variant="SAN", mask="complete", norm=norm, skip=skip)
         return value(deep, "mu", **labels) / value(deep, "floor", **labels)
 
     return {
-        "ln_scale": value(shallow, "norm", variant="SAN", norm="layernorm", skip=True, **pre),
-        "skip_scale": value(shallow, "norm", variant="SAN", norm="none", skip=True, **pre),
+        "ln_scale": value(shallow, "norm", variant="SAN", mask="complete", norm="layernorm", skip=True, **pre),
+        "skip_scale": value(shallow, "norm", variant="SAN", mask="complete", norm="none", skip=True, **pre),
         "full_scale": value(shallow, "norm", variant="full transformer", **pre),
         "deep_pure_over_floor": over_floor("none", False),
         "deep_ln_over_floor": over_floor("layernorm", False),
