@@ -50,7 +50,7 @@ PROFILES: dict[str, dict[str, dict[str, object]]] = {  # profile -> page -> para
 
 def repo_root() -> Path:
     """The book root (the folder with ``_toc.yml``), searched from the working directory, then the package."""
-    from rankcollapse.plotting import book_root
+    from rankcollapse.provenance import book_root
 
     try:
         return book_root()
