@@ -67,7 +67,7 @@ def parse_value(text: str) -> object:
     """
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):  # TypeError: ``{[1]: 2}``
         return text
 
 
