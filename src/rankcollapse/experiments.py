@@ -247,8 +247,9 @@ def check_table(table: pd.DataFrame, parameters: dict) -> None:
     present = {(w, v, m, None if pd.isna(t) else float(t), n, str(s) == "True")
                for w, v, m, t, n, s in table[["weights", "variant", "mask", "temperature", "norm", "skip"]].itertuples(index=False)}
     if present != expected:
-        raise ValueError(f"configurations missing: {sorted(map(str, expected - present)) or 'none'}; "
-                         f"not asked for: {sorted(map(str, present - expected)) or 'none'}")
+        missing, extra = sorted(map(str, expected - present)), sorted(map(str, present - expected))
+        raise ValueError(f"{len(missing)} configurations missing{(' (first: ' + missing[0] + ')') if missing else ''}, "
+                         f"{len(extra)} not asked for{(' (first: ' + extra[0] + ')') if extra else ''}")
     samples = {p["n_samples"], *p.get("subsets", [])}
     if set(table["n_samples"]) != samples:
         raise ValueError(f"sample counts {sorted(set(table['n_samples']))}, expected {sorted(samples)}")

@@ -11,7 +11,8 @@ import pytest
 
 from rankcollapse import experiments
 
-from rankcollapse.results import DamagedResultError, ResultStore, canonical_parameters, result_key, summary_table
+from rankcollapse.results import (DamagedResultError, ResultStore, add_table_hashes, canonical_parameters, result_key,
+                                  summary_table)
 
 
 def _table(value: float) -> pd.DataFrame:
@@ -196,8 +197,32 @@ def test_table_with_other_configurations_is_refused(stored_copy):
     table = pd.read_csv(csv, keep_default_na=False, na_values=[""])
     parameters = canonical_parameters(dataclasses.asdict(config))
     store.save("fig2", parameters, table[table["norm"] != "unit"], json.loads(csv.with_suffix(".json").read_text()))
-    with pytest.raises(DamagedResultError, match=r"configurations missing: \[.*'unit'.*not asked for: none"):
+    with pytest.raises(DamagedResultError, match=r"8 configurations missing \(first: .*'unit'.*\), 0 not asked for"):
         experiments.run_experiment("fig2", config, store)
     store.save("fig2", parameters, table.drop(columns="q10"), {})
     with pytest.raises(DamagedResultError, match="its columns are .*; expected .*q10"):
         experiments.run_experiment("fig2", config, store)
+
+
+def test_every_stored_result_is_intact():
+    store = ResultStore()
+    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir())
+    checked = [store.verify(page, key, check=experiments.check_table) for page in pages for key in store.keys(page)]
+    assert len(checked) >= 10 and all(r.provenance["table_rows"] == len(r.table) for r in checked)
+
+
+def test_add_table_hashes_records_them_only_for_checked_tables(tmp_path):
+    store = ResultStore(tmp_path)
+    good = store.save("fig2", {"n": 1}, _table(1.0), {})
+    bad = store.save("fig3", {"n": 1}, _table(2.0), {})
+    for stored in (good, bad):
+        _drop_hash(stored.csv_path, stored.csv_path.with_suffix(".json"))
+
+    def check(table, parameters):
+        if table["mean"].iloc[0] == 2.0:
+            raise ValueError("not the expected table")
+
+    with pytest.raises(ValueError, match="not the expected table"):
+        add_table_hashes(store, check)
+    assert store.load("fig2", {"n": 1}).provenance["table_sha256"] == good.provenance["table_sha256"]
+    assert "table_sha256" not in json.loads(bad.csv_path.with_suffix(".json").read_text())
