@@ -242,8 +242,9 @@ def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = 
         tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
         model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs)
     except (OSError, ValueError) as err:
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         where = "from the Hugging Face hub (offline, or no such model?)" if source.location == spec and \
-            not Path(spec).expanduser().is_dir() else f"from its folder ({type(err).__name__})"
+            not Path(spec).expanduser().is_dir() else f"from its folder ({first_line})"
         raise ValueError(f"model {spec!r} could not be loaded {where}; the packaged models load offline: "
                          f"{_PACKAGED_WORDS}") from None
     return LoadedModel(model=model.eval(), tokenizer=tokenizer, source=source)
