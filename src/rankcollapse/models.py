@@ -181,12 +181,16 @@ def check_model_spec(spec: object, gguf_file: str | None = None) -> None:
         if spec[4:] not in _PACKAGES:
             raise ValueError(f"{allowed}; got {spec!r} (no such packaged model)")
         return
-    path = Path(spec).expanduser()
-    if path.is_dir():
+    try:
+        path = Path(spec).expanduser()
+        is_dir, exists = path.is_dir(), path.exists()
+    except (RuntimeError, ValueError, OSError):  # ``~user`` of no such user, a NUL byte, a name too long
+        is_dir = exists = False
+    if is_dir:
         if not (path / "config.json").is_file() and gguf_file is None:
             raise ValueError(f"{allowed}; got {spec!r} (a folder without config.json; pass gguf_file= for a GGUF)")
         return
-    if path.exists():
+    if exists:
         raise ValueError(f"{allowed}; got {spec!r} (a file, not a folder)")
     if not _HUB_ID.fullmatch(spec) or ".." in spec or "--" in spec:
         raise ValueError(f"{allowed}; got {spec!r} (no such folder, and not a hub id)")

@@ -80,13 +80,15 @@ def test_run_writes_notebook_and_figures(tmp_path, monkeypatch):
 
 
 PAGE_DEFAULTS = {page: runner.page_parameters(cli.repo_root() / path) for page, path in cli.PAGES.items()}
+PROFILE_NAMES = sorted(cli.PROFILES)
 ODD_TEXTS = ["None", "True", "[]", "()", "{}", "{[1]: 2}", "1e999", "-1", "nan", "'a'", "[" * 150 + "]" * 150,
-             "9" * 5000, "pkg:minilm", "pkg:unknown", "/nonexistent", "owner/name", "cuda", "cuda:abc", "", " ", "\n"]
+             "9" * 5000, "pkg:minilm", "pkg:unknown", "/nonexistent", "owner/name", "~nosuchuser/x", "~\x00", "cuda", "cuda:abc",
+             "", " ", "\n"]
 values = st.one_of(st.integers(-3, 200).map(str), st.integers().map(str), st.floats().map(repr),
                    st.text(max_size=12), st.sampled_from(ODD_TEXTS), st.sampled_from(ODD_TEXTS),
                    st.lists(st.one_of(st.integers(), st.floats(), st.booleans(), st.none(), st.text(max_size=4)),
                             max_size=4).map(repr))
-profiles = st.one_of(st.just("default"), st.sampled_from(sorted(cli.PROFILES)), st.text(max_size=6))
+profiles = st.one_of(st.just("default"), st.sampled_from(PROFILE_NAMES), st.text(max_size=6))
 device_names = st.sampled_from(["cpu", "cuda", "cuda:0", "cuda:abc", "cuda:-1", "tpu", "", "cpu:1"])
 devices = st.one_of(st.none(), device_names, device_names, st.text(max_size=6))
 
@@ -94,7 +96,7 @@ devices = st.one_of(st.none(), device_names, device_names, st.text(max_size=6))
 @st.composite
 def runs(draw):
     """A page (mostly a real one), parameters (mostly its own names, sometimes unknown ones), profile, device."""
-    real = st.sampled_from(sorted(cli.PAGES))
+    real = st.sampled_from(sorted(PAGE_DEFAULTS))
     page = draw(st.one_of(real, real, real, st.text(max_size=8)))
     defaults = PAGE_DEFAULTS.get(page) or {"n": 0}
     pairs = []
@@ -115,11 +117,21 @@ def test_any_input_is_planned_or_refused_in_one_line(run, never_executes):
         cli.plan_run(page, pairs, profile, device)
     except ValueError as err:
         assert str(err) and "\n" not in str(err)
+        given = [page, *(x for pair in pairs for x in pair), profile, *([] if device is None else [device])]
+        if any(x.startswith("-") for x in given):
+            return
         argv = ["run", page, *(x for name, value in pairs for x in ("-p", name, value)), "--profile", profile]
         argv += [] if device is None else ["--device", device]
-        if any(a.startswith("-") for a in argv[1:] if a not in ("-p", "--profile", "--device")):
-            return
         err_out = io.StringIO()
         with contextlib.redirect_stderr(err_out), contextlib.redirect_stdout(io.StringIO()):
             assert cli.main(argv) == 2
         assert err_out.getvalue() == f"rankcollapse run: error: {err}\n"
+
+
+@pytest.mark.parametrize("value", ODD_TEXTS)
+def test_odd_values_of_every_fig2_parameter_are_planned_or_refused_in_one_line(value):
+    for name in PAGE_DEFAULTS["fig2"]:
+        try:
+            cli.plan_run("fig2", [(name, value)])
+        except ValueError as err:
+            assert str(err) and "\n" not in str(err), (name, value)

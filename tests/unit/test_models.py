@@ -46,6 +46,8 @@ ALLOWED = ("model must be a packaged model (pkg:minilm, pkg:mpnet, pkg:smollm2, 
     ("owner/name/extra", "'owner/name/extra' (no such folder, and not a hub id)"),
     ("bert base", "'bert base' (no such folder, and not a hub id)"),
     ("gpt2", "'gpt2' (no such folder, and not a hub id)"),
+    ("~nosuchuser/model", "'~nosuchuser/model' (no such folder, and not a hub id)"),
+    ("~\x00", "'~\\x00' (no such folder, and not a hub id)"),
     ("", "''"),
     (3, "3"),
 ])
