@@ -25,7 +25,7 @@ from pathlib import Path
 
 def repo_root() -> Path:
     """The book root (the folder with ``_toc.yml``), searched from the working directory, then the package."""
-    from rankcollapse.plotting import book_root
+    from rankcollapse.provenance import book_root
 
     try:
         return book_root()
@@ -42,7 +42,7 @@ def parse_value(text: str) -> object:
     """
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):  # TypeError: ``{[1]: 2}``
         return text
 
 

@@ -35,6 +35,7 @@ from rankcollapse import masks as rc_masks
 from rankcollapse import metrics as rc_metrics
 from rankcollapse import san
 from rankcollapse.checks import check_choice, check_choices, check_int, check_temperature
+from rankcollapse.models import check_model_spec
 from rankcollapse.norms import NORM_NAMES
 from rankcollapse.results import ResultStore, StoredResult
 
@@ -88,8 +89,7 @@ class ExperimentConfig:
         check_choice("dtype", self.dtype, tuple(rc_metrics.DTYPES))
         if self.device.split(":")[0] not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
-        if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"model must be a model spec such as 'pkg:minilm', got {self.model!r}")
+        check_model_spec(self.model)
 
     def san_configs(self) -> tuple[san.SANConfig, ...]:
         """The engine's configuration axis, in the order of the table."""
@@ -230,6 +230,34 @@ def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[
     return pd.concat(frames, ignore_index=True), extra
 
 
+TABLE_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip", "layer", "metric",
+                 *STATISTICS, "n_samples")
+
+
+def check_table(table: pd.DataFrame, parameters: dict) -> None:
+    """Raise ValueError unless a stored table has the tidy columns and exactly the configurations
+    (weights, variant, mask, temperature, norm, skip) and sample counts its stored ``parameters`` ask for.
+
+    Shapes: ``table`` is a tidy experiments table; ``parameters`` the stored (canonical) parameters.
+    """
+    if tuple(table.columns) != TABLE_COLUMNS:
+        raise ValueError(f"its columns are {', '.join(map(str, table.columns))}; expected {', '.join(TABLE_COLUMNS)}")
+    p = parameters
+    expected = {(w, "SAN", m, t, n, s) for w in p["weights"] for m in p["masks"] for t in p["temperatures"]
+                for n in p["norms"] for s in p["skips"]}
+    if p["full_transformer"]:
+        expected |= {(w, "full transformer", "model", None, "model", True) for w in p["weights"]}
+    present = {(w, v, m, None if pd.isna(t) else float(t), n, str(s) == "True")
+               for w, v, m, t, n, s in table[["weights", "variant", "mask", "temperature", "norm", "skip"]].itertuples(index=False)}
+    if present != expected:
+        missing, extra = sorted(map(str, expected - present)), sorted(map(str, present - expected))
+        raise ValueError(f"{len(missing)} configurations missing{(' (first: ' + missing[0] + ')') if missing else ''}, "
+                         f"{len(extra)} not asked for{(' (first: ' + extra[0] + ')') if extra else ''}")
+    samples = {p["n_samples"], *p.get("subsets", [])}
+    if set(table["n_samples"]) != samples:
+        raise ValueError(f"sample counts {sorted(set(table['n_samples']))}, expected {sorted(samples)}")
+
+
 @dataclass(frozen=True)
 class Run:
     """One sweep a page computes: its configuration and the sample subsets also summarized."""
@@ -240,10 +268,11 @@ class Run:
 
 def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | None = None,
                    subsets: tuple[int, ...] = ()) -> StoredResult:
-    """The stored result of ``page`` for exactly ``config`` (and ``subsets``), computed and stored when missing."""
+    """The stored result of ``page`` for exactly ``config`` (and ``subsets``), computed and stored when missing;
+    a stored result is verified, its table checked by :func:`check_table`."""
     store = store or ResultStore()
     parameters = {**asdict(config), **({"subsets": list(subsets)} if subsets else {})}
-    return store.load_or_compute(page, parameters, lambda: run_sweep(config, subsets))
+    return store.load_or_compute(page, parameters, lambda: run_sweep(config, subsets), check_table)
 
 
 def experiment_config(parameters: dict, **fixed) -> ExperimentConfig:

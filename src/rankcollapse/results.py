@@ -1,26 +1,34 @@
-"""The results store: small tidy tables of per-layer statistics, each with its full provenance.
+"""The results store: small tidy tables of per-layer statistics, each with its full provenance, verified
+on every read.
 
 A result is identified by its page name and its *complete* parameter set. It lives in two files,
 ``results/<page>/<key>.csv`` (the tidy table) and ``results/<page>/<key>.json`` (provenance: every
 parameter, package versions, git commit, model spec and weight hash, sample hash, dtype, device,
-hardware, wall time), where ``key`` is a hash of the canonical JSON of ``{page, parameters}``. A lookup
-matches only when the stored parameters are *exactly* the ones asked for (the hash picks the file, the
-JSON comparison confirms it), so a stored number can never stand in for a different setting.
+hardware, wall time, and the SHA-256 and row count of the CSV), where ``key`` is a hash of the canonical
+JSON of ``{page, parameters}``. A lookup matches only when the stored parameters are *exactly* the ones
+asked for, so a stored number can never stand in for a different setting.
 
-Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last, so a
-result without its JSON does not exist). A sweep stores each entry as soon as it is computed, so an
-interrupted sweep resumes at the first entry that is missing.
+A stored result is never read or listed without checking it: both files present, the JSON readable and
+for this key, the CSV's SHA-256 and row count equal to the recorded ones, and (when the caller passes a
+``check``, as :mod:`rankcollapse.experiments` does) the table's columns and configurations those the
+parameters ask for. Anything else raises one :class:`DamagedResultError` naming the file and the command
+that recomputes it -- never a silent partial figure.
 
-Used by: :mod:`rankcollapse.experiments` (every experiment page) and ``tests/unit/test_results.py``.
+Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last). A
+sweep stores each entry as soon as it is computed, so an interrupted sweep resumes at the first entry
+that is missing.
+
+Used by: :mod:`rankcollapse.experiments` (every experiment page), book/reproduce.md (:func:`summary_table`),
+``results/add_table_hashes.py`` and ``tests/unit/test_results.py``.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
+import io
 import json
 import os
-import platform
+import shlex
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,8 +37,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from rankcollapse import __version__
-from rankcollapse.plotting import atomic_write
+from rankcollapse.provenance import atomic_write, book_root, provenance_record
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
 
@@ -62,12 +69,45 @@ def result_key(page: str, parameters: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
 
 
-def hardware() -> str:
-    """What the computation ran on, in words (CPU model and core count, GPU name when used)."""
-    cpu = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} GPU; CPU {cpu}"
-    return f"CPU {cpu}"
+TableCheck = Callable[[pd.DataFrame, dict], None]  # (table, stored parameters) -> None, or ValueError saying why
+_COMMAND_DEFAULTS = {"model": "pkg:minilm", "window": 4, "seed": 0, "overlap": "disjoint", "dtype": "float64",
+                     "device": "cpu"}  # the same default on every experiment page: left out of the command
+_COMMAND_ALWAYS = ("n_layers", "n_samples", "n_tokens")  # defaults that differ between pages: always given
+
+
+class DamagedResultError(ValueError):
+    """A stored result that cannot be trusted (missing half, unreadable record, changed or wrong table).
+
+    The message names the file and the command that recomputes it.
+    """
+
+
+def recompute_command(page: str, parameters: dict | None) -> str:
+    """The ``rankcollapse run`` line that recomputes a result of an experiment page from its stored parameters.
+
+    >>> recompute_command("fig2", {"model": "pkg:mpnet", "n_layers": 12, "n_samples": 32, "n_tokens": 128,
+    ...                            "seed": 0, "window": 4, "masks": ["complete"]})
+    'rankcollapse run fig2 -p model pkg:mpnet -p n_layers 12 -p n_samples 32 -p n_tokens 128'
+    >>> recompute_command("sample_size", {"n_samples": 8, "subsets": [4]})
+    'rankcollapse run sample_size -p n_samples 8 -p n_samples_small 4'
+    """
+    if parameters is None:
+        return f"rankcollapse run {page} with the parameters it was computed for"
+    pairs = [(name, value) for name, value in parameters.items()
+             if name in _COMMAND_ALWAYS or (name in _COMMAND_DEFAULTS and value != _COMMAND_DEFAULTS[name])]
+    pairs += [("n_samples_small", k) for k in parameters.get("subsets", [])]
+    order = [*_COMMAND_DEFAULTS, *_COMMAND_ALWAYS, "n_samples_small"]
+    pairs.sort(key=lambda pair: order.index(pair[0]))
+    return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(str(value))}" for name, value in pairs)])
+
+
+def _table_text(table: pd.DataFrame) -> bytes:
+    """The CSV bytes of a table (floats as ``%.17g``, so values survive bit-exactly)."""
+    return table.to_csv(index=False, float_format="%.17g").encode()
+
+
+def _read_table(data: bytes) -> pd.DataFrame:
+    return pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,12 +126,7 @@ class ResultStore:
     def __init__(self, root: Path | str | None = None) -> None:
         if root is None:
             override = os.environ.get("RANKCOLLAPSE_RESULTS_DIR")
-            if override:
-                root = Path(override)
-            else:
-                from rankcollapse.plotting import book_root
-
-                root = book_root() / "results"
+            root = Path(override) if override else book_root() / "results"
         self.root = Path(root)
 
     def paths(self, page: str, parameters: dict) -> tuple[Path, Path]:
@@ -101,38 +136,92 @@ class ResultStore:
         key = result_key(page, parameters)
         return self.root / page / f"{key}.csv", self.root / page / f"{key}.json"
 
-    def load(self, page: str, parameters: dict) -> StoredResult | None:
-        """The stored result whose parameters equal ``parameters`` exactly, else None."""
+    def load(self, page: str, parameters: dict, check: TableCheck | None = None) -> StoredResult | None:
+        """The stored result whose parameters equal ``parameters`` exactly; None when neither file exists.
+
+        Raises :class:`DamagedResultError` when the result is damaged (see :meth:`verify`).
+        """
         csv_path, json_path = self.paths(page, parameters)
-        if not (csv_path.is_file() and json_path.is_file()):
+        if not (csv_path.exists() or json_path.exists()):
             return None
-        provenance = json.loads(json_path.read_text())
-        if provenance.get("page") != page or provenance.get("parameters") != canonical_parameters(parameters):
-            return None
-        return StoredResult(pd.read_csv(csv_path, keep_default_na=False, na_values=[""]), provenance, csv_path, True)
+        return self.verify(page, csv_path.stem, canonical_parameters(parameters), check)
+
+    def verify(self, page: str, key: str, parameters: dict | None = None,
+               check: TableCheck | None = None) -> StoredResult:
+        """Read ``<page>/<key>`` and check it, or raise one :class:`DamagedResultError`.
+
+        Checked: both files exist; the JSON parses and is the record of this page and key (and of
+        ``parameters`` when given); the CSV's SHA-256 and row count equal the recorded ones; the CSV
+        parses; ``check(table, stored parameters)`` passes.
+        """
+        csv_path, json_path = self.root / page / f"{key}.csv", self.root / page / f"{key}.json"
+
+        def damaged(reason: str, known: dict | None = parameters) -> DamagedResultError:
+            return DamagedResultError(
+                f"stored result {csv_path} is damaged: {reason}.\n"
+                f"Recompute it: delete {self.root / page / key}.* and run: {recompute_command(page, known)}")
+
+        if not json_path.is_file():
+            raise damaged(f"its record {json_path.name} is missing")
+        try:
+            record = json.loads(json_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise damaged(f"its record {json_path.name} is not readable JSON ({type(err).__name__})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("parameters"), dict):
+            raise damaged(f"its record {json_path.name} has no parameters")
+        stored = record["parameters"]
+        if record.get("page") != page or record.get("key") != key or result_key(page, stored) != key:
+            raise damaged(f"its record {json_path.name} is not the record of {page}/{key} (edited or moved)")
+        if parameters is not None and stored != parameters:
+            raise damaged(f"its record {json_path.name} holds other parameters than asked for")
+        if not csv_path.is_file():
+            raise damaged(f"its table {csv_path.name} is missing", stored)
+        if "table_sha256" not in record or "table_rows" not in record:
+            raise damaged(f"its record {json_path.name} has no table_sha256 / table_rows "
+                          f"(add them with results/add_table_hashes.py)", stored)
+        data = csv_path.read_bytes()
+        try:
+            table = _read_table(data)
+        except (ValueError, UnicodeDecodeError):  # pandas' ParserError and EmptyDataError are ValueErrors
+            table = None
+        if hashlib.sha256(data).hexdigest() != record["table_sha256"] or table is None \
+                or len(table) != record["table_rows"]:
+            rows = "it does not parse" if table is None else f"{len(table)} rows"
+            raise damaged(f"the table is not the one recorded (SHA-256 differs; {rows}, "
+                          f"recorded {record['table_rows']} rows): edited, truncated or replaced", stored)
+        if check is not None:
+            try:
+                check(table, stored)
+            except ValueError as err:
+                raise damaged(f"the table does not match its parameters: {err}", stored) from None
+        return StoredResult(table, record, csv_path, True)
 
     def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict) -> StoredResult:
-        """Store a table atomically (CSV, then the JSON that makes it visible)."""
+        """Store a table atomically (CSV, then the JSON with its SHA-256 and row count)."""
         csv_path, json_path = self.paths(page, parameters)
-        record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": csv_path.stem}
+        data = _table_text(table)
+        record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": csv_path.stem,
+                  "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
         text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
-        atomic_write(csv_path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.17g"))
+        atomic_write(csv_path, lambda tmp: Path(tmp).write_bytes(data))
         atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
         return StoredResult(table, record, csv_path, False)
 
-    def load_or_compute(self, page: str, parameters: dict,
-                        compute: Callable[[], tuple[pd.DataFrame, dict]]) -> StoredResult:
-        """The stored result for exactly these parameters, or ``compute()`` stored with its provenance.
+    def load_or_compute(self, page: str, parameters: dict, compute: Callable[[], tuple[pd.DataFrame, dict]],
+                        check: TableCheck | None = None) -> StoredResult:
+        """The stored result for exactly these parameters (verified, see :meth:`verify`), or ``compute()``
+        stored with its provenance.
 
-        ``compute`` returns ``(table, extra provenance)``; versions, commit, hardware and wall time are
-        added here.
+        ``compute`` returns ``(table, extra provenance)``; the provenance record
+        (:func:`rankcollapse.provenance.provenance_record`) and the wall time are added here.
         """
-        stored = self.load(page, parameters)
+        stored = self.load(page, parameters, check)
         if stored is not None:
             return stored
         start = time.perf_counter()
         table, extra = compute()
-        provenance = {**base_provenance(), **extra, "wall_time_s": round(time.perf_counter() - start, 3)}
+        provenance = {**provenance_record(canonical_parameters(parameters)), **extra,
+                      "wall_time_s": round(time.perf_counter() - start, 3)}
         return self.save(page, parameters, table, provenance)
 
     def sweep(self, page: str, entries: Iterable[dict],
@@ -140,29 +229,47 @@ class ResultStore:
         """Every entry's result; entries already stored are loaded, so an interrupted sweep resumes."""
         return [self.load_or_compute(page, entry, lambda entry=entry: compute(entry)) for entry in entries]
 
-    def entries(self, page: str) -> list[dict]:
-        """Provenance records of every stored result of ``page`` (for the drift test and the book)."""
+    def keys(self, page: str) -> list[str]:
+        """Keys of every result of ``page`` with at least one of its two files (temporary files aside)."""
         folder = self.root / page
-        records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
-        return [r for r in records if (folder / f"{r.get('key')}.csv").is_file()]
+        files = [p for p in folder.iterdir() if p.suffix in (".csv", ".json") and not p.name.startswith(".")] \
+            if folder.is_dir() else []
+        return sorted({p.stem for p in files})
+
+    def entries(self, page: str) -> list[dict]:
+        """Provenance records of every stored result of ``page`` (for the drift test and the book).
+
+        Every result is verified first: a damaged one raises :class:`DamagedResultError` rather than
+        being listed or skipped silently.
+        """
+        return [self.verify(page, key).provenance for key in self.keys(page)]
 
 
-def base_provenance() -> dict:
-    """Versions, commit, time and hardware of the current process."""
-    from rankcollapse.plotting import book_root, git_commit
+def add_table_hashes(store: ResultStore, check: TableCheck) -> list[Path]:
+    """Record ``table_sha256`` and ``table_rows`` in every JSON of ``store`` that lacks them, after checking
+    that its CSV exists, parses and passes ``check``; returns the JSON files updated.
 
-    try:
-        commit = git_commit(book_root())
-    except FileNotFoundError:
-        commit = "unknown"
-    return {
-        "rankcollapse_version": __version__,
-        "torch_version": torch.__version__,
-        "python_version": platform.python_version(),
-        "git_commit": commit,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "hardware": hardware(),
-    }
+    For results stored before the store recorded hashes (maintenance; ``results/add_table_hashes.py``).
+    """
+    updated = []
+    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    for page in pages:
+        for key in store.keys(page):
+            csv_path, json_path = store.root / page / f"{key}.csv", store.root / page / f"{key}.json"
+            if not (csv_path.is_file() and json_path.is_file()):
+                store.verify(page, key)  # raises: one of the two files is missing
+            record = json.loads(json_path.read_text())
+            if "table_sha256" in record:
+                continue
+            data = csv_path.read_bytes()
+            table = _read_table(data)
+            check(table, record["parameters"])
+            record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
+            text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+            atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+            store.verify(page, key, check=check)
+            updated.append(json_path)
+    return updated
 
 
 def summary_table(store: ResultStore | None = None) -> pd.DataFrame:

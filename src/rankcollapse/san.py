@@ -301,8 +301,11 @@ class SANResult:
 
 def resolve_device(device: str | torch.device) -> torch.device:
     """``"cpu"`` or ``"cuda"`` (``"cuda:k"``), with one clear error when CUDA is asked for and absent."""
-    dev = torch.device(device)
-    if dev.type not in ("cpu", "cuda"):
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was asked for but CUDA is not available here; use device='cpu'")

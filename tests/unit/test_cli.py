@@ -1,10 +1,14 @@
 """``rankcollapse run``: every bad input is rejected before anything runs, with the valid choices listed;
 a good run writes the executed notebook and its figures; a run added to the book gets unique labels."""
 
+import contextlib
+import io
 import json
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rankcollapse import cli, pages, runner
 
@@ -30,6 +34,10 @@ def never_executes(monkeypatch):
     (["run", "skip_connections", "-p", "n_layers_deep", "0"], "n_layers_deep must be an integer in [1, 4096]"),
     (["run", "fig4", "--profile", "huge"], "unknown profile 'huge'; profiles are: default, paper"),
     (["run", "fig4", "--device", "tpu"], "device must be 'cpu' or 'cuda'"),
+    (["run", "fig2", "--device", "cuda:abc"], "device must be 'cpu' or 'cuda', got 'cuda:abc'"),
+    (["run", "fig2", "-p", "model", "pkg:unknown"], "got 'pkg:unknown' (no such packaged model)"),
+    (["run", "fig3", "-p", "model", "/nonexistent"], "got '/nonexistent' (no such folder, and not a hub id)"),
+    (["run", "fig4", "-p", "model", "not a model"], "model must be a packaged model (pkg:minilm, pkg:mpnet"),
 ])
 def test_bad_input_is_rejected_before_running(argv, words, capsys, never_executes):
     assert cli.main(argv) == 2
@@ -76,3 +84,61 @@ def test_run_writes_notebook_and_figures(tmp_path, monkeypatch):
     target = cli.add_to_book(out / "setup.ipynb", "setup", tmp_path / "runs", "r1")
     text = "".join("".join(c["source"]) for c in json.loads(target.read_text())["cells"])
     assert "(sec-setup-r1)=" in text and ":name: fig-setup-masks-r1" in text and "(sec-setup)=" not in text
+
+
+PAGE_DEFAULTS = {name: runner.page_parameters(p.path(cli.repo_root())) for name, p in pages.PAGES.items()}
+PROFILE_NAMES = list(pages.PROFILE_NAMES)
+ODD_TEXTS = ["None", "True", "[]", "()", "{}", "{[1]: 2}", "1e999", "-1", "nan", "'a'", "[" * 150 + "]" * 150,
+             "9" * 5000, "pkg:minilm", "pkg:unknown", "/nonexistent", "owner/name", "~nosuchuser/x", "~\x00", "cuda", "cuda:abc",
+             "", " ", "\n"]
+values = st.one_of(st.integers(-3, 200).map(str), st.integers().map(str), st.floats().map(repr),
+                   st.text(max_size=12), st.sampled_from(ODD_TEXTS), st.sampled_from(ODD_TEXTS),
+                   st.lists(st.one_of(st.integers(), st.floats(), st.booleans(), st.none(), st.text(max_size=4)),
+                            max_size=4).map(repr))
+profiles = st.one_of(st.just("default"), st.sampled_from(PROFILE_NAMES), st.text(max_size=6))
+device_names = st.sampled_from(["cpu", "cuda", "cuda:0", "cuda:abc", "cuda:-1", "tpu", "", "cpu:1"])
+devices = st.one_of(st.none(), device_names, device_names, st.text(max_size=6))
+
+
+@st.composite
+def runs(draw):
+    """A page (mostly a real one), parameters (mostly its own names, sometimes unknown ones), profile, device."""
+    real = st.sampled_from(sorted(PAGE_DEFAULTS))
+    page = draw(st.one_of(real, real, real, st.text(max_size=8)))
+    defaults = PAGE_DEFAULTS.get(page) or {"n": 0}
+    pairs = []
+    for _ in range(draw(st.integers(0, 2))):
+        name = draw(st.one_of(st.sampled_from(sorted(defaults)), st.text(max_size=8)))
+        pairs.append((name, draw(st.one_of(st.just(repr(defaults.get(name))), values))))  # its default, or any
+    return page, pairs, draw(profiles), draw(devices)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(run=runs())
+def test_any_input_is_planned_or_refused_in_one_line(run, never_executes):
+    """Arbitrary page names, parameter names, values (numbers, lists, text), profiles and devices: plan_run
+    returns, or raises one ValueError in one line; when it refuses, ``rankcollapse run`` exits 2 with exactly
+    that line on stderr (values starting with '-' aside: argparse reads them as options)."""
+    page, pairs, profile, device = run
+    try:
+        cli.plan_run(page, pairs, profile, device)
+    except ValueError as err:
+        assert str(err) and "\n" not in str(err)
+        given = [page, *(x for pair in pairs for x in pair), profile, *([] if device is None else [device])]
+        if any(x.startswith("-") for x in given):
+            return
+        argv = ["run", page, *(x for name, value in pairs for x in ("-p", name, value)), "--profile", profile]
+        argv += [] if device is None else ["--device", device]
+        err_out = io.StringIO()
+        with contextlib.redirect_stderr(err_out), contextlib.redirect_stdout(io.StringIO()):
+            assert cli.main(argv) == 2
+        assert err_out.getvalue() == f"rankcollapse run: error: {err}\n"
+
+
+@pytest.mark.parametrize("value", ODD_TEXTS)
+def test_odd_values_of_every_fig2_parameter_are_planned_or_refused_in_one_line(value):
+    for name in PAGE_DEFAULTS["fig2"]:
+        try:
+            cli.plan_run("fig2", [(name, value)])
+        except ValueError as err:
+            assert str(err) and "\n" not in str(err), (name, value)

@@ -25,11 +25,45 @@ def test_folder_without_config_is_refused(tmp_path):
         models.resolve_spec(str(tmp_path))
 
 
-def test_unavailable_hub_id_gives_one_clear_error(monkeypatch, tmp_path):
+def test_unavailable_hub_id_gives_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
-    with pytest.raises(ValueError, match="neither a packaged model"):
+    with pytest.raises(ValueError) as err:
         models.load_model("no-such-user/no-such-model")
+    assert str(err.value) == ("model 'no-such-user/no-such-model' could not be loaded from the Hugging Face hub "
+                              "(offline, or no such model?); the packaged models load offline: "
+                              "pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3")
+
+
+ALLOWED = ("model must be a packaged model (pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3), a folder containing "
+           "config.json, or a Hugging Face hub id 'owner/name'; got ")
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("pkg:unknown", "'pkg:unknown' (no such packaged model)"),
+    ("/nonexistent", "'/nonexistent' (no such folder, and not a hub id)"),
+    ("./models/here", "'./models/here' (no such folder, and not a hub id)"),
+    ("owner/name/extra", "'owner/name/extra' (no such folder, and not a hub id)"),
+    ("bert base", "'bert base' (no such folder, and not a hub id)"),
+    ("gpt2", "'gpt2' (no such folder, and not a hub id)"),
+    ("~nosuchuser/model", "'~nosuchuser/model' (no such folder, and not a hub id)"),
+    ("~\x00", "'~\\x00' (no such folder, and not a hub id)"),
+    ("", "''"),
+    (3, "3"),
+])
+def test_model_spec_is_checked_before_anything_loads(spec, why):
+    with pytest.raises(ValueError) as err:
+        models.check_model_spec(spec)
+    assert str(err.value) == ALLOWED + why
+
+
+def test_model_spec_accepts_packaged_names_folders_and_hub_ids(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    for spec in ("pkg:minilm", "pkg:gemma3", str(tmp_path), "sentence-transformers/all-mpnet-base-v2",
+                 "HuggingFaceTB/SmolLM2-135M-Instruct"):
+        models.check_model_spec(spec)
+    with pytest.raises(ValueError, match="a file, not a folder"):
+        models.check_model_spec(str(tmp_path / "config.json"))
 
 
 def test_atomic_folder_builds_once_and_leaves_no_temporaries(tmp_path):

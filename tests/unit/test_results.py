@@ -1,11 +1,18 @@
-"""The results store: exact-parameter lookup, atomic writes, resumable sweeps."""
+"""The results store: exact-parameter lookup, atomic writes, resumable sweeps, and damaged results refused
+(each damage once on a small table, and on a copy of a real stored result through its experiment)."""
 
+import dataclasses
 import json
+import re
+import shutil
 
 import pandas as pd
 import pytest
 
-from rankcollapse.results import ResultStore, canonical_parameters, result_key
+from rankcollapse import experiments
+
+from rankcollapse.results import (DamagedResultError, ResultStore, add_table_hashes, canonical_parameters, result_key,
+                                  summary_table)
 
 
 def _table(value: float) -> pd.DataFrame:
@@ -40,7 +47,8 @@ def test_lookup_confirms_parameters_not_only_the_hash(tmp_path):
     record = json.loads(json_path.read_text())
     record["parameters"] = {"n": 5}  # a file under the right name but for other parameters
     json_path.write_text(json.dumps(record))
-    assert store.load("fig2", {"n": 3}) is None
+    with pytest.raises(DamagedResultError, match=f"{json_path.name} is not the record of fig2/"):
+        store.load("fig2", {"n": 3})
 
 
 def test_load_or_compute_computes_once_and_records_provenance(tmp_path):
@@ -54,11 +62,12 @@ def test_load_or_compute_computes_once_and_records_provenance(tmp_path):
     first = store.load_or_compute("fig3", {"n": 1}, compute)
     second = store.load_or_compute("fig3", {"n": 1}, compute)
     assert len(calls) == 1 and not first.loaded and second.loaded
-    for field in ("git_commit", "rankcollapse_version", "torch_version", "hardware", "wall_time_s", "model_spec"):
+    for field in ("git_commit", "rankcollapse_version", "torch_version", "hardware", "wall_time_s", "model_spec",
+                  "table_sha256", "table_rows"):
         assert field in second.provenance
 
 
-def test_failed_compute_stores_nothing_and_csv_alone_is_invisible(tmp_path):
+def test_failed_compute_stores_nothing(tmp_path):
     store = ResultStore(tmp_path)
 
     def broken():
@@ -66,12 +75,8 @@ def test_failed_compute_stores_nothing_and_csv_alone_is_invisible(tmp_path):
 
     with pytest.raises(RuntimeError):
         store.load_or_compute("fig2", {"n": 1}, broken)
-    assert store.load("fig2", {"n": 1}) is None
-    csv_path, _ = store.paths("fig2", {"n": 1})
-    csv_path.parent.mkdir(parents=True)
-    _table(1.0).to_csv(csv_path, index=False)  # a CSV whose JSON was never written
     assert store.load("fig2", {"n": 1}) is None and store.entries("fig2") == []
-    assert not list(tmp_path.rglob(".*.tmp"))
+    assert not list(tmp_path.rglob("*.*"))
 
 
 def test_interrupted_sweep_resumes_at_the_first_missing_entry(tmp_path):
@@ -98,3 +103,126 @@ def test_interrupted_sweep_resumes_at_the_first_missing_entry(tmp_path):
 def test_bad_page_name_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="page must be a plain page name"):
         ResultStore(tmp_path).paths("../fig2", {})
+
+
+def _truncate(csv, json_path):
+    csv.write_bytes(csv.read_bytes()[:len(csv.read_bytes()) // 2])
+
+
+def _edit_one_number(csv, json_path):
+    lines = csv.read_text().splitlines(keepends=True)
+    fields = lines[1].split(",")
+    column = lines[0].split(",").index("mean")
+    fields[column] = repr(float(fields[column]) * 1.0001)  # one digit-level change, same row count
+    lines[1] = ",".join(fields)
+    csv.write_text("".join(lines))
+
+
+def _break_json(csv, json_path):
+    json_path.write_text(json_path.read_text()[:40])
+
+
+def _drop_hash(csv, json_path):
+    record = json.loads(json_path.read_text())
+    del record["table_sha256"]
+    json_path.write_text(json.dumps(record))
+
+
+DAMAGES = {  # what is done to a stored result -> words of the error's first line
+    "truncated CSV": (_truncate, "the table is not the one recorded (SHA-256 differs"),
+    "one number edited": (_edit_one_number, "the table is not the one recorded (SHA-256 differs"),
+    "JSON deleted": (lambda csv, j: j.unlink(), ".json is missing"),
+    "CSV deleted": (lambda csv, j: csv.unlink(), ".csv is missing"),
+    "JSON unreadable": (_break_json, ".json is not readable JSON (JSONDecodeError)"),
+    "JSON without hash": (_drop_hash, "has no table_sha256 / table_rows (add them with results/add_table_hashes.py)"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_damaged_result_is_refused_by_load_entries_and_summary(tmp_path, damage):
+    store = ResultStore(tmp_path)
+    stored = store.save("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2}, _table(1.0), {})
+    do, words = DAMAGES[damage]
+    do(stored.csv_path, stored.csv_path.with_suffix(".json"))
+    key = stored.csv_path.stem
+    with pytest.raises(DamagedResultError, match=re.escape(words)) as err:
+        store.load("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2})
+    first, second = str(err.value).splitlines()
+    assert first.startswith(f"stored result {stored.csv_path} is damaged: ")
+    assert second == (f"Recompute it: delete {tmp_path / 'fig2' / key}.* and run: "
+                      f"rankcollapse run fig2 -p n_layers 2 -p n_samples 8 -p n_tokens 16")
+    for listing in (lambda: store.entries("fig2"), lambda: summary_table(store)):
+        with pytest.raises(DamagedResultError, match=key):
+            listing()
+
+
+def test_check_failure_is_refused_with_the_reason(tmp_path):
+    store = ResultStore(tmp_path)
+    store.save("fig2", {"n": 1}, _table(1.0), {})
+
+    def check(table, parameters):
+        raise ValueError("configurations missing: ['x']")
+
+    with pytest.raises(DamagedResultError, match=re.escape("does not match its parameters: configurations missing")):
+        store.load("fig2", {"n": 1}, check)
+
+
+@pytest.fixture
+def stored_copy(tmp_path):
+    """A copy of the smallest stored Fig. 2 result in a temporary store, and its experiment config."""
+    real = ResultStore()
+    record = min(real.entries("fig2"), key=lambda r: r["table_rows"])
+    (tmp_path / "fig2").mkdir()
+    for suffix in (".csv", ".json"):
+        shutil.copyfile(real.root / "fig2" / f"{record['key']}{suffix}", tmp_path / "fig2" / f"{record['key']}{suffix}")
+    config = experiments.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v
+                                             for k, v in record["parameters"].items()})
+    return ResultStore(tmp_path), config, tmp_path / "fig2" / f"{record['key']}.csv"
+
+
+@pytest.mark.parametrize("damage", ["truncated CSV", "one number edited", "JSON deleted", "CSV deleted"])
+def test_damaged_stored_result_fails_its_page(stored_copy, damage, monkeypatch):
+    store, config, csv = stored_copy
+    assert experiments.run_experiment("fig2", config, store).loaded  # the intact copy loads
+    monkeypatch.setattr(experiments, "run_sweep", lambda *a: pytest.fail("a damaged result must not be recomputed"))
+    DAMAGES[damage][0](csv, csv.with_suffix(".json"))
+    with pytest.raises(DamagedResultError, match=csv.stem) as err:
+        experiments.run_experiment("fig2", config, store)
+    assert "and run: rankcollapse run fig2 " in str(err.value)
+    assert str(err.value).endswith(f"-p n_samples {config.n_samples} -p n_tokens {config.n_tokens}")
+
+
+def test_table_with_other_configurations_is_refused(stored_copy):
+    store, config, csv = stored_copy
+    table = pd.read_csv(csv, keep_default_na=False, na_values=[""])
+    parameters = canonical_parameters(dataclasses.asdict(config))
+    store.save("fig2", parameters, table[table["norm"] != "unit"], json.loads(csv.with_suffix(".json").read_text()))
+    with pytest.raises(DamagedResultError, match=r"8 configurations missing \(first: .*'unit'.*\), 0 not asked for"):
+        experiments.run_experiment("fig2", config, store)
+    store.save("fig2", parameters, table.drop(columns="q10"), {})
+    with pytest.raises(DamagedResultError, match="its columns are .*; expected .*q10"):
+        experiments.run_experiment("fig2", config, store)
+
+
+def test_every_stored_result_is_intact():
+    store = ResultStore()
+    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir())
+    checked = [store.verify(page, key, check=experiments.check_table) for page in pages for key in store.keys(page)]
+    assert len(checked) >= 10 and all(r.provenance["table_rows"] == len(r.table) for r in checked)
+
+
+def test_add_table_hashes_records_them_only_for_checked_tables(tmp_path):
+    store = ResultStore(tmp_path)
+    good = store.save("fig2", {"n": 1}, _table(1.0), {})
+    bad = store.save("fig3", {"n": 1}, _table(2.0), {})
+    for stored in (good, bad):
+        _drop_hash(stored.csv_path, stored.csv_path.with_suffix(".json"))
+
+    def check(table, parameters):
+        if table["mean"].iloc[0] == 2.0:
+            raise ValueError("not the expected table")
+
+    with pytest.raises(ValueError, match="not the expected table"):
+        add_table_hashes(store, check)
+    assert store.load("fig2", {"n": 1}).provenance["table_sha256"] == good.provenance["table_sha256"]
+    assert "table_sha256" not in json.loads(bad.csv_path.with_suffix(".json").read_text())

@@ -1,0 +1,65 @@
+"""One provenance record for figures and results; the book root; the atomic writer; the results store and
+the command line need no plotting stack."""
+
+import json
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from rankcollapse import plotting, provenance
+from rankcollapse.results import ResultStore
+
+RECORD_FIELDS = {"parameters", "rankcollapse_version", "torch_version", "python_version", "git_commit",
+                 "created_utc", "hardware"}
+
+
+def test_book_root_is_found_from_below_and_required(book, tmp_path_factory, monkeypatch):
+    assert provenance.book_root() == book
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    with pytest.raises(FileNotFoundError, match="no _toc.yml"):
+        provenance.book_root()
+
+
+def test_figures_and_results_carry_the_same_record(book):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    figure = json.loads(plotting.export_figure(fig, "fig-test-line", {"n": 2})["json"].read_text())
+    plt.close(fig)
+    result = ResultStore(book / "results").load_or_compute(
+        "fig2", {"n": 2}, lambda: (pd.DataFrame({"layer": [0], "mean": [1.0]}), {"dtype": "float64"})).provenance
+    assert set(figure) == RECORD_FIELDS and RECORD_FIELDS <= set(result)
+    assert figure["parameters"] == result["parameters"] == {"n": 2}
+    for field in RECORD_FIELDS - {"parameters", "created_utc"}:
+        assert figure[field] == result[field], field
+    assert figure["git_commit"] == "unknown"  # the temporary book is not a git repository
+
+
+def test_git_commit_outside_git_is_unknown(tmp_path):
+    assert provenance.git_commit(tmp_path) == "unknown"
+
+
+def test_atomic_write_leaves_no_temporaries_and_no_half_file(tmp_path):
+    target = tmp_path / "sub" / "a.json"
+    provenance.atomic_write(target, lambda tmp: open(tmp, "w").write("{}"))
+    assert target.read_text() == "{}" and oct(target.stat().st_mode & 0o777) == "0o644"
+
+    def broken(tmp):
+        open(tmp, "w").write("half")
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        provenance.atomic_write(target, broken)
+    assert target.read_text() == "{}" and [p.name for p in target.parent.iterdir()] == ["a.json"]
+
+
+@pytest.mark.parametrize("module", ["rankcollapse.results", "rankcollapse.cli", "rankcollapse.provenance"])
+def test_store_and_command_line_do_not_import_the_plotting_stack(module):
+    code = f"import sys, {module}; print(sorted(m for m in ('matplotlib', 'seaborn', 'rankcollapse.plotting') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
