@@ -174,3 +174,14 @@ def test_every_floor_is_a_recorded_metric_and_flags_values_near_it():
     assert out["numerical_rank"].item() == 1
     assert metrics.below_floor(out["sigma_min"], out["sigma_min_floor"]).item()
     assert not metrics.below_floor(out["relative_mu"] + 1e-3, out["relative_floor"]).item()
+
+
+def test_full_rank_and_collapsed_float32_states_need_no_svd(monkeypatch):
+    gen = torch.Generator().manual_seed(5)
+    full = torch.randn(3, 16, 24, generator=gen)
+    collapsed = torch.randn(3, 1, 24, generator=gen).repeat(1, 16, 1) + 1e-9 * torch.randn(3, 16, 24, generator=gen)
+    monkeypatch.setattr(metrics, "_singular_values", lambda X: pytest.fail(f"SVD of {X.shape[0]} samples"))
+    assert metrics.all_metrics(full)["numerical_rank"].tolist() == [16, 16, 16]
+    out = metrics.all_metrics(collapsed)  # sigma_min certified below its floor: no SVD needed
+    assert out["numerical_rank"].tolist() == [1, 1, 1]
+    assert metrics.below_floor(out["sigma_min"], out["sigma_min_floor"]).all()
