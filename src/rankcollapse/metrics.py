@@ -23,19 +23,19 @@ metric to the metric holding its floor): ``floor = eps * ||X||_F`` for ``mu``; `
 for ``sigma_min``, the rank tolerance itself, below which a singular value counts as zero. A value within
 ``FLOOR_BAND`` of its floor is rounding noise (:func:`below_floor`).
 
-Singular values (rank, ``sigma_min``) come from the eigenvalues of the float64 Gram matrix (``X X^T`` or
-``X^T X``, the smaller): 25 ms of CPU for 21 x 128 x 768 states against 140 ms for their SVDs. Its error: forming the Gram matrix and the
-symmetric eigensolver move each eigenvalue by at most ``delta = (k + n) * eps64 * ||X||_F^2`` (Weyl's
-theorem with the standard bounds ``|dG| <= k eps |X||X|^T`` and backward error ``n eps ||G||``; k is the
+For states computed in float32, singular values (rank, ``sigma_min``) come from the eigenvalues of the
+float64 Gram matrix (``X X^T`` or ``X^T X``, the smaller): 25 ms of CPU for 21 x 128 x 768 states against
+140 ms for their SVDs. Its error: forming the Gram matrix and the symmetric eigensolver move each
+eigenvalue by at most ``delta = (k + n) * eps64 * ||X||_F^2`` (Weyl's theorem with the standard bounds ``|dG| <= k eps |X||X|^T`` and backward error ``n eps ||G||``; k is the
 inner dimension, n the Gram size), so ``sigma = sqrt(lambda)`` is good to relative ``delta / (2 sigma^2)``:
 exact only well above ``sqrt(delta)``, about ``4.5e-7 ||X||_F`` at N = 128, d = 768. Per sample the Gram
 values are kept when they are resolved: ``sigma_min`` to relative ``GRAM_RESOLUTION`` (1e-4, a worst-case
 bound: sigma_min above ``3.2e-5 ||X||_F`` at BERT-base size, ``2.4e-5 ||X||_F`` at MiniLM's d = 384), or
 certified below its floor (there it is rounding noise either way, and the Gram value is within
 ``sqrt(delta)`` of the SVD's), and no eigenvalue within ``delta`` of the rank threshold, so the rank is the
-SVD's exactly. Every other sample gets the SVD: float32 states with sigma_min between the two bounds, and
-collapsing float64 states (their floor ``rtol * sigma_max``, about ``1.7e-13 sigma_max``, lies far below
-what the Gram matrix resolves). See :func:`singular_spectrum`.
+SVD's exactly. Every other sample gets the SVD: float32 states with sigma_min between the two bounds.
+States computed in float64 always get the SVD: there the Gram error would exceed the states' own rounding
+(``eps64 ||X||_F``), and the engine's float64 agreement tests would see it. See :func:`singular_spectrum`.
 
 Used by: every page that measures collapse; ``san`` calls ``all_metrics`` (or ``norm_metrics``) after every layer.
 """
@@ -148,16 +148,21 @@ def _token_gram(Xp: torch.Tensor) -> torch.Tensor:
     return Xp @ Xp.mT
 
 
-def singular_spectrum(Xp: torch.Tensor, valid: torch.Tensor | None, rtol: float,
+def singular_spectrum(Xp: torch.Tensor, valid: torch.Tensor | None, rtol: float, dtype: torch.dtype,
                       token_gram: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Descending singular values and the numerical rank of float64 states, from the Gram eigenvalues where
-    they are resolved and by SVD for the other samples (rule and error bound in the module docstring).
+    """Descending singular values and the numerical rank of states computed in ``dtype`` (held in float64),
+    from the Gram eigenvalues where they are resolved and by SVD elsewhere (rule and error bound in the
+    module docstring). States computed in float64 always get the SVD: the Gram bound ``delta / (2 sigma)``
+    never falls below their own rounding ``eps64 ||X||_F``.
 
     ``token_gram`` (``X X^T``, reused by the cosines) saves a product when ``token <= d_model``.
     Shapes: Xp [..., token, d_model] (padding zeroed), valid [..., token, 1] or None, token_gram
     [..., token, token] -> ([..., min(token, d_model)], [...] int64).
     """
     n_tokens, d_model = Xp.shape[-2:]
+    if (n_tokens + d_model) * _eps(torch.float64) / 2 > _eps(dtype):
+        exact = _singular_values(Xp)
+        return exact, _rank_from_sv(exact, rtol)
     if n_tokens <= d_model:
         gram = _token_gram(Xp) if token_gram is None else token_gram
     else:
@@ -226,7 +231,7 @@ def numerical_rank(X: torch.Tensor, token_mask: torch.Tensor | None = None, rtol
     """
     rtol = _default_rtol(X, X.dtype) if rtol is None else rtol
     Xp, valid = _prepare(X, token_mask)
-    return singular_spectrum(Xp, valid, rtol)[1]
+    return singular_spectrum(Xp, valid, rtol, X.dtype)[1]
 
 
 def smallest_singular_value(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -235,7 +240,7 @@ def smallest_singular_value(X: torch.Tensor, token_mask: torch.Tensor | None = N
     Shapes: [..., token, d_model] -> [...].
     """
     Xp, valid = _prepare(X, token_mask)
-    return _sigma_min_from_sv(singular_spectrum(Xp, valid, _default_rtol(X, X.dtype))[0], valid)
+    return _sigma_min_from_sv(singular_spectrum(Xp, valid, _default_rtol(X, X.dtype), X.dtype)[0], valid)
 
 
 def _mean_abs_cosine(gram: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
@@ -316,7 +321,7 @@ def all_metrics(
     centred = _centred(Xp, valid)
     gram = _token_gram(Xp)  # [..., token, token]
     rtol = _default_rtol(X, dtype)
-    sv, rank = singular_spectrum(Xp, valid, rtol, token_gram=gram)  # [..., k], [...]
+    sv, rank = singular_spectrum(Xp, valid, rtol, dtype, token_gram=gram)  # [..., k], [...]
     values = _norm_values(Xp, centred, dtype)
     values.update({
         "dong_ratio": _composite_norm(centred) / _composite_norm(Xp).clamp_min(torch.finfo(torch.float64).tiny),
