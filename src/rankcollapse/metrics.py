@@ -25,17 +25,18 @@ for ``sigma_min``, the rank tolerance itself, below which a singular value count
 
 For states computed in float32, singular values (rank, ``sigma_min``) come from the eigenvalues of the
 float64 Gram matrix (``X X^T`` or ``X^T X``, the smaller): 25 ms of CPU for 21 x 128 x 768 states against
-140 ms for their SVDs. Its error: forming the Gram matrix and the symmetric eigensolver move each
-eigenvalue by at most ``delta = (k + n) * eps64 * ||X||_F^2`` (Weyl's theorem with the standard bounds ``|dG| <= k eps |X||X|^T`` and backward error ``n eps ||G||``; k is the
-inner dimension, n the Gram size), so ``sigma = sqrt(lambda)`` is good to relative ``delta / (2 sigma^2)``:
-exact only well above ``sqrt(delta)``, about ``4.5e-7 ||X||_F`` at N = 128, d = 768. Per sample the Gram
-values are kept when they are resolved: ``sigma_min`` to relative ``GRAM_RESOLUTION`` (1e-4, a worst-case
-bound: sigma_min above ``3.2e-5 ||X||_F`` at BERT-base size, ``2.4e-5 ||X||_F`` at MiniLM's d = 384), or
-certified below its floor (there it is rounding noise either way, and the Gram value is within
-``sqrt(delta)`` of the SVD's), and no eigenvalue within ``delta`` of the rank threshold, so the rank is the
-SVD's exactly. Every other sample gets the SVD: float32 states with sigma_min between the two bounds.
-States computed in float64 always get the SVD: there the Gram error would exceed the states' own rounding
-(``eps64 ||X||_F``), and the engine's float64 agreement tests would see it. See :func:`singular_spectrum`.
+140 ms for their SVDs. Its error: forming the Gram matrix and the symmetric eigensolver move each eigenvalue
+by at most ``delta = (k + n) * eps64 * ||X||_F^2`` (Weyl's theorem with the standard bounds ``|dG| <= k eps
+|X||X|^T`` and backward error ``n eps ||G||``; k is the inner dimension, n the Gram size), so ``sigma =
+sqrt(lambda)`` is good to relative ``delta / (2 sigma^2)``: exact only well above ``sqrt(delta)``, about
+``4.5e-7 ||X||_F`` at N = 128, d = 768. Per sample the Gram values are kept when they are resolved:
+``sigma_min`` to relative ``GRAM_RESOLUTION`` (1e-4, a worst-case bound: sigma_min above ``3.2e-5 ||X||_F``
+at BERT-base size, ``2.4e-5 ||X||_F`` at MiniLM's d = 384), or certified below its floor (there it is
+rounding noise either way, and the Gram value is within ``sqrt(delta)`` of the SVD's), and no eigenvalue
+within ``delta`` of the rank threshold, so the rank is the SVD's exactly. Every other sample gets the SVD:
+float32 states with sigma_min between the two bounds. States computed in float64 always get the SVD: there
+the Gram error would exceed the states' own rounding (``eps64 ||X||_F``), and the engine's float64 agreement
+tests would see it. See :func:`singular_spectrum`.
 
 Used by: every page that measures collapse; ``san`` calls ``all_metrics`` (or ``norm_metrics``) after every layer.
 """
