@@ -258,4 +258,7 @@ def table_verdicts(table: pd.DataFrame, metric: str = "relative_mu", statistic: 
         curve = curve_verdict(values.to_numpy(), floor.reindex(values.index).to_numpy())
         rows.append({**dict(zip(labels, key)), "verdict": curve.verdict, "rate": curve.rate, "ratio": curve.ratio,
                      "floor_layer": curve.floor_layer, "words": curve.words, "curve": curve})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if not out.empty:
+        out["floor_layer"] = out["floor_layer"].astype("Int64")  # missing where the curve never reaches the floor
+    return out

@@ -131,6 +131,7 @@ def test_table_verdicts_from_a_tidy_table_without_relative_floor():
     out = V.table_verdicts(table)
     assert list(out["mask"]) == ["complete", "sliding_window"]
     assert list(out["verdict"]) == ["collapses", "stable"]
+    assert out["floor_layer"].isna().all() and str(out["floor_layer"].dtype) == "Int64"
     # the relative floor is eps (median floor / median norm), not eps ||X||: a curve at 1e-13 is above it
     low = V.table_verdicts(_tidy({"causal": [1e-13] * 13}, EPS))
     assert low["verdict"].item() == "stable"
