@@ -103,3 +103,85 @@ def test_invalid_inputs_raise():
         metrics.mu(torch.ones(3, 2), torch.ones(2, dtype=torch.bool))
     with pytest.raises(ValueError, match="dtype must be a floating-point"):
         metrics.rounding_floor(1.0, torch.int32)
+
+
+def _with_spectrum(singular_values: list[float], n_tokens: int, d_model: int, seed: int) -> torch.Tensor:
+    """U diag(s) V^T with random orthonormal U, V.  Shapes: -> [n_tokens, d_model]."""
+    gen = torch.Generator().manual_seed(seed)
+    k = min(n_tokens, d_model)
+    U = torch.linalg.qr(torch.randn(n_tokens, k, generator=gen, dtype=f64))[0]
+    V = torch.linalg.qr(torch.randn(d_model, k, generator=gen, dtype=f64))[0]
+    s = torch.tensor(singular_values + [0.0] * (k - len(singular_values)), dtype=f64)
+    return (U * s) @ V.T
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, f64])
+@pytest.mark.parametrize("shape", [(16, 24), (24, 16)])
+def test_gram_spectrum_agrees_with_the_svd_and_gives_the_same_rank(dtype, shape):
+    n, d = shape
+    k = min(n, d)
+    gen = torch.Generator().manual_seed(3)
+    cases = [torch.randn(n, d, generator=gen, dtype=f64)]  # random, full rank
+    for tail in (1e-2, 1e-4, 1e-6, 1e-9, 1e-13, 1e-17):  # near-rank-deficient: one tiny singular value
+        cases.append(_with_spectrum([1.0] * (k - 1) + [tail], n, d, seed=len(cases)))
+    for noise in (1e-3, 1e-7, 1e-12):  # collapsing states: one common row plus small noise
+        row = torch.randn(1, d, generator=gen, dtype=f64)
+        cases.append(row.repeat(n, 1) + noise * torch.randn(n, d, generator=gen, dtype=f64))
+    cases.append(_with_spectrum([3.0, 1.0], n, d, seed=99))  # exactly rank two
+    X = torch.stack(cases).to(dtype)  # states computed in `dtype`, measured in float64
+    out = metrics.all_metrics(X)
+    Xd = X.to(f64)
+    svd = torch.linalg.svdvals(Xd)  # [case, k]
+    rtol = metrics.rank_tolerance(n, d, dtype)
+    assert torch.equal(out["numerical_rank"], (svd > rtol * svd[:, :1]).sum(-1))
+    assert torch.allclose(out["sigma_min_floor"], rtol * svd[:, 0], rtol=1e-12)
+    above = svd[:, -1] > out["sigma_min_floor"]
+    # within GRAM_RESOLUTION relative, or the SVD's own accuracy (n + d) eps64 sigma_max (two SVDs differ by that)
+    tol = 2 * metrics.GRAM_RESOLUTION * svd[:, -1] + (n + d) * torch.finfo(f64).eps * svd[:, 0]
+    assert ((out["sigma_min"] - svd[:, -1]).abs()[above] <= tol[above]).all()
+    # below its floor sigma_min is rounding noise either way: both values stay below the floor
+    assert (out["sigma_min"][~above] < out["sigma_min_floor"][~above]).all()
+    assert metrics.smallest_singular_value(X).tolist() == out["sigma_min"].tolist()
+    assert metrics.numerical_rank(X).tolist() == out["numerical_rank"].tolist()
+
+
+def test_float64_states_below_the_gram_resolution_get_the_svd_values():
+    X = torch.stack([_with_spectrum([1.0] * 15 + [1e-9], 16, 24, seed=s) for s in range(3)])
+    sv = metrics.all_metrics(X)["sigma_min"]
+    # sqrt of a Gram eigenvalue could not resolve 1e-9 (its error is about 1e-7); the SVD does
+    assert torch.allclose(sv, torch.linalg.svdvals(X)[:, -1], rtol=1e-6)
+    assert torch.allclose(sv, torch.full((3,), 1e-9, dtype=f64), rtol=1e-4)
+
+
+def test_relative_floor_is_eps_not_eps_times_norm():
+    X = 1e3 * torch.randn(4, 8, 6, generator=torch.Generator().manual_seed(4))  # ||X||_F ~ 7e3, float32
+    for out in (metrics.norm_metrics(X), metrics.all_metrics(X)):
+        eps = torch.finfo(torch.float32).eps
+        assert torch.equal(out["relative_floor"], torch.full((4,), eps, dtype=f64))
+        assert torch.allclose(out["floor"], eps * out["norm"])  # mu's floor scales with ||X||_F ...
+        assert (out["floor"] > 1e3 * out["relative_floor"]).all()  # ... relative_mu's does not
+    assert metrics.norm_metrics(X.double())["relative_floor"][0].item() == torch.finfo(f64).eps
+
+
+def test_every_floor_is_a_recorded_metric_and_flags_values_near_it():
+    assert set(metrics.FLOOR_OF) <= set(metrics.METRIC_NAMES)
+    assert set(metrics.FLOOR_OF.values()) <= set(metrics.METRIC_NAMES)
+    cheap = {m for m in metrics.FLOOR_OF if m in metrics.NORM_METRIC_NAMES}
+    assert {metrics.FLOOR_OF[m] for m in cheap} <= set(metrics.NORM_METRIC_NAMES)
+    # exactly rank one in float64: sigma_min is far below its floor and is flagged
+    X = torch.ones(5, 3, dtype=f64) * torch.tensor([1.0, 2.0, 3.0], dtype=f64)
+    out = metrics.all_metrics(X)
+    assert out["numerical_rank"].item() == 1
+    assert metrics.below_floor(out["sigma_min"], out["sigma_min_floor"]).item()
+    assert not metrics.below_floor(out["relative_mu"] + 1e-3, out["relative_floor"]).item()
+
+
+def test_full_rank_and_collapsed_float32_states_need_no_svd(monkeypatch):
+    gen = torch.Generator().manual_seed(5)
+    full = torch.randn(3, 16, 24, generator=gen)
+    collapsed = torch.randn(3, 1, 24, generator=gen).repeat(1, 16, 1) + 1e-9 * torch.randn(3, 16, 24, generator=gen)
+    monkeypatch.setattr(metrics, "_singular_values", lambda X: pytest.fail(f"SVD of {X.shape[0]} samples"))
+    assert metrics.all_metrics(full)["numerical_rank"].tolist() == [16, 16, 16]
+    out = metrics.all_metrics(collapsed)  # sigma_min certified below its floor: no SVD needed
+    assert out["numerical_rank"].tolist() == [1, 1, 1]
+    assert metrics.below_floor(out["sigma_min"], out["sigma_min_floor"]).all()
