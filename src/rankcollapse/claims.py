@@ -1,9 +1,10 @@
 """The claims tables: for each claim the paper or the authors' response makes about a figure, what we
 measure, our verdict and the number that decides it — computed from the result the page shows.
 
-A claim is decided from per-configuration curve verdicts (:func:`rankcollapse.verdicts.curve_verdicts`:
-*collapses*, *stable*, *on the floor*, with the late-layer rate) or from a direct comparison of numbers.
-The verdict words are :data:`rankcollapse.verdicts.CLAIM_VERDICTS` (holds / does not hold / holds partly /
+A claim is decided from per-configuration curve verdicts of μ/‖X‖_F (:func:`rankcollapse.verdicts.table_verdicts`:
+*collapses*, *stable*, *decays slowly*, *on the floor*, with the late-layer rate) combined by
+:func:`rankcollapse.verdicts.claim_verdict`, or from a direct comparison of numbers (stated in the row).
+The verdict words are :data:`rankcollapse.verdicts.CLAIM_VERDICTS` (holds / holds partly / does not hold /
 cannot tell: on the rounding floor); the rules are those of :mod:`rankcollapse.verdicts`, documented on the
 setup page.
 
@@ -15,13 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 import pandas as pd
 
-from rankcollapse import verdicts
+from rankcollapse import masks, verdicts
 from rankcollapse.experiments import value
 
-HOLDS, FAILS, PARTLY, FLOOR = verdicts.CLAIM_VERDICTS
+HOLDS, PARTLY, FAILS, FLOOR = verdicts.CLAIM_VERDICTS
+COLLAPSES, STABLE = verdicts.EXPECTATIONS
 
 
 @dataclass(frozen=True)
@@ -37,44 +41,68 @@ class Claim:
 
 def _curves(table: pd.DataFrame, **labels) -> pd.DataFrame:
     """Curve verdicts of μ/‖X‖_F for the configurations matching ``labels`` (column=value)."""
-    curves = verdicts.curve_verdicts(table)
+    curves = verdicts.table_verdicts(table)
     for column, wanted in labels.items():
         curves = curves[curves[column] == wanted]
+    if curves.empty:
+        raise ValueError(f"no configuration of this result matches {labels}")
     return curves
 
 
 def _count(curves: pd.DataFrame, expected: str, what: str) -> tuple[str, str]:
     """The claim verdict for "every curve ``expected``" and the deciding numbers, per mask."""
-    verdict = verdicts.claim_verdict(expected, list(curves["verdict"]))
-    rates = "; ".join(f"{r.mask}: {r.words}" for r in curves.itertuples())
-    return verdict, f"{(curves['verdict'] == expected).sum()} of {len(curves)} {what} ({rates})"
+    claim = verdicts.claim_verdict(expected, list(curves["curve"]))
+    per_mask = "; ".join(f"{r.mask}: {r.words}" for r in curves.itertuples())
+    return claim.verdict, f"{claim.n_agree} of {claim.n_deciding} {what} ({per_mask})"
 
 
-def fig2(table: pd.DataFrame) -> list[Claim]:
-    """Fig. 2's caption, claim by claim."""
+def mean_rate(curve: verdicts.CurveVerdict) -> float:
+    """Average decay per layer of a curve from the first layer to the last one read (its floor, if it hits
+    it): ``-log(ratio) / layers``; comparable between curves that reach the floor and curves that do not."""
+    last = curve.floor_layer if curve.floor_layer is not None else curve.n_layers
+    return -math.log(curve.ratio) / max(1, last - verdicts.EARLY_LAYER) if curve.ratio > 0 else math.inf
+
+
+def fig2(table: pd.DataFrame, n_tokens: int) -> list[Claim]:
+    """Fig. 2's caption, claim by claim (``n_tokens`` gives the masks' radii)."""
     rows = []
     for weights in ("initialized", "pretrained"):
         pure = _curves(table, weights=weights, variant="SAN", norm="none")
-        verdict, number = _count(pure, verdicts.COLLAPSES, "masks collapse")
+        verdict, number = _count(pure, COLLAPSES, "masks collapse")
         rows.append(Claim("Pure masked attention collapses exponentially", "Fig. 2 caption",
                           f"{weights} weights, pure attention: late-layer rate of μ/‖X‖_F per mask", verdict, number))
     pure = _curves(table, weights="initialized", variant="SAN", norm="none")
-    rates = pure.set_index("mask")["rate"]
-    spread = float(rates.max() / rates.min()) if rates.min() > 0 else float("inf")
+    rates = {r.mask: mean_rate(r.curve) for r in pure.itertuples()}
+    spread = max(rates.values()) / min(rates.values()) if min(rates.values()) > 0 else math.inf
     rows.append(Claim("... at a rate that depends on the mask", "Fig. 2 caption",
-                      "initialized pure attention: fastest over slowest rate",
-                      HOLDS if spread > 2 else FAILS, f"{spread:.3g}× ({', '.join(f'{m}: {r:.3g}' for m, r in rates.items())})"))
+                      "initialized pure attention: fastest over slowest mean rate (per layer, to the floor or the "
+                      "last layer)", HOLDS if spread > 2 else FAILS,
+                      f"{spread:.3g}× ({', '.join(f'{m}: {r:.3g}' for m, r in rates.items())})"))
+    rows.append(_radius_claim(pure, rates, n_tokens))
     for norm, words in (("unit", "the paper's D (unit norm)"), ("layernorm", "LayerNorm without affine")):
         ln = _curves(table, weights="initialized", variant="SAN", norm=norm)
-        verdict, number = _count(ln, verdicts.STABLE, "masks keep μ/‖X‖_F")
+        verdict, number = _count(ln, STABLE, "masks keep μ/‖X‖_F")
         rows.append(Claim("Adding LayerNorm alone stops μ → 0 at random initialization", "Fig. 2 caption",
                           f"initialized, {words}: μ/‖X‖_F stays away from 0", verdict, number))
-    model = "model" if (table["norm"] == "model").any() else "layernorm"
-    ln = _curves(table, weights="pretrained", variant="SAN", norm=model)
-    verdict, number = _count(ln, verdicts.STABLE, "masks keep μ/‖X‖_F")
+    own = (table["norm"] == "model").any()
+    ln = _curves(table, weights="pretrained", variant="SAN", norm="model" if own else "layernorm")
+    verdict, number = _count(ln, STABLE, "masks keep μ/‖X‖_F")
+    words = "the model's own trained LayerNorm" if own else "LayerNorm without affine (this run has no trained norm)"
     rows.append(Claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
-                      "pretrained, the model's own LayerNorm: μ/‖X‖_F stays away from 0", verdict, number))
+                      f"pretrained, {words}: μ/‖X‖_F stays away from 0", verdict, number))
     return rows
+
+
+def _radius_claim(curves: pd.DataFrame, rates: dict[str, float], n_tokens: int) -> Claim:
+    """Theorem 1's reading of Fig. 2: a larger radius slows collapse (slowest mean rate at the largest radius)."""
+    radius = {r.mask: masks.graph_radius(masks.build_mask(r.mask, n_tokens, None if pd.isna(r.window) else int(r.window)))
+              for r in curves.itertuples()}
+    widest = max(radius, key=lambda m: (radius[m], -rates[m]))
+    slowest = min(rates, key=rates.get)
+    words = ", ".join(f"{m}: r = {radius[m]}, rate {rates[m]:.3g}" for m in rates)
+    return Claim("A larger mask radius slows collapse", "Theorem 1",
+                 "initialized pure attention: is the mask of largest radius the slowest?",
+                 HOLDS if widest == slowest else FAILS, f"largest radius {widest}, slowest {slowest} ({words})")
 
 
 def fig3(table: pd.DataFrame) -> list[Claim]:
@@ -138,11 +166,11 @@ def appendix_g1(fig2_table: pd.DataFrame) -> list[Claim]:
     """The response on the 128-layer models: "the same trend as 12 layer models"."""
     rows = []
     pure = _curves(fig2_table, variant="SAN", norm="none")
-    verdict, number = _count(pure, verdicts.COLLAPSES, "masks collapse")
+    verdict, number = _count(pure, COLLAPSES, "masks collapse")
     rows.append(Claim("Pure attention collapses under every mask (same trend as 12 layers)", "response, App. G.1",
                       "128 initialized layers, pure attention: late-layer rate of μ/‖X‖_F", verdict, number))
     for norm, words in (("unit", "the paper's D"), ("layernorm", "LayerNorm without affine")):
-        verdict, number = _count(_curves(fig2_table, variant="SAN", norm=norm), verdicts.STABLE, "masks keep μ/‖X‖_F")
+        verdict, number = _count(_curves(fig2_table, variant="SAN", norm=norm), STABLE, "masks keep μ/‖X‖_F")
         rows.append(Claim("LayerNorm alone prevents collapse (same trend as 12 layers)", "response, App. G.1",
                           f"128 initialized layers, {words}", verdict, number))
     return rows
@@ -159,7 +187,7 @@ def sample_size(found: dict) -> list[Claim]:
 def skip_connections(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict) -> list[Claim]:
     """The response (W1) on skip connections and LayerNorm."""
     skip = _curves(deep, weights="initialized", variant="SAN", norm="none", skip=True)
-    verdict, number = _count(skip, verdicts.STABLE, "masks keep μ/‖X‖_F")
+    verdict, number = _count(skip, STABLE, "masks keep μ/‖X‖_F")
     rows = [Claim("Pure skip connections prevent μ → 0", "response W1",
                   f"{found['n_layers_deep']} initialized layers, SAN + skip", verdict, number)]
     growth = _norm_growth(deep)
@@ -167,11 +195,11 @@ def skip_connections(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict) -> 
                       "deep initialized SAN + skip: growth of ‖X‖_F over the last half of the layers",
                       HOLDS if growth > 10 else FAILS, f"{growth:.3g}×"))
     ln = _curves(deep, weights="initialized", variant="SAN", norm="layernorm", skip=False)
-    verdict, number = _count(ln, verdicts.STABLE, "masks keep μ/‖X‖_F")
+    verdict, number = _count(ln, STABLE, "masks keep μ/‖X‖_F")
     rows.append(Claim("LayerNorm alone prevents collapse at initialization", "response W1",
                       f"{found['n_layers_deep']} initialized layers, SAN + LayerNorm", verdict, number))
     both = _curves(deep, weights="initialized", variant="SAN", norm="layernorm", skip=True)
-    verdict, number = _count(both, verdicts.STABLE, "masks keep μ/‖X‖_F")
+    verdict, number = _count(both, STABLE, "masks keep μ/‖X‖_F")
     rows.append(Claim("LayerNorm + skip keeps μ away from 0", "response W1",
                       f"{found['n_layers_deep']} initialized layers, SAN + LayerNorm + skip", verdict, number))
     gap_ln = abs(np.log(found["ln_scale"] / found["full_scale"]))

@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 
 import pandas as pd
+from IPython.display import Markdown
 from myst_nb import glue
 
+from rankcollapse import claims as rc_claims
 from rankcollapse import pages, plotting
 from rankcollapse.experiments import check_table
 from rankcollapse.norms import NORM_LABELS
@@ -148,6 +150,13 @@ def glue_values(prefix: str, values: Mapping[str, object]) -> None:
     """Glue each value under ``<prefix>_<name>`` (numbers as float/int, words as str), not displayed."""
     for name, v in values.items():
         glue(f"{prefix}_{name}", v, display=False)
+
+
+def glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
+    """Glue a page's claims table (``<prefix>_claims``, GitHub-flavoured Markdown: paste it with
+    ``{glue:md}`` and ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
+    glue(f"{prefix}_claims", Markdown(rc_claims.markdown_table(claims)), display=False)
+    glue(f"{prefix}_headline", Markdown(rc_claims.headline(claims)), display=False)
 
 
 # ---------------------------------------------------------------- scale, banner, re-run

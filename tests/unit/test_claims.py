@@ -1,0 +1,73 @@
+"""Claims tables: each verdict follows the numbers, and flips when a synthetic result is changed."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rankcollapse import claims
+
+EPS = np.finfo(np.float64).eps
+LAYERS = np.arange(13)
+
+
+def _rows(weights: str, mask: str, norm: str, relative_mu: np.ndarray, window=None) -> list[dict]:
+    """Tidy rows of one configuration: relative_mu, its floor, mu = relative_mu (norm 1) and floor."""
+    rows = []
+    for metric, values in (("relative_mu", relative_mu), ("relative_floor", np.full(13, EPS)),
+                           ("mu", relative_mu), ("norm", np.ones(13)), ("floor", np.full(13, EPS))):
+        for layer, v in zip(LAYERS, values):
+            rows.append({"weights": weights, "variant": "SAN", "mask": mask, "window": window, "temperature": None,
+                         "norm": norm, "skip": False, "layer": int(layer), "metric": metric, "mean": v,
+                         "median": v, "q10": v, "q90": v, "n_samples": 4})
+    return rows
+
+
+def _fig2_table(ln_curve: np.ndarray) -> pd.DataFrame:
+    """Pure attention decays at a mask-dependent rate, LayerNorm follows ``ln_curve``."""
+    rate = {"complete": 2.0, "causal": 0.7, "sliding_window": 0.3, "causal_sliding_window": 0.2}
+    window = {"sliding_window": 2, "causal_sliding_window": 2}
+    rows = []
+    for weights in ("initialized", "pretrained"):
+        for mask, r in rate.items():
+            rows += _rows(weights, mask, "none", 0.5 * np.exp(-r * LAYERS), window.get(mask))
+            for norm in ("unit", "layernorm"):
+                rows += _rows(weights, mask, norm, ln_curve, window.get(mask))
+    return pd.DataFrame(rows)
+
+
+def _verdicts(rows: list[claims.Claim]) -> dict[str, str]:
+    return {f"{c.claim} / {c.measured.split(':')[0]}": c.verdict for c in rows}
+
+
+def test_fig2_claims_follow_the_curves_and_flip():
+    stable = _fig2_table(np.full(13, 0.5))
+    found = _verdicts(claims.fig2(stable, n_tokens=16))
+    assert found["Pure masked attention collapses exponentially / initialized weights, pure attention"] == "holds"
+    assert found["A larger mask radius slows collapse / initialized pure attention"] == "holds"
+    ln = [v for k, v in found.items() if k.startswith("Adding LayerNorm alone")]
+    assert ln == ["holds", "holds"]
+    assert claims.headline(claims.fig2(stable, n_tokens=16)) == "On this run every claim below holds."
+
+    decaying = _fig2_table(0.5 * np.exp(-0.5 * LAYERS))
+    rows = claims.fig2(decaying, n_tokens=16)
+    ln = [c.verdict for c in rows if c.claim.startswith("Adding LayerNorm alone")]
+    assert ln == ["does not hold", "does not hold"]
+    assert "Adding LayerNorm alone stops μ → 0 at random initialization" in claims.headline(rows)
+    assert "**does not hold**" in claims.headline(rows)
+
+
+def test_a_claim_on_the_floor_cannot_be_told():
+    on_floor = _fig2_table(np.full(13, 2 * EPS))
+    rows = claims.fig2(on_floor, n_tokens=16)
+    assert {c.verdict for c in rows if c.claim.startswith("Adding LayerNorm")} == {"cannot tell: on the rounding floor"}
+
+
+def test_markdown_table_has_one_row_per_claim():
+    rows = claims.fig2(_fig2_table(np.full(13, 0.5)), n_tokens=16)
+    text = claims.markdown_table(rows)
+    assert text.count("\n") == len(rows) + 1 and "| **holds** |" in text
+
+
+@pytest.mark.parametrize("ratio, verdict", [(1.5, "holds"), (4.0, "holds partly"), (20.0, "does not hold")])
+def test_sample_size_claim_thresholds(ratio, verdict):
+    assert claims.sample_size({"max_median_ratio": ratio, "small": 32, "large": 3000})[0].verdict == verdict
