@@ -51,6 +51,24 @@ def naive_layer(x: torch.Tensor, layer: san.AttentionLayer, mask: torch.Tensor, 
     return torch.cat(heads, dim=-1) if layer.W_O is None else out
 
 
+def naive_trained(y: torch.Tensor, trained: norms.TrainedNorm) -> torch.Tensor:
+    """A model's own norm, written out: LayerNorm with gain and bias, or RMSNorm with its gain."""
+    if trained.kind == "layernorm":
+        c = y - y.mean(-1, keepdim=True)
+        return c / torch.sqrt((c * c).mean(-1, keepdim=True) + trained.eps) * trained.weight + trained.bias
+    return y / torch.sqrt((y * y).mean(-1, keepdim=True) + trained.eps) * trained.weight
+
+
+def naive_step(x, layer, mask, scale, norm, skip):
+    """One layer of one configuration; "model" at the layer's own position."""
+    if norm == "model" and layer.norm_position == "pre":
+        y = naive_layer(naive_trained(x, layer.norm), layer, mask, scale)
+        y = y if layer.output_norm is None else naive_trained(y, layer.output_norm)
+        return y + x if skip else y
+    y = naive_layer(x, layer, mask, scale) + (x if skip else 0)
+    return naive_trained(y, layer.norm) if norm == "model" else naive_norm(y, norm)
+
+
 def naive_norm(y: torch.Tensor, norm: str) -> torch.Tensor:
     if norm == "unit":
         return y / y.norm(dim=-1, keepdim=True)
@@ -74,7 +92,7 @@ def naive_run(x0, layers, configs):
                     la = layers[t - 1]
                     scale = (la.scaling or 1 / math.sqrt(la.d_head)) if cfg.temperature is None \
                         else 1 / math.sqrt(cfg.temperature)
-                    x = naive_norm(naive_layer(x, la, mask, scale) + (x if cfg.skip else 0), cfg.norm)
+                    x = naive_step(x, la, mask, scale, cfg.norm, cfg.skip)
                 m = metrics.all_metrics(x, dtype=torch.float64)
                 for k in FLOAT_METRICS:
                     out[k][t, c, s] = m[k]
@@ -98,9 +116,9 @@ def test_engine_matches_naive_loop_float64(x0):
     layers = san.random_layers(3, 8, 2, seed=1)
     configs = san.config_grid(masks=(("complete", None), ("causal_sliding_window", 2)), temperatures=(None, 0.25),
                               norms=norms.NORM_NAMES, skips=(False, True))
-    assert len(configs) == 32
+    assert len(configs) == 40
     result = san.run_san(x0, layers, configs)
-    assert result.metrics["mu"].shape == (4, 32, 3)
+    assert result.metrics["mu"].shape == (4, 40, 3)
     assert_agree(result, naive_run(x0, layers, configs))
     assert (result.metrics["numerical_rank"][0] == 6).all()
 
@@ -210,7 +228,8 @@ def test_cheap_metric_subset_equals_the_full_set(x0):
     configs = san.config_grid(norms=("none", "unit"))
     full = san.run_san(x0, layers, configs)
     cheap = san.run_san(x0, layers, configs, metric_names=metrics.NORM_METRIC_NAMES)
-    assert set(cheap.metrics) == set(metrics.NORM_METRIC_NAMES)
+    assert set(cheap.metrics) == {*metrics.NORM_METRIC_NAMES, san.EXACT_METRIC}
+    assert (cheap.metrics["exact"][:, 0] == 1).all() and (cheap.metrics["exact"][:, 1] == 0).all()  # none, unit
     for k in metrics.NORM_METRIC_NAMES:
         torch.testing.assert_close(cheap.metrics[k], full.metrics[k], rtol=1e-14, atol=0)
     with pytest.raises(ValueError, match="metric_names"):
