@@ -29,7 +29,8 @@ D, ``rms``, ``layernorm`` without affine, ``model``). ``model`` is each layer's 
   stream in front of the MLP), so the SAN drops it, as it drops the MLP.
 
 **Exact tracking of pure attention** (``SANConfig.exact_mu``, on by default; it acts on configurations
-with norm ``none`` and no skip). With A row-stochastic (A1 = 1), the centred part R = (I - 11^T/N) X
+with norm ``none`` and no skip, and on stacks where :func:`resolves_centred` holds: not on the complete
+mask with position-free logits, where the collapse runs through A itself). With A row-stochastic (A1 = 1), the centred part R = (I - 11^T/N) X
 evolves as R' = (I - 11^T/N) sum_h A_h R W_V^h W_O^h: the value and output biases add the same row to
 every token and cancel, the score bias, RoPE, QK-norm and grouped heads only change A. The engine
 computes A from X as usual and runs R's values through the same fused attention call (R's values
@@ -410,6 +411,18 @@ def exact_values(values: dict[str, torch.Tensor], X: torch.Tensor, R: torch.Tens
     return out
 
 
+def resolves_centred(biases: list[torch.Tensor | None], layers: list[AttentionLayer]) -> bool:
+    """Whether exact tracking resolves mu below the floor: no layer attends with identical rows at collapse.
+
+    With every key allowed for every query and no position-dependent logits (no RoPE, no score bias),
+    the collapsed state's attention is the same for every row and P A R = P (A - 1 b^T) R: the contraction
+    then comes from A's own dependence on the centred states (mu' ~ mu^2, Dong et al.'s doubly exponential
+    collapse), which rounding erases together with X's centred part. Such runs stay direct (their floor
+    is a limit). Shapes: biases, one per layer, as from :func:`attention_bias`.
+    """
+    return all(bias is not None or layer.rope_inv_freq is not None for bias, layer in zip(biases, layers))
+
+
 def check_model_norms(layers: list[AttentionLayer], norms: set[str] | tuple[str, ...]) -> None:
     """One ValueError when norm "model" is asked for and a layer carries no norm of its own."""
     if "model" in norms and any(layer.norm is None for layer in layers):
@@ -536,7 +549,7 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
         first_qkv = project_qkv(x, weights[id(layers[0])])  # every configuration's first projection
         at_zero = measure(x)
         for c, config in enumerate(configs):
-            exact = tracked and config.tracks_exactly
+            exact = tracked and config.tracks_exactly and resolves_centred(biases[c], layers)
             flag = lambda values: {**values, EXACT_METRIC: torch.full_like(values["norm" if "norm" in values else  # noqa: E731
                                    next(iter(values))], float(exact), dtype=torch.float64)}
             per_layer = [flag(at_zero)]
