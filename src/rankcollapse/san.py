@@ -30,13 +30,14 @@ D, ``rms``, ``layernorm`` without affine, ``model``). ``model`` is each layer's 
 
 **Exact tracking of pure attention** (``SANConfig.exact_mu``, on by default; it acts on configurations
 with norm ``none`` and no skip, and on stacks where :func:`resolves_centred` holds: not on the complete
-mask with position-free logits, where the collapse runs through A itself). With A row-stochastic (A1 = 1), the centred part R = (I - 11^T/N) X
-evolves as R' = (I - 11^T/N) sum_h A_h R W_V^h W_O^h: the value and output biases add the same row to
-every token and cancel, the score bias, RoPE, QK-norm and grouped heads only change A. The engine
-computes A from X as usual and runs R's values through the same fused attention call (R's values
-beside X's on the head-dim axis), renormalizes R to unit norm every layer and accumulates log ||R||, so
-mu(X) = exp(sum of the logs) is measured far below the dtype floor eps ||X|| where X itself only holds
-rounding noise. The metrics ``mu`` and ``relative_mu`` (= exact mu / ||X||) then come from R; the
+mask with position-free logits, where the collapse runs through A itself). With A row-stochastic
+(A1 = 1), the centred part R = (I - 11^T/N) X evolves as R' = (I - 11^T/N) sum_h A_h R W_V^h W_O^h: the
+value and output biases add the same row to every token and cancel, the score bias, RoPE, QK-norm and
+grouped heads only change A. The engine keeps X in split form, X = 1 gamma^T + s R with R centred at
+unit norm and log s accumulated in float64 (:func:`attend_split`): A comes from X formed in the dtype,
+the values from R alone (the mean token's row is one extra row), so tracking costs about what the
+direct layer costs, and mu(X) = s is measured far below the dtype floor eps ||X|| where X itself only
+holds rounding noise. The metrics ``mu`` and ``relative_mu`` (= exact mu / ||X||) then come from R; the
 other metrics from X. The metric ``exact`` (EXACT_METRIC) is 1.0 for the configurations tracked this way
 (their floor is no limit), 0.0 for the others. mu below float64's smallest number (~1e-308) reads 0.
 
@@ -242,13 +243,17 @@ class JointWeights:
 
     Shapes: W_qkv [d_model, (head + 2 kv_head) * d_head] (Q, K, V side by side, so one matrix product
     projects every head); b_qkv [(head + 2 kv_head) * d_head] or None; W_O [head * d_head, d_model] or None;
-    W_V [d_model, kv_head * d_head] (the value columns of W_qkv, contiguous, for the exactly tracked states).
+    for the exactly tracked states (module docstring) the same columns split, contiguous: W_QK [d_model,
+    (head + kv_head) * d_head], b_QK or None, W_V [d_model, kv_head * d_head], b_V [kv_head * d_head] or None.
     """
 
     W_qkv: torch.Tensor
     b_qkv: torch.Tensor | None
     W_O: torch.Tensor | None
+    W_QK: torch.Tensor
+    b_QK: torch.Tensor | None
     W_V: torch.Tensor
+    b_V: torch.Tensor | None
 
 
 def joint_weights(layer: AttentionLayer) -> JointWeights:
@@ -256,14 +261,15 @@ def joint_weights(layer: AttentionLayer) -> JointWeights:
     W = torch.cat([layer.W_Q, layer.W_K, layer.W_V], dim=0)  # [head + 2 kv_head, d_model, d_head]
     W = W.permute(1, 0, 2).reshape(layer.d_model, -1)  # [d_model, (head + 2 kv_head) * d_head]
     W_O = None if layer.W_O is None else layer.W_O.reshape(-1, layer.d_model)  # [head * d_head, d_model]
-    W_V = W[:, (layer.n_heads + layer.W_K.shape[0]) * layer.d_head:].contiguous()  # [d_model, kv_head * d_head]
+    n_qk = (layer.n_heads + layer.W_K.shape[0]) * layer.d_head  # query and key columns
+    W_QK, W_V = W[:, :n_qk].contiguous(), W[:, n_qk:].contiguous()  # [d_model, n_qk], [d_model, kv_head * d_head]
     if layer.b_Q is None and layer.b_K is None and layer.b_V is None:
-        return JointWeights(W, None, W_O, W_V)
+        return JointWeights(W, None, W_O, W_QK, None, W_V, None)
     parts = [layer.b_Q, layer.b_K, layer.b_V]
     shapes = [layer.W_Q.shape[::2], layer.W_K.shape[::2], layer.W_V.shape[::2]]
     b = torch.cat([(torch.zeros(shape, dtype=W.dtype, device=W.device) if p is None else p).reshape(-1)
                    for p, shape in zip(parts, shapes)])  # [(head + 2 kv_head) * d_head]
-    return JointWeights(W, b, W_O, W_V)
+    return JointWeights(W, b, W_O, W_QK, b[:n_qk], W_V, b[n_qk:])
 
 
 def project_qkv(X: torch.Tensor, weights: JointWeights) -> torch.Tensor:
@@ -311,13 +317,18 @@ def _heads(X: torch.Tensor, layer: AttentionLayer, weights: JointWeights, qkv: t
     qkv = project_qkv(X, weights) if qkv is None else qkv
     qkv = qkv.view(n_samples, n_tokens, n_heads + 2 * n_kv, d_head).transpose(1, 2)  # [sample, h + 2 kv, token, e]
     q, k, v = qkv.split([n_heads, n_kv, n_kv], dim=1)  # [sample, head | kv_head, token, d_head]
+    return (*_query_key(q, k, layer), v)
+
+
+def _query_key(q: torch.Tensor, k: torch.Tensor, layer: AttentionLayer) -> tuple[torch.Tensor, torch.Tensor]:
+    """QK-norm and RoPE, where the layer has them.  Shapes: q [..., head, token, e], k [..., kv_head, token, e] -> same."""
     if layer.q_gain is not None:
         q = rms_normalize(q, layer.qk_norm_eps) * layer.q_gain
         k = rms_normalize(k, layer.qk_norm_eps) * layer.k_gain
     if layer.rope_inv_freq is not None:
         q = _rotate(q, layer.rope_inv_freq, layer.rope_scale)
         k = _rotate(k, layer.rope_inv_freq, layer.rope_scale)
-    return q, k, v
+    return q, k
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float,
@@ -362,23 +373,35 @@ def attend(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, sc
     return _output(_attention(q, k, v, bias, scale), layer, weights, with_bias=True)
 
 
-def attend_centred(X: torch.Tensor, R: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None,
-                   scale: float, *, weights: JointWeights | None = None, qkv: torch.Tensor | None = None,
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`attend` of X, and the image of centred states R under the same attention:
-    ``R' = (I - 11^T/N) sum_h A_h R W_V^h W_O^h`` with A_h computed from X (no biases: they cancel).
+def attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: AttentionLayer,
+                 bias: torch.Tensor | None, scale: float, *, weights: JointWeights | None = None,
+                 qkv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention sublayer of X = 1 gamma^T + s R (R centred) in split form: A from X, values from R.
 
-    R's values ride beside X's on the head-dim axis of one fused attention call. Arguments as in
-    :func:`attend`. Shapes: X, R [sample, token, d_model] -> ([sample, token, d_model], [sample, token, d_model]).
+    Since A1 = 1, Attn(X) = 1 y^T + s (sum_h A_h R W_V^h W_O^h) with y = Attn(1 gamma^T)'s row (the mean
+    token's values through W_O, with every bias). Returns y and ``out = sum_h A_h R W_V^h W_O^h``; the
+    caller forms gamma' = y + s mean(out) and R' = out - mean(out). ``qkv`` (X's full projection) may be
+    given for the first layer. Arguments as in :func:`attend`.
+    Shapes: X, R [sample, token, d_model]; gamma [sample, d_model] -> ([sample, d_model], [sample, token, d_model]).
     """
     weights = joint_weights(layer) if weights is None else weights
     n_samples, n_tokens, d_model = R.shape
-    q, k, v = _heads(X, layer, weights, qkv)
-    v_R = (R.reshape(-1, d_model) @ weights.W_V).view(n_samples, n_tokens, -1, layer.d_head)  # [s, t, kv, e]
-    ctx = _attention(q, k, torch.cat((v, v_R.transpose(1, 2)), dim=-1), bias, scale)  # [sample, head, token, 2 e]
-    ctx_X, ctx_R = ctx.split(layer.d_head, dim=-1)  # each [sample, head, token, d_head]
-    out_R = _output(ctx_R, layer, weights, with_bias=False)  # [sample, token, d_model]
-    return _output(ctx_X, layer, weights, with_bias=True), out_R - out_R.mean(-2, keepdim=True)
+    n_heads, n_kv, d_head = layer.n_heads, layer.W_K.shape[0], layer.d_head
+    if qkv is None:
+        qk = X.reshape(-1, d_model) @ weights.W_QK if weights.b_QK is None else torch.addmm(
+            weights.b_QK, X.reshape(-1, d_model), weights.W_QK)  # [sample * token, (head + kv_head) * d_head]
+        qk = qk.view(n_samples, n_tokens, n_heads + n_kv, d_head).transpose(1, 2)  # [sample, h + kv, token, e]
+        q, k = _query_key(*qk.split([n_heads, n_kv], dim=1), layer)
+    else:
+        q, k, _ = _heads(X, layer, weights, qkv)
+    v = (R.reshape(-1, d_model) @ weights.W_V).view(n_samples, n_tokens, n_kv, d_head).transpose(1, 2)  # [s, kv, t, e]
+    out = _output(_attention(q, k, v, bias, scale), layer, weights, with_bias=False)  # [sample, token, d_model]
+    mean_v = gamma @ weights.W_V if weights.b_V is None else torch.addmm(weights.b_V, gamma, weights.W_V)
+    mean_v = mean_v.view(n_samples, n_kv, 1, d_head)  # [sample, kv_head, 1, d_head]
+    if n_kv != n_heads:
+        mean_v = mean_v.repeat_interleave(n_heads // n_kv, dim=1)  # [sample, head, 1, d_head]
+    y = _output(mean_v, layer, weights, with_bias=True)[:, 0]  # [sample, d_model]
+    return y, out
 
 
 def unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -554,16 +577,20 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
                                    next(iter(values))], float(exact), dtype=torch.float64)}
             per_layer = [flag(at_zero)]
             X = x
-            if exact:  # the centred states, at unit norm, and the log of their scale
+            if exact:  # X = 1 gamma^T + s R: mean token, centred states at unit norm, log s
                 x64 = x.to(torch.float64)
-                R, log_scale = unit_centred(x64 - x64.mean(-2, keepdim=True))
-                R = R.to(dtype)  # [sample, token, d_model]
+                gamma = x64.mean(-2)  # [sample, d_model]
+                R, log_scale = unit_centred(x64 - gamma[:, None])
+                gamma, R = gamma.to(dtype), R.to(dtype)  # [sample, d_model], [sample, token, d_model]
             for t, layer in enumerate(layers):
                 step = dict(weights=weights[id(layer)], qkv=first_qkv if t == 0 else None)
                 if exact:
-                    X, R = attend_centred(X, R, layer, biases[c][t], scales[c][t], **step)  # each [s, t, d_model]
-                    R, log_norm = unit_centred(R)
-                    log_scale = log_scale + log_norm  # [sample]
+                    y, out = attend_split(X, gamma, R, layer, biases[c][t], scales[c][t], **step)
+                    mean_out = out.mean(-2)  # [sample, d_model]
+                    scale = torch.exp(log_scale).to(dtype)[:, None]  # [sample, 1]; 0 once s underflows
+                    R, log_norm = unit_centred(out - mean_out[:, None])
+                    gamma, log_scale = y + scale * mean_out, log_scale + log_norm  # [sample, d_model], [sample]
+                    X = gamma[:, None] + (torch.exp(log_scale).to(dtype)[:, None, None] * R)  # [sample, token, d_model]
                     per_layer.append(flag(exact_values(measure(X), X, R, log_scale, tm)))
                 else:
                     X = layer_step(X, layer, config.norm, config.skip, biases[c][t], scales[c][t], **step)
