@@ -404,6 +404,32 @@ def attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: A
     return y, out
 
 
+def split_state(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """X = 1 gamma^T + s R: the mean token gamma, R centred at unit norm (both in x's dtype), log s (float64).
+
+    Shapes: x [sample, token, d_model] -> ([sample, d_model], [sample, token, d_model], [sample]).
+    """
+    x64 = x.to(torch.float64)
+    gamma = x64.mean(-2)  # [sample, d_model]
+    R, log_scale = unit_centred(x64 - gamma[:, None])
+    return gamma.to(x.dtype), R.to(x.dtype), log_scale
+
+
+def split_step(X: torch.Tensor, split: tuple[torch.Tensor, torch.Tensor, torch.Tensor], layer: AttentionLayer,
+               bias: torch.Tensor | None, scale: float, *, weights: JointWeights | None = None,
+               qkv: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """One pure-attention layer in split form (:func:`attend_split`): the new X, formed in its dtype, and
+    its (gamma, R, log s). Shapes: X [sample, token, d_model]; split as from :func:`split_state` -> same."""
+    gamma, R, log_scale = split
+    y, out = attend_split(X, gamma, R, layer, bias, scale, weights=weights, qkv=qkv)
+    mean_out = out.mean(-2)  # [sample, d_model]
+    R, log_norm = unit_centred(out - mean_out[:, None])  # [sample, token, d_model], [sample]
+    gamma = y + torch.exp(log_scale).to(X.dtype)[:, None] * mean_out  # [sample, d_model]; s underflows to 0
+    log_scale = log_scale + log_norm  # [sample]
+    X = gamma[:, None] + torch.exp(log_scale).to(X.dtype)[:, None, None] * R  # [sample, token, d_model]
+    return X, (gamma, R, log_scale)
+
+
 def unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """R scaled to unit Frobenius norm per sample, and the float64 log of the norm (-inf for R = 0).
 
@@ -573,28 +599,19 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
         at_zero = measure(x)
         for c, config in enumerate(configs):
             exact = tracked and config.tracks_exactly and resolves_centred(biases[c], layers)
-            flag = lambda values: {**values, EXACT_METRIC: torch.full_like(values["norm" if "norm" in values else  # noqa: E731
-                                   next(iter(values))], float(exact), dtype=torch.float64)}
-            per_layer = [flag(at_zero)]
+            flag = torch.full((stop - start,), float(exact), dtype=torch.float64, device=dev)  # [sample]
+            flagged = lambda values: {**values, EXACT_METRIC: flag}  # noqa: E731
+            per_layer = [flagged(at_zero)]
             X = x
-            if exact:  # X = 1 gamma^T + s R: mean token, centred states at unit norm, log s
-                x64 = x.to(torch.float64)
-                gamma = x64.mean(-2)  # [sample, d_model]
-                R, log_scale = unit_centred(x64 - gamma[:, None])
-                gamma, R = gamma.to(dtype), R.to(dtype)  # [sample, d_model], [sample, token, d_model]
+            split = split_state(x) if exact else None  # (gamma, R, log s)
             for t, layer in enumerate(layers):
                 step = dict(weights=weights[id(layer)], qkv=first_qkv if t == 0 else None)
-                if exact:
-                    y, out = attend_split(X, gamma, R, layer, biases[c][t], scales[c][t], **step)
-                    mean_out = out.mean(-2)  # [sample, d_model]
-                    scale = torch.exp(log_scale).to(dtype)[:, None]  # [sample, 1]; 0 once s underflows
-                    R, log_norm = unit_centred(out - mean_out[:, None])
-                    gamma, log_scale = y + scale * mean_out, log_scale + log_norm  # [sample, d_model], [sample]
-                    X = gamma[:, None] + (torch.exp(log_scale).to(dtype)[:, None, None] * R)  # [sample, token, d_model]
-                    per_layer.append(flag(exact_values(measure(X), X, R, log_scale, tm)))
+                if split is not None:
+                    X, split = split_step(X, split, layer, biases[c][t], scales[c][t], **step)
+                    per_layer.append(flagged(exact_values(measure(X), X, split[1], split[2], tm)))
                 else:
                     X = layer_step(X, layer, config.norm, config.skip, biases[c][t], scales[c][t], **step)
-                    per_layer.append(flag(measure(X)))
+                    per_layer.append(flagged(measure(X)))
             for k in per_layer[0]:
                 if k not in metrics:
                     metrics[k] = torch.empty(len(layers) + 1, len(configs), n_samples, dtype=per_layer[0][k].dtype)
