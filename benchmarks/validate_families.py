@@ -3,8 +3,10 @@
     .venv/bin/python benchmarks/validate_families.py [--samples 4] [--tokens 64]
 
 For each model: the largest, over layers, of ||engine - HF||_F / ||HF||_F in float32 and in float64
-(the engine fed the hidden state HF feeds its own attention). Packaged models that are not installed
-are listed as skipped. Runtime on 2 CPU cores with every package installed and cached: about 2 min.
+(the engine fed the hidden state HF feeds its own attention); in float32 also the model's own trained
+norm (each extracted norm on the input HF feeds that norm module) and the whole attention block (norm
+"model" with the skip, fed the layer's input). Packaged models that are not installed are listed as
+skipped. Runtime on 2 CPU cores with every package installed and cached: about 3 min.
 """
 
 import argparse
@@ -19,24 +21,28 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="text samples per packaged model")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per sample")
     args = parser.parse_args()
-    print("| model | layers | max rel. error float32 | max rel. error float64 |")
-    print("|---|---|---|---|")
+    print("| model | layers | attention float32 | attention float64 | own norm float32 | block float32 |")
+    print("|---|---|---|---|---|---|")
     for family in models_extract.FAMILIES:
-        model = models.tiny_model(family)
         ids = torch.randint(3, 100, (3, 12), generator=torch.Generator().manual_seed(1))
-        e32 = max(models_extract.validate_attention(model, ids))
-        e64 = max(models_extract.validate_attention(model.double(), ids))
-        print(f"| tiny {family} | 3 | {e32:.2e} | {e64:.2e} |")
+        print(f"| tiny {family} | 3 | {row(models.tiny_model(family), ids)} |")
     for name in models.PACKAGED_MODELS:
         try:
             loaded = models.load_model(f"pkg:{name}")
         except ValueError as err:
-            print(f"| pkg:{name} | skipped: {err} | | |")
+            print(f"| pkg:{name} | skipped: {err} | | | | |")
             continue
         ids = data.sample_token_ids(loaded.tokenizer, n_samples=args.samples, n_tokens=args.tokens, seed=0).input_ids
-        e32 = max(models_extract.validate_attention(loaded.model, ids))
-        e64 = max(models_extract.validate_attention(loaded.model.double(), ids))
-        print(f"| pkg:{name} | {loaded.model.config.num_hidden_layers} | {e32:.2e} | {e64:.2e} |")
+        print(f"| pkg:{name} | {loaded.model.config.num_hidden_layers} | {row(loaded.model, ids)} |")
+
+
+def row(model: torch.nn.Module, ids: torch.Tensor) -> str:
+    """The largest errors over layers: attention (float32, float64), own norm and block (float32)."""
+    e32 = max(models_extract.validate_attention(model, ids))
+    norm32 = max(models_extract.validate_norms(model, ids))
+    block32 = max(models_extract.validate_attention_block(model, ids))
+    e64 = max(models_extract.validate_attention(model.double(), ids))
+    return f"{e32:.2e} | {e64:.2e} | {norm32:.2e} | {block32:.2e}"
 
 
 if __name__ == "__main__":

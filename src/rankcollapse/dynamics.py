@@ -29,7 +29,7 @@ from torch import Tensor
 from rankcollapse import masks, metrics
 from rankcollapse.checks import check_choice, check_temperature
 from rankcollapse.metrics import resolve_dtype
-from rankcollapse.norms import apply_norm, check_norm
+from rankcollapse.norms import FIXED_NORM_NAMES, apply_norm, check_norm
 
 WEIGHT_LAWS = ("orthogonal", "gaussian", "uniform", "identity", "zero")  # how random weight matrices are drawn
 
@@ -89,13 +89,13 @@ def attention_matrix(X: Tensor, W_Q: Tensor, W_K: Tensor, mask: Tensor, temperat
 class DynamicsConfig:
     """How one layer acts: the normalisation, the temperature, what to record."""
 
-    norm: str = "none"  # a name from rankcollapse.norms.NORM_NAMES; "unit" is the paper's D
+    norm: str = "none"  # a name from rankcollapse.norms.FIXED_NORM_NAMES; "unit" is the paper's D
     temperature: float = 1.0  # d_QK: attention logits are divided by sqrt(temperature)
     layernorm_eps: float = 1e-5  # epsilon of the torch-style LayerNorm (norm="layernorm" only)
     keep_states: bool = True  # keep X(t) for every t (False: only the final state, for big batches)
 
     def __post_init__(self) -> None:
-        check_norm(self.norm)
+        check_norm(self.norm, FIXED_NORM_NAMES)
         check_temperature("temperature", self.temperature)
         if not self.layernorm_eps > 0:
             raise ValueError(f"layernorm_eps must be > 0, got {self.layernorm_eps!r}")

@@ -7,6 +7,20 @@ rotary bases, its own sliding windows: HF allows keys at distance < sliding_wind
 ``window = sliding_window - 1``). Each layer's attention sublayer is Q/K/V projection -> masked softmax
 -> output projection; the HF module's own ``scaling`` is kept.
 
+Each layer also carries the attention sublayer's own trained norm (norm ``model`` of the engine,
+:class:`rankcollapse.norms.TrainedNorm`), read per layer with the module's own eps:
+
+| family | norm (position) | output norm |
+|---|---|---|
+| ``bert`` | ``attention.output.LayerNorm`` (post: LN(dense(attn) + X)) | — |
+| ``mpnet`` | ``attention.LayerNorm`` (post) | — |
+| ``gpt2`` | ``ln_1`` (pre) | — |
+| ``llama`` | ``input_layernorm``, RMSNorm (pre) | — (``post_attention_layernorm`` is the MLP's pre-norm) |
+| ``gemma3_text`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w |
+
+:func:`validate_norms` checks each extracted norm on the input HF feeds that norm module;
+:func:`validate_attention_block` checks the whole block (norm "model" with the skip) against HF.
+
 Hidden states are read with hooks that are always removed, never with ``output_hidden_states`` for all
 layers at once: :func:`attention_io` captures, per layer, the input the model feeds its own attention and
 that attention's output (for the validation); :func:`full_transformer_metrics` computes the metrics of
@@ -24,6 +38,7 @@ import torch
 
 from rankcollapse import masks as rc_masks
 from rankcollapse import metrics as rc_metrics
+from rankcollapse.norms import TrainedNorm, apply_trained_norm
 from rankcollapse.san import AttentionLayer, attention_sublayer
 
 FAMILIES = ("bert", "mpnet", "gpt2", "llama", "gemma3_text")
@@ -67,6 +82,41 @@ def _attention_modules(model: torch.nn.Module) -> list[tuple[torch.nn.Module, to
              "gpt2": lambda la: (la.attn, la.attn.c_proj)}
     pick = pairs.get(family, lambda la: (la.self_attn, la.self_attn.o_proj))
     return [pick(layer) for layer in _layers(model)]
+
+
+def _norm_modules(model: torch.nn.Module, index: int) -> tuple[str, torch.nn.Module, torch.nn.Module | None]:
+    """The attention sublayer's own norm modules: (position, norm, output norm or None); table in the module doc."""
+    family, layer = model_family(model), model_layer(model, index)
+    if family == "bert":
+        return "post", layer.attention.output.LayerNorm, None
+    if family == "mpnet":
+        return "post", layer.attention.LayerNorm, None
+    if family == "gpt2":
+        return "pre", layer.ln_1, None
+    if family == "llama":
+        return "pre", layer.input_layernorm, None
+    return "pre", layer.input_layernorm, layer.post_attention_layernorm  # gemma3_text
+
+
+def trained_norm(module: torch.nn.Module, family: str) -> TrainedNorm:
+    """A HF norm module as a :class:`TrainedNorm` (float64 copies): nn.LayerNorm (weight, bias, eps),
+    Llama's RMSNorm (weight, variance_epsilon), Gemma-3's RMSNorm (gain 1 + weight, eps)."""
+    if isinstance(module, torch.nn.LayerNorm):
+        bias = None if module.bias is None else module.bias.detach().double().clone()
+        return TrainedNorm("layernorm", module.weight.detach().double().clone(), bias, float(module.eps))
+    if family == "gemma3_text":
+        return TrainedNorm("rms", 1.0 + module.weight.detach().double(), None, float(module.eps))
+    if family == "llama":
+        return TrainedNorm("rms", module.weight.detach().double().clone(), None, float(module.variance_epsilon))
+    raise ValueError(f"norm module {type(module).__name__} of family {family!r} is not supported")
+
+
+def _own_norms(model: torch.nn.Module, index: int) -> dict:
+    """AttentionLayer keywords for layer ``index``'s own norm: norm, norm_position, output_norm."""
+    family = model_family(model)
+    position, norm, output = _norm_modules(model, index)
+    return {"norm": trained_norm(norm, family), "norm_position": position,
+            "output_norm": None if output is None else trained_norm(output, family)}
 
 
 def _split_heads(weight_in_out: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -133,7 +183,7 @@ def extract_layers(model: torch.nn.Module, n_tokens: int = 512) -> list[Attentio
                 rope_scale=float(getattr(rope, f"{kind}_attention_scaling")), window=_window(attn.sliding_window))
             if getattr(attn, "attn_logit_softcapping", None) is not None:
                 raise ValueError("attention logit soft-capping is not supported by the SAN engine")
-        layers.append(layer.to(torch.float64))
+        layers.append(AttentionLayer(**{**layer.__dict__, **_own_norms(model, i)}).to(torch.float64))
     return layers
 
 
@@ -242,5 +292,76 @@ def validate_attention(model: torch.nn.Module, input_ids: torch.Tensor) -> list[
     errors = []
     for layer, (x_in, y_hf) in zip(layers, attention_io(model, input_ids)):
         y = attention_sublayer(x_in, layer, mask)
+        errors.append(((y - y_hf).norm() / y_hf.norm()).item())
+    return errors
+
+
+@torch.no_grad()
+def validate_norms(model: torch.nn.Module, input_ids: torch.Tensor) -> list[float]:
+    """Per layer, the largest ||extracted norm(input) - HF norm(input)||_F / ||HF||_F over the layer's own
+    norm modules, each fed what HF feeds it in the model's forward (captured with hooks), in the model's dtype.
+
+    Shapes: input_ids [sample, token] -> one float per layer.
+    """
+    family, layers = model_family(model), extract_layers(model, n_tokens=input_ids.shape[1])
+    captured: list[list[tuple[torch.Tensor, torch.Tensor, TrainedNorm]]] = [[] for _ in layers]
+    handles = []
+    for i, layer in enumerate(layers):
+        _, norm, output = _norm_modules(model, i)
+        for module, extracted in ((norm, layer.norm), (output, layer.output_norm)):
+            if module is None:
+                continue
+
+            def grab(module, args, out, i=i, extracted=extracted):
+                captured[i].append((args[0].detach().clone(), _first_tensor(out).detach().clone(), extracted))
+
+            handles.append(module.register_forward_hook(grab))
+    with _hooks(handles):
+        model(input_ids=input_ids)
+    errors = []
+    for pairs in captured:
+        errs = [((apply_trained_norm(x, norm.to(x.dtype, x.device)) - y).norm() / y.norm()).item() for x, y, norm in pairs]
+        errors.append(max(errs))
+    return errors
+
+
+def _block_output(model: torch.nn.Module, index: int) -> tuple[torch.nn.Module, str]:
+    """Where HF's attention block (attention, its norms and the residual sum) ends: (module, "output" of it
+    or "input" to it)."""
+    family, layer = model_family(model), model_layer(model, index)
+    ends = {"bert": ("attention.output", "output"), "mpnet": ("attention", "output"), "gpt2": ("ln_2", "input"),
+            "llama": ("post_attention_layernorm", "input"), "gemma3_text": ("pre_feedforward_layernorm", "input")}
+    name, where = ends[family]
+    return layer.get_submodule(name), where
+
+
+@torch.no_grad()
+def validate_attention_block(model: torch.nn.Module, input_ids: torch.Tensor) -> list[float]:
+    """Per layer, ||engine - HF||_F / ||HF||_F for the whole attention block: the engine's layer with norm
+    "model" and the skip (post: LN(Attn(X) + X); pre: X + O(Attn(N(X)))) fed the layer's input, under the
+    model's own mask, against HF's block output, in the model's dtype.
+
+    Shapes: input_ids [sample, token] -> one float per layer.
+    """
+    layers = extract_layers(model, n_tokens=input_ids.shape[1])
+    pairs: list[list[torch.Tensor | None]] = [[None, None] for _ in layers]
+    handles = []
+    for i, module in enumerate(_layers(model)):
+        def grab_in(module, args, kwargs, i=i):
+            pairs[i][0] = (args[0] if args else kwargs["hidden_states"]).detach().clone()
+
+        handles.append(module.register_forward_pre_hook(grab_in, with_kwargs=True))
+        end, where = _block_output(model, i)
+        if where == "input":
+            handles.append(end.register_forward_pre_hook(lambda m, args, i=i: pairs[i].__setitem__(1, args[0].clone())))
+        else:
+            handles.append(end.register_forward_hook(
+                lambda m, args, out, i=i: pairs[i].__setitem__(1, _first_tensor(out).clone())))
+    with _hooks(handles):
+        model(input_ids=input_ids)
+    mask = model_mask(model, input_ids.shape[1])
+    errors = []
+    for layer, (x_in, y_hf) in zip(layers, pairs):
+        y = attention_sublayer(x_in, layer, mask, norm="model", skip=True)
         errors.append(((y - y_hf).norm() / y_hf.norm()).item())
     return errors

@@ -27,6 +27,38 @@ def test_tiny_family_matches_hugging_face(family):
     assert max(err64) <= (1e-6 if family in ("llama", "gemma3_text") else 1e-13), err64
 
 
+@pytest.mark.parametrize("family", models_extract.FAMILIES)
+def test_tiny_family_own_norm_matches_hugging_face(family):
+    """The extracted trained norm (γ, β, eps; RMSNorm gains) reproduces each HF norm module on the input HF
+    feeds it, and the whole block (norm "model" + skip at the layer's own position) reproduces HF's block."""
+    model = models.tiny_model(family)
+    input_ids = torch.randint(3, 100, (3, 12), generator=torch.Generator().manual_seed(1))
+    norm32 = models_extract.validate_norms(model, input_ids)
+    block32 = models_extract.validate_attention_block(model, input_ids)
+    assert len(norm32) == len(block32) == 3 and max(norm32) <= 1e-6 and max(block32) <= 1e-6, (norm32, block32)
+    norm64 = models_extract.validate_norms(model.double(), input_ids)
+    # HF's Llama and Gemma RMSNorm compute in float32 even in a float64 model; LayerNorm stays in float64.
+    assert max(norm64) <= (1e-6 if family in ("llama", "gemma3_text") else 1e-13), norm64
+
+
+def test_own_norm_positions_and_gains():
+    """Post-norm encoders keep the LayerNorm after the residual sum; decoders the norm in front of the
+    attention; Gemma-3 also its output norm, with gain 1 + w (the stored weight is not the gain)."""
+    positions = {f: [la.norm_position for la in models_extract.extract_layers(models.tiny_model(f))]
+                 for f in ("bert", "llama")}
+    assert positions == {"bert": ["post"] * 3, "llama": ["pre"] * 3}
+    model = models.tiny_model("gemma3_text")
+    layer = models_extract.extract_layers(model)[0]
+    hf = model.layers[0]
+    torch.testing.assert_close(layer.norm.weight, 1 + hf.input_layernorm.weight.double())
+    torch.testing.assert_close(layer.output_norm.weight, 1 + hf.post_attention_layernorm.weight.double())
+    assert layer.norm.kind == "rms" and layer.norm.eps == model.config.rms_norm_eps
+    bert = models.tiny_model("bert")
+    own = models_extract.extract_layers(bert)[1].norm
+    torch.testing.assert_close(own.bias, bert.encoder.layer[1].attention.output.LayerNorm.bias.double())
+    assert own.kind == "layernorm" and own.eps == bert.config.layer_norm_eps
+
+
 def test_gemma_window_is_honoured():
     """Dropping the model's own window changes a sliding layer's output: the window is really used."""
     model = models.tiny_model("gemma3_text")
@@ -83,3 +115,7 @@ def test_packaged_model_matches_hugging_face(name, module):
                                  max_length=16)["input_ids"]
     errors = models_extract.validate_attention(loaded.model, input_ids)
     assert len(errors) == loaded.model.config.num_hidden_layers and max(errors) <= 1e-5, errors
+    norm_errors = models_extract.validate_norms(loaded.model, input_ids)
+    assert max(norm_errors) <= 1e-6, norm_errors  # the model's own trained norm, per layer
+    block_errors = models_extract.validate_attention_block(loaded.model, input_ids)
+    assert max(block_errors) <= 1e-5, block_errors

@@ -51,6 +51,24 @@ def naive_layer(x: torch.Tensor, layer: san.AttentionLayer, mask: torch.Tensor, 
     return torch.cat(heads, dim=-1) if layer.W_O is None else out
 
 
+def naive_trained(y: torch.Tensor, trained: norms.TrainedNorm) -> torch.Tensor:
+    """A model's own norm, written out: LayerNorm with gain and bias, or RMSNorm with its gain."""
+    if trained.kind == "layernorm":
+        c = y - y.mean(-1, keepdim=True)
+        return c / torch.sqrt((c * c).mean(-1, keepdim=True) + trained.eps) * trained.weight + trained.bias
+    return y / torch.sqrt((y * y).mean(-1, keepdim=True) + trained.eps) * trained.weight
+
+
+def naive_step(x, layer, mask, scale, norm, skip):
+    """One layer of one configuration; "model" at the layer's own position."""
+    if norm == "model" and layer.norm_position == "pre":
+        y = naive_layer(naive_trained(x, layer.norm), layer, mask, scale)
+        y = y if layer.output_norm is None else naive_trained(y, layer.output_norm)
+        return y + x if skip else y
+    y = naive_layer(x, layer, mask, scale) + (x if skip else 0)
+    return naive_trained(y, layer.norm) if norm == "model" else naive_norm(y, norm)
+
+
 def naive_norm(y: torch.Tensor, norm: str) -> torch.Tensor:
     if norm == "unit":
         return y / y.norm(dim=-1, keepdim=True)
@@ -74,7 +92,7 @@ def naive_run(x0, layers, configs):
                     la = layers[t - 1]
                     scale = (la.scaling or 1 / math.sqrt(la.d_head)) if cfg.temperature is None \
                         else 1 / math.sqrt(cfg.temperature)
-                    x = naive_norm(naive_layer(x, la, mask, scale) + (x if cfg.skip else 0), cfg.norm)
+                    x = naive_step(x, la, mask, scale, cfg.norm, cfg.skip)
                 m = metrics.all_metrics(x, dtype=torch.float64)
                 for k in FLOAT_METRICS:
                     out[k][t, c, s] = m[k]
@@ -98,9 +116,9 @@ def test_engine_matches_naive_loop_float64(x0):
     layers = san.random_layers(3, 8, 2, seed=1)
     configs = san.config_grid(masks=(("complete", None), ("causal_sliding_window", 2)), temperatures=(None, 0.25),
                               norms=norms.NORM_NAMES, skips=(False, True))
-    assert len(configs) == 32
+    assert len(configs) == 40
     result = san.run_san(x0, layers, configs)
-    assert result.metrics["mu"].shape == (4, 32, 3)
+    assert result.metrics["mu"].shape == (4, 40, 3)
     assert_agree(result, naive_run(x0, layers, configs))
     assert (result.metrics["numerical_rank"][0] == 6).all()
 
@@ -207,11 +225,95 @@ def test_attention_sublayer_matches_naive():
 
 def test_cheap_metric_subset_equals_the_full_set(x0):
     layers = san.random_layers(2, 8, 2, seed=6)
-    configs = san.config_grid(norms=("none", "unit"))
+    configs = san.config_grid(masks=(("causal", None),), norms=("none", "unit"))
     full = san.run_san(x0, layers, configs)
     cheap = san.run_san(x0, layers, configs, metric_names=metrics.NORM_METRIC_NAMES)
-    assert set(cheap.metrics) == set(metrics.NORM_METRIC_NAMES)
+    assert set(cheap.metrics) == {*metrics.NORM_METRIC_NAMES, san.EXACT_METRIC}
+    assert (cheap.metrics["exact"][:, 0] == 1).all() and (cheap.metrics["exact"][:, 1] == 0).all()  # none, unit
     for k in metrics.NORM_METRIC_NAMES:
         torch.testing.assert_close(cheap.metrics[k], full.metrics[k], rtol=1e-14, atol=0)
     with pytest.raises(ValueError, match="metric_names"):
         san.run_san(x0, layers, configs, metric_names=("rank",))
+
+
+def test_model_norm_on_fresh_layers_equals_layernorm(x0):
+    """A fresh layer's own norm is LayerNorm with γ = 1, β = 0: norm "model" is norm "layernorm" there."""
+    layers = san.random_layers(3, 8, 2, seed=8)
+    assert all(torch.equal(la.norm.weight, torch.ones(8, dtype=torch.float64)) for la in layers)
+    configs = san.config_grid(masks=(("causal", None),), norms=("model", "layernorm"), skips=(False, True))
+    result = san.run_san(x0, layers, configs)
+    for k in FLOAT_METRICS:
+        torch.testing.assert_close(result.metrics[k][:, :2], result.metrics[k][:, 2:], rtol=0, atol=0)
+
+
+def test_pre_norm_layers_with_output_norm_match_naive_loop(x0):
+    """norm "model" on pre-norm layers: X' = O(Attn(N(X))) [+ X], with trained gains and an output norm."""
+    gen = torch.Generator().manual_seed(11)
+    r = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.5
+    rms = lambda: norms.TrainedNorm("rms", 1 + r(8), None, 1e-6)
+    layers = [san.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), W_O=r(4, 2, 8), b_O=r(8),
+                                 rope_inv_freq=torch.tensor([0.5]), norm=rms(), norm_position="pre",
+                                 output_norm=rms() if i else None) for i in range(2)]
+    post = san.AttentionLayer(**{**layers[0].__dict__, "norm": norms.TrainedNorm("layernorm", 1 + r(8), r(8), 1e-5),
+                                 "norm_position": "post"})
+    configs = san.config_grid(masks=(("complete", None), ("causal", None)), norms=("model",), skips=(False, True))
+    stack = [*layers, post]
+    assert_agree(san.run_san(x0, stack, configs), naive_run(x0, stack, configs))
+
+
+def test_model_norm_needs_layers_with_their_own_norm(x0):
+    bare = [san.AttentionLayer(**{**la.__dict__, "norm": None}) for la in san.random_layers(1, 8, 2)]
+    with pytest.raises(ValueError, match="norm 'model' needs layers"):
+        san.run_san(x0, bare, (san.SANConfig(norm="model"),))
+    with pytest.raises(ValueError, match="output_norm"):
+        san.AttentionLayer(**{**bare[0].__dict__, "output_norm": norms.fresh_layernorm(8)})
+
+
+def _deep_run(mask, dtype, exact_mu, n_layers=60):
+    """A float32/float64 pure-attention run of 60 random layers (d_model 32, 16 tokens, 3 samples)."""
+    x0 = torch.randn(3, 16, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    layers = san.random_layers(n_layers, 32, 4, seed=1)
+    config = san.SANConfig(mask=mask, window=2 if "window" in mask else None, exact_mu=exact_mu)
+    return san.run_san(x0, layers, (config,), dtype=dtype, metric_names=metrics.NORM_METRIC_NAMES).metrics
+
+
+@pytest.mark.parametrize("mask", ["causal", "sliding_window"])
+def test_exact_tracking_agrees_with_float64_and_keeps_decaying_below_the_floor(mask):
+    exact32, direct32 = _deep_run(mask, torch.float32, True), _deep_run(mask, torch.float32, False)
+    exact64, direct64 = _deep_run(mask, torch.float64, True), _deep_run(mask, torch.float64, False)
+    assert (exact32["exact"] == 1).all() and (direct32["exact"] == 0).all()
+    floor32 = direct32["floor"]  # eps(float32) ||X||
+    above = direct64["mu"] > 10 * floor32  # [layer + 1, 1, sample]
+    assert above[:4].all() and not above[-1].any()
+    # above the float32 floor: float32 exact mu = float64 direct mu to a few float32 ulps
+    rel = (exact32["mu"] / direct64["mu"] - 1).abs()[above]
+    assert rel.max() <= 16 * torch.finfo(torch.float32).eps, rel.max()
+    # below it: direct float32 mu sits on its floor, exact mu decays geometrically, like float64's exact mu
+    assert (direct32["mu"][-10:] > 0.1 * floor32[-10:]).all()
+    assert (exact32["mu"][-1] < 1e-12 * floor32[-1]).all()
+    steps = exact32["mu"][31:].log().diff(dim=0)  # [layer, 1, sample] log contraction per layer
+    assert (steps < 0).all() and (steps.mean(0) < -0.3).all()
+    torch.testing.assert_close(exact32["mu"], exact64["mu"], rtol=1e-3, atol=0)
+    torch.testing.assert_close(exact32["relative_mu"], exact32["mu"] / exact32["norm"], rtol=1e-12, atol=0)
+
+
+def test_complete_mask_without_positions_stays_direct():
+    """There the collapse runs through A itself (mu' ~ mu^2), lost with X's centred part: no exact flag."""
+    run = _deep_run("complete", torch.float32, True, n_layers=4)
+    assert (run["exact"] == 0).all() and (run["mu"][-1] <= 10 * run["floor"][-1]).all()  # on the floor
+
+
+def test_exact_tracking_with_padding_biases_gqa_and_score_bias(x0):
+    """Exact tracking equals the direct float64 run above the floor, whatever the layer adds to A and V."""
+    gen = torch.Generator().manual_seed(12)
+    r = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.5
+    layer = san.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), W_O=r(4, 2, 8), b_Q=r(4, 2),
+                               b_K=r(2, 2), b_V=r(2, 2), b_O=r(8), q_gain=1 + r(2), k_gain=1 + r(2),
+                               rope_inv_freq=torch.tensor([1.0]), score_bias=r(4, 6, 6))
+    token_mask = torch.ones(3, 6, dtype=torch.bool)
+    token_mask[1, 4:] = False
+    configs = (san.SANConfig(mask="complete"), san.SANConfig(mask="complete", exact_mu=False))
+    result = san.run_san(x0, [layer] * 4, configs, token_mask=token_mask)
+    assert (result.metrics["exact"][:, 0] == 1).all() and (result.metrics["exact"][:, 1] == 0).all()
+    for k in ("mu", "relative_mu"):
+        torch.testing.assert_close(result.metrics[k][:, 0], result.metrics[k][:, 1], rtol=1e-10, atol=0)
