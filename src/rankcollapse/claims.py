@@ -79,17 +79,15 @@ def fig2(table: pd.DataFrame, n_tokens: int) -> list[Claim]:
                       "last layer)", HOLDS if spread > 2 else FAILS,
                       f"{spread:.3g}× ({', '.join(f'{m}: {r:.3g}' for m, r in rates.items())})"))
     rows.append(_radius_claim(pure, rates, n_tokens))
-    for norm, words in (("unit", "the paper's D (unit norm)"), ("layernorm", "LayerNorm without affine")):
+    for norm, words in (("unit", "the paper's D (unit norm)"), ("model", "LayerNorm as a fresh model has it (no affine)")):
         ln = _curves(table, weights="initialized", variant="SAN", norm=norm)
         verdict, number = _count(ln, STABLE, "masks keep μ/‖X‖_F")
         rows.append(Claim("Adding LayerNorm alone stops μ → 0 at random initialization", "Fig. 2 caption",
                           f"initialized, {words}: μ/‖X‖_F stays away from 0", verdict, number))
-    own = (table["norm"] == "model").any()
-    ln = _curves(table, weights="pretrained", variant="SAN", norm="model" if own else "layernorm")
+    ln = _curves(table, weights="pretrained", variant="SAN", norm="model")
     verdict, number = _count(ln, STABLE, "masks keep μ/‖X‖_F")
-    words = "the model's own trained LayerNorm" if own else "LayerNorm without affine (this run has no trained norm)"
     rows.append(Claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
-                      f"pretrained, {words}: μ/‖X‖_F stays away from 0", verdict, number))
+                      "pretrained, the model's own trained LayerNorm (γ, β): μ/‖X‖_F stays away from 0", verdict, number))
     return rows
 
 
@@ -169,7 +167,7 @@ def appendix_g1(fig2_table: pd.DataFrame) -> list[Claim]:
     verdict, number = _count(pure, COLLAPSES, "masks collapse")
     rows.append(Claim("Pure attention collapses under every mask (same trend as 12 layers)", "response, App. G.1",
                       "128 initialized layers, pure attention: late-layer rate of μ/‖X‖_F", verdict, number))
-    for norm, words in (("unit", "the paper's D"), ("layernorm", "LayerNorm without affine")):
+    for norm, words in (("unit", "the paper's D"), ("model", "LayerNorm without affine, as a fresh model has it")):
         verdict, number = _count(_curves(fig2_table, variant="SAN", norm=norm), STABLE, "masks keep μ/‖X‖_F")
         rows.append(Claim("LayerNorm alone prevents collapse (same trend as 12 layers)", "response, App. G.1",
                           f"128 initialized layers, {words}", verdict, number))
@@ -194,11 +192,11 @@ def skip_connections(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict) -> 
     rows.append(Claim("... but make μ unstable in deep layers", "response W1",
                       "deep initialized SAN + skip: growth of ‖X‖_F over the last half of the layers",
                       HOLDS if growth > 10 else FAILS, f"{growth:.3g}×"))
-    ln = _curves(deep, weights="initialized", variant="SAN", norm="layernorm", skip=False)
+    ln = _curves(deep, weights="initialized", variant="SAN", norm="model", skip=False)
     verdict, number = _count(ln, STABLE, "masks keep μ/‖X‖_F")
     rows.append(Claim("LayerNorm alone prevents collapse at initialization", "response W1",
                       f"{found['n_layers_deep']} initialized layers, SAN + LayerNorm", verdict, number))
-    both = _curves(deep, weights="initialized", variant="SAN", norm="layernorm", skip=True)
+    both = _curves(deep, weights="initialized", variant="SAN", norm="model", skip=True)
     verdict, number = _count(both, STABLE, "masks keep μ/‖X‖_F")
     rows.append(Claim("LayerNorm + skip keeps μ away from 0", "response W1",
                       f"{found['n_layers_deep']} initialized layers, SAN + LayerNorm + skip", verdict, number))

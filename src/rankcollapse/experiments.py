@@ -43,8 +43,8 @@ PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")
 WINDOWED_MASKS = ("sliding_window", "causal_sliding_window", "strided", "dilated_window", "global_window")
 WEIGHT_SOURCES = ("initialized", "pretrained")  # where the attention weights come from
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
-TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "numerical_rank", "full_rank", "sigma_min",
-                 "sigma_min_floor", "mean_abs_cosine")
+TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
+                 "sigma_min", "sigma_min_floor", "mean_abs_cosine")  # "exact": 1 where mu is tracked below the floor
 MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
 
 

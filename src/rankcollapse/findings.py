@@ -28,9 +28,9 @@ def fig2(table: pd.DataFrame) -> dict[str, float | int]:
         "ln_complete": value(table, "mu", mask="complete", norm="unit", **init),
         "floor_complete": value(table, "floor", mask="complete", norm="unit", **init),
         "ln_complete_over_floor": over_floor(init, "unit"),
-        "torch_ln_complete_over_floor": over_floor(init, "layernorm"),
+        "model_ln_complete_over_floor": over_floor(init, "model"),
         "pre_ln_complete_over_floor": over_floor(pre, "unit"),
-        "pre_torch_ln_complete": value(table, "mu", mask="complete", norm="layernorm", **pre),
+        "pre_model_ln_complete": value(table, "mu", mask="complete", norm="model", **pre),
     }
 
 
@@ -97,13 +97,13 @@ def skip_connections(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, flo
         return value(deep, "mu", **labels) / value(deep, "floor", **labels)
 
     return {
-        "ln_scale": value(shallow, "norm", variant="SAN", mask="complete", norm="layernorm", skip=True, **pre),
+        "ln_scale": value(shallow, "norm", variant="SAN", mask="complete", norm="model", skip=True, **pre),
         "skip_scale": value(shallow, "norm", variant="SAN", mask="complete", norm="none", skip=True, **pre),
         "full_scale": value(shallow, "norm", variant="full transformer", **pre),
         "deep_pure_over_floor": over_floor("none", False),
-        "deep_ln_over_floor": over_floor("layernorm", False),
+        "deep_ln_over_floor": over_floor("model", False),
         "deep_skip_over_floor": over_floor("none", True),
-        "deep_ln_skip_over_floor": over_floor("layernorm", True),
+        "deep_ln_skip_over_floor": over_floor("model", True),
         "n_layers_deep": int(deep["layer"].max()),
     }
 

@@ -29,7 +29,7 @@ import torch
 FIXED_NORM_NAMES = ("none", "unit", "rms", "layernorm")  # need no weights: the theory systems' norms
 NORM_NAMES = (*FIXED_NORM_NAMES, "model")  # "model": each layer's own trained norm (SAN engine only)
 NORM_LABELS = {"none": "pure attention", "unit": "+ LayerNorm D (unit norm)", "rms": "+ RMSNorm (norm √d)",
-               "layernorm": "+ LayerNorm, no affine (norm ≈ √d)", "model": "+ the model's own norm (trained γ, β)"}
+               "layernorm": "+ LayerNorm, no affine (norm ≈ √d)", "model": "+ the model's own norm (γ, β: trained, or 1, 0 fresh)"}
 NORM_KINDS = ("layernorm", "rms")  # the kinds of a trained norm: centred LayerNorm, or RMSNorm (no centring)
 LAYERNORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default
 

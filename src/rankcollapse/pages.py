@@ -97,11 +97,13 @@ def _run_as_parts(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.S
 
 
 # The pages' fixed choices (reconstructions named in PAPER.md §3 are parameters, not fixed here).
-FIG2 = dict(norms=("none", "unit", "layernorm"))
+# "model": each layer's own norm — the trained γ, β of a pretrained model (Dong et al.'s SAN + LN), and
+# LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a fresh model has it.
+FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))
-FIG4 = dict(norms=("none", "unit", "layernorm"), full_transformer=True, geometry=True)
-SAMPLE_SIZE = dict(norms=("none", "layernorm"))
-SKIP = dict(norms=("none", "layernorm"), skips=(False, True), full_transformer=True)
+FIG4 = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)
+SAMPLE_SIZE = dict(norms=("none", "model"))
+SKIP = dict(norms=("none", "model"), skips=(False, True), full_transformer=True)
 G1 = dict(weights=("initialized",))
 
 _PAPER = {"paper": PAPER_SCALE}

@@ -30,7 +30,7 @@ def _fig2_table(ln_curve: np.ndarray) -> pd.DataFrame:
     for weights in ("initialized", "pretrained"):
         for mask, r in rate.items():
             rows += _rows(weights, mask, "none", 0.5 * np.exp(-r * LAYERS), window.get(mask))
-            for norm in ("unit", "layernorm"):
+            for norm in ("unit", "model"):
                 rows += _rows(weights, mask, norm, ln_curve, window.get(mask))
     return pd.DataFrame(rows)
 
