@@ -23,10 +23,11 @@ def test_theorem1_page(repo_root, tmp_path, figure_dir):
     assert glued["thm1_radius_causal_sliding_window"] == 7
     assert glued["thm1_radius_global_window"] == 1
     # dilation 2 splits the tokens by parity: no center node, reported and still simulated
-    assert glued["thm1_radius_dilated_window"] == -1 and "dilated_window" in glued["thm1_not_applicable"]
+    assert glued["thm1_radius_dilated_window"] == "none" and "dilated_window" in glued["thm1_not_applicable"]
     assert glued["thm1_rate_dilated_window"] < glued["thm1_rate_sliding_window"]
     assert glued["thm1_linear_rate_causal"] == pytest.approx(math.log(2), rel=1e-3)
     assert glued["thm1_sweep_rate_wide"] > glued["thm1_sweep_rate_narrow"]
+    assert glued["thm1_uni_vs_bi"] in ("faster", "slower")
     assert (figure_dir / "fig-theorem1-masks.png").is_file() and (figure_dir / "fig-theorem1-rates.svg").is_file()
 
 
@@ -37,7 +38,8 @@ def test_theorem2_page(repo_root, tmp_path, figure_dir):
     })
     assert glued["thm2_rate_causal"] > 0.3
     assert glued["thm2_alive_causal_orthogonal"] == 0.0
-    assert glued["thm2_contrast_d"] == 2
+    assert glued["thm2_contrast_d"] == 2 and glued["thm2_contrast_layers"] == 200
+    assert glued["thm2_other_norms"].startswith("LayerNorm without affine")
     assert (figure_dir / "fig-theorem2-random.pdf").is_file()
 
 
