@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from rankcollapse import counterexample as ce
-from rankcollapse import theory
+from rankcollapse import setup_pages, theory
 from rankcollapse import theory_layernorm as layernorm
 from rankcollapse.runner import page_parameters
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {
-    theory.SetupConfig: "book/setup.md",
-    theory.DataConfig: "book/data.md",
+    setup_pages.SetupConfig: "book/setup.md",
+    setup_pages.DataConfig: "book/data.md",
     theory.Theorem1Config: "book/theory/theorem1.md",
     theory.Theorem2Config: "book/theory/theorem2.md",
     layernorm.CounterexampleConfig: "book/theory/counterexample.md",
@@ -38,9 +38,9 @@ def test_config_defaults_are_the_page_parameters(config_class):
 
 
 BAD = [
-    (theory.SetupConfig, {"window": 16}, "window must be an integer in \\[1, 15\\]"),
-    (theory.SetupConfig, {"table_windows": []}, "table_windows must be a non-empty list"),
-    (theory.DataConfig, {"model_specs": ["pkg:bert"]}, "model_specs must be a non-empty tuple of distinct values"),
+    (setup_pages.SetupConfig, {"window": 16}, "window must be an integer in \\[1, 15\\]"),
+    (setup_pages.SetupConfig, {"table_windows": []}, "table_windows must be a non-empty list"),
+    (setup_pages.DataConfig, {"model_specs": ["pkg:bert"]}, "model_specs must be a non-empty tuple of distinct values"),
     (theory.Theorem1Config, {"dtype": "float16"}, "dtype must be one of 'float64', 'float32'"),
     (theory.Theorem1Config, {"temperature": 0.0}, "temperature must be a finite number > 0"),
     (theory.Theorem1Config, {"value_weights": "haar"}, "value_weights must be one of"),
@@ -78,7 +78,7 @@ def test_log10_bound_rate_survives_underflow():
 
 
 def test_setup_radius_table():
-    result = theory.setup(theory.SetupConfig(n_tokens=9, window=2, table_n_tokens=(8, 9), table_windows=(1, 2)))
+    result = setup_pages.setup(setup_pages.SetupConfig(n_tokens=9, window=2, table_n_tokens=(8, 9), table_windows=(1, 2)))
     assert result.numbers["setup_radius_uni"] == 4 and result.numbers["setup_radius_sliding"] == 2
     assert result.radii.loc[9, ("uni-directional window", 1)] == 8
 
