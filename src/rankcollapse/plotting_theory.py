@@ -207,10 +207,10 @@ def circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points:
         ax.plot(paths[k, :, 0], paths[k, :, 1], color="C1" if bool(reaches_B[k]) else "C0", lw=0.8, marker=".", ms=4)
         ax.plot(paths[k, 0, 0], paths[k, 0, 1], marker="s", color="black", ms=4)
     for name, p in points.items():
-        hollow = name.startswith("U")
-        ax.plot(float(p[0]), float(p[1]), marker="o", ms=7, color="black", mfc="white" if hollow else "black")
-        ax.annotate(name, (float(p[0]), float(p[1])), xytext=(7, 4), textcoords="offset points", fontsize=11,
-                    weight="bold")
+        x, y = float(p[0]), float(p[1])
+        ax.plot(x, y, marker="o", ms=7, color="black", mfc="white" if name.startswith("U") else "black", zorder=4)
+        ax.annotate(name, (x, y), xytext=(16 * x, 16 * y), textcoords="offset points", fontsize=11, weight="bold",
+                    ha="center", va="center", zorder=5)  # outward from the circle
     ax.set_aspect("equal")
     ax.set_xlim(-1.4, 1.4)
     ax.set_ylim(-1.4, 1.4)
@@ -235,7 +235,7 @@ def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor, p
     right.plot(normed[0, :, 0, 0], normed[0, :, 0, 1], color="C3", lw=1.2, marker="o", ms=3, label="token 1")
     right.set_title("with LayerNorm", fontsize=11)
     right.set_xlabel("$x_1$")
-    right.legend(fontsize=SMALL, loc="upper left")
+    right.legend(fontsize=SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -278,9 +278,9 @@ def rotation_figure(paths: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[
     return fig
 
 
-def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor) -> Figure:
+def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, floor: float) -> Figure:
     """Left: the final rank's distribution with Wilson intervals; right: the median size of the last update
-    per final rank (exponential convergence to an equilibrium).
+    per final rank (exponential convergence to an equilibrium) down to the rounding ``floor`` (shaded).
 
     Shapes: ``fractions`` indexed by rank; steps ``[sample, layer]``; final_ranks ``[sample]`` (-1: unsettled).
     """
@@ -294,6 +294,7 @@ def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor) -> 
         if group.shape[0]:
             right.plot(t, group.median(dim=0).values.clamp(min=1e-17), color=f"C{k - 1}", lw=2, label=f"rank {k}")
     layer_log_axes(right, r"$\Vert X^{(t)} - X^{(t-1)} \Vert_F$")
+    plotting.draw_floor(right, floor)
     right.legend(fontsize=SMALL)
     fig.tight_layout()
     return fig

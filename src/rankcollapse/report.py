@@ -17,13 +17,17 @@ _PATHS = {"setup": "book/setup.md", "data": "book/data.md", "theorem1": "book/th
           "equilibria": "book/theory/equilibria.md"}
 
 
+def _lists(value: object) -> object:
+    """A config's tuples as the parameters cell's lists (nested too)."""
+    return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
 def rerun_block(name: str, parameters: Mapping[str, object] | object, seconds: float | None = None,
                 hardware: str | None = None) -> str:
     """Markdown: the command that re-runs this page with its non-default parameters, and its time."""
     values = asdict(parameters) if is_dataclass(parameters) else dict(parameters)
     defaults = page_parameters(book_root() / _PATHS[name])
-    changed = {k: v for k, v in values.items() if k in defaults and defaults[k] != v
-               and not (isinstance(v, tuple) and list(v) == defaults[k])}
+    changed = {k: v for k, v in values.items() if k in defaults and defaults[k] != _lists(v)}
     command = " ".join(["rankcollapse run", name, *(f"-p {k} {shlex.quote(repr(v))}" for k, v in changed.items())])
     lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
     if seconds is not None:

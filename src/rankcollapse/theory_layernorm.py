@@ -115,9 +115,9 @@ class CounterexampleResult:
     numbers: dict[str, object]  # glued values
 
     def points(self) -> dict[str, Tensor]:
-        """The named points of the circle picture: A, -A, B and U.  Shapes: each ``[2]``."""
+        """The named points of the circle picture: A, -A, B and U (unstable: drawn hollow).  Shapes: each ``[2]``."""
         B, U = (torch.tensor(q.point, dtype=torch.float64) for q in (self.B, self.U))
-        return {"A": self.v1, "−A": -self.v1, "B": B, "U (unstable)": U}
+        return {"A": self.v1, "−A": -self.v1, "B": B, "U": U}
 
     def rotated_points(self) -> dict[str, Tensor]:
         """A Z and B Z, the limits of the rotated picture.  Shapes: each ``[2]``."""
@@ -143,7 +143,8 @@ def counterexample_page(config: CounterexampleConfig) -> CounterexampleResult:
     rows = []
     for q in fixed:
         X = torch.stack([v1, torch.tensor(q.point, dtype=torch.float64)])[None]  # [1, token, 2]
-        rows.append({"x": q.point[0], "y": q.point[1], "lambda": q.scale, "multiplier": q.multiplier,
+        near_A = abs(q.point[0] * float(v1[0]) + q.point[1] * float(v1[1])) > 1 - 1e-9
+        rows.append({"point": "A" if near_A else ("B" if q.stable else "U"), "x": q.point[0], "y": q.point[1], "lambda": q.scale, "multiplier": q.multiplier,
                      "finite difference": ce.numerical_multiplier(W, v1, q.angle), "stable": q.stable,
                      "one-layer residual": float((ce.pair_map(X, W) - X).abs().max())})
     B = point_B(fixed, v1)
@@ -180,7 +181,7 @@ def counterexample_page(config: CounterexampleConfig) -> CounterexampleResult:
         "ce_max_multiplier_error": max(abs(r["finite difference"] - r["multiplier"]) / max(1.0, abs(r["multiplier"]))
                                        for r in rows),
     }
-    return CounterexampleResult(v1, pd.DataFrame(rows), B, U, plain, normed, ends_at_B, start_arc, angles, basin,
+    return CounterexampleResult(v1, pd.DataFrame(rows).set_index("point"), B, U, plain, normed, ends_at_B, start_arc, angles, basin,
                                 strip, (U.angle, angle_minus_A), estimate, Z, rotated, numbers)
 
 
@@ -203,8 +204,8 @@ class EquilibriaConfig:
     fixed_point_tol: float = 1e-12  # tolerance of the fixed-point check
     sweep_d_models: tuple[int, ...] = (2, 3, 4)  # widths d of the threshold sweep
     sweep_factors: tuple[float, ...] = (0.8, 0.9, 0.95, 1.05, 1.25, 1.5, 2.0)  # c / c* of the threshold sweep
-    sweep_samples: int = 1000  # random initial X(0) per point of the sweep
-    sweep_layers: int = 400  # depth of the sweep (slow near the threshold)
+    sweep_samples: int = 500  # random initial X(0) per point of the sweep
+    sweep_layers: int = 300  # depth of the sweep (convergence is slow near the threshold)
 
     def __post_init__(self) -> None:
         _tuples(self, "sweep_d_models", "sweep_factors")
@@ -232,6 +233,7 @@ class EquilibriaResult:
     """Everything the equilibria page shows.  Shapes: ``steps`` ``[sample, layer]``, ``final_ranks`` ``[sample]``."""
 
     threshold: float  # c* = sqrt(a (2 - a) / (d - 1)) at the page's d and a
+    step_floor: float  # rounding floor of an update: eps(float64) * ||X||_F with unit tokens
     equilibria: pd.DataFrame  # per constructed equilibrium: rank, residual, rank and distance after a kick
     fractions: pd.DataFrame  # per rank: fraction of settled random starts, Wilson interval
     steps: Tensor  # ||X(t) - X(t-1)||_F per sample and layer
@@ -291,15 +293,14 @@ def equilibria_page(config: EquilibriaConfig) -> EquilibriaResult:
         "eq_a": config.a, "eq_c": config.c, "eq_n_tokens": config.n_tokens, "eq_n_samples": config.n_samples,
         "eq_n_layers": config.n_layers, "eq_max_rank": max_rank, "eq_perturbation": config.perturbation,
         "eq_max_residual": max(r["one-layer residual"] for r in rows), "eq_n_unsettled": config.n_samples - settled,
-        "eq_old_threshold": math.sqrt(config.a * (2 - config.a)),
         "eq_sweep_max_below": float(below["fraction"].max()), "eq_sweep_samples": config.sweep_samples,
         "eq_sweep_min_above": float(above[above["c / c*"] == above["c / c*"].max()]["fraction"].min()),
         "eq_sweep_layers": config.sweep_layers, "eq_sweep_factor_low": float(below["c / c*"].max()),
-        "eq_sweep_factor_high": float(above["c / c*"].min()),
     }
     for k, row in fractions.iterrows():
         numbers[f"eq_fraction_rank{k}"], numbers[f"eq_low_rank{k}"] = float(row["fraction"]), float(row["low"])
     numbers["eq_fraction_full"], numbers["eq_low_full"] = numbers[f"eq_fraction_rank{max_rank}"], numbers[
         f"eq_low_rank{max_rank}"]
-    return EquilibriaResult(numbers["eq_threshold"], pd.DataFrame(rows).set_index("rank"), fractions, steps,
+    step_floor = float(metrics.rounding_floor(math.sqrt(config.n_tokens), torch.float64))
+    return EquilibriaResult(numbers["eq_threshold"], step_floor, pd.DataFrame(rows).set_index("rank"), fractions, steps,
                             final_ranks, sweep, numbers)

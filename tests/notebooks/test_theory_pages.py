@@ -58,9 +58,12 @@ def test_counterexample_page(repo_root, tmp_path, figure_dir):
 
 
 def test_equilibria_page(repo_root, tmp_path, figure_dir):
-    glued = _run(repo_root, tmp_path, "equilibria.md", {"n_samples": 600, "n_layers": 60})
+    glued = _run(repo_root, tmp_path, "equilibria.md", {"n_samples": 600, "n_layers": 60, "sweep_factors": [0.9, 1.5],
+                                                        "sweep_samples": 200, "sweep_layers": 200})
     assert glued["eq_max_rank"] == 3
     assert glued["eq_max_residual"] < 1e-12
     assert all(glued[f"eq_low_rank{k}"] > 0 for k in (1, 2, 3))
     assert sum(glued[f"eq_fraction_rank{k}"] for k in (1, 2, 3)) == pytest.approx(1.0)
-    assert (figure_dir / "fig-equilibria-ranks.png").is_file()
+    assert glued["eq_threshold"] == pytest.approx(math.sqrt(0.2 * 1.8 / 2))  # c* at d = 3, a = 0.2
+    assert glued["eq_sweep_max_below"] == 0 and glued["eq_sweep_min_above"] > 0
+    assert (figure_dir / "fig-equilibria-ranks.png").is_file() and (figure_dir / "fig-equilibria-threshold.svg").is_file()
