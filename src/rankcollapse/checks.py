@@ -49,3 +49,19 @@ def check_temperature(name: str, value: object, allow_none: bool = False) -> Non
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
         what = "a finite number > 0" + (" or None (the layer's own scaling)" if allow_none else "")
         raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
+def check_number(name: str, value: object, low: float, high: float, *, open_low: bool = False,
+                 open_high: bool = False) -> None:
+    """A finite real number (int or float, not a bool) in the interval from ``low`` to ``high``.
+
+    >>> check_number("a", 1.0, 0.0, 1.0, open_low=True, open_high=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: a must be a number in (0.0, 1.0), got 1.0
+    """
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (low < value if open_low else low <= value) and (value < high if open_high else value <= high)
+    if not ok:
+        interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
+        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")

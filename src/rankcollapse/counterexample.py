@@ -9,7 +9,9 @@ is our instance. Token 1 -> (0, 1); token 2 -> B ~ (-0.2585, -0.9660) from an op
 
 Equilibria of every rank: the star mask (token 1 attends to itself, every other token to token 1 and
 itself) with ``W_V = [[a I_{d-1}, c 1], [0, 1]]`` (0 < a < 1); each token plays the 2-D picture in its
-own plane span(e_k, e_d). Used by ``book/theory/counterexample.md`` and ``book/theory/equilibria.md``.
+own plane span(u, e_d), u the direction of its first d - 1 coordinates; uncollapsed equilibria exist
+exactly when ``c > sqrt(a (2 - a) / (d - 1))`` (:func:`every_rank_threshold`).
+Used by ``book/theory/counterexample.md`` and ``book/theory/equilibria.md`` (via :mod:`rankcollapse.theory_layernorm`).
 """
 
 from __future__ import annotations
@@ -213,25 +215,65 @@ def every_rank_value_matrix(d_model: int, a: float, c: float) -> Tensor:
     return W
 
 
+def every_rank_threshold(d_model: int, a: float) -> float:
+    """The coupling ``c*`` above which the star-mask LayerNorm dynamics has uncollapsed equilibria.
+
+    A token ``x = (y, beta)`` keeps the direction ``u`` of ``y``; in the plane span(u, e_d) it plays the
+    2-D picture with ``W = [[a, c 1^T u], [0, 1]]``, which has the fixed points off e_d exactly when the line
+    ``c (1^T u) p + (1 - a) q = -1`` meets the unit circle: ``(c 1^T u)^2 + (1 - a)^2 > 1``. Since
+    ``max_u 1^T u = sqrt(d - 1)`` (at ``u = 1 / sqrt(d - 1)``), some direction (an open set of them) keeps
+    a token apart exactly when ``c > c* = sqrt(a (2 - a) / (d - 1))``; below it every start collapses.
+
+    >>> round(every_rank_threshold(3, 0.2), 4)
+    0.4243
+    """
+    if d_model < 2 or not 0 < a < 1:
+        raise ValueError(f"d_model={d_model} must be >= 2 and a={a} must lie in (0, 1)")
+    return math.sqrt(a * (2 - a) / (d_model - 1))
+
+
+def _plane_directions(d_model: int, a: float, c: float, count: int) -> Tensor:
+    """``count`` independent unit directions u in R^{d-1} with ``(c 1^T u)^2 + (1 - a)^2 > 1``:
+    the axes e_k when c allows it, else ``normalize(e_k + lam 1)`` with the smallest working lam.
+
+    Shapes: -> ``[count, d_model - 1]``.
+    """
+    need = math.sqrt(a * (2 - a)) * (1 + 1e-3) / abs(c)  # 1^T u must exceed this
+    eye = torch.eye(d_model - 1, dtype=torch.float64)[:count]  # [count, d - 1]
+    for lam in [0.0] + [2.0**k for k in range(-6, 21)]:
+        u = eye + lam
+        u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)  # [count, d - 1]
+        if float(u.sum(dim=-1).min()) > need:
+            return u
+    raise ValueError(f"c={c} is too close to the threshold {every_rank_threshold(d_model, a):.6f} to place "
+                     f"equilibria; choose c further above it")
+
+
 def every_rank_equilibria(n_tokens: int, d_model: int, a: float, c: float) -> list[Tensor]:
     """One equilibrium of each rank 1..min(n_tokens, d_model) of the star-mask LayerNorm dynamics.
 
     Token 1 sits at e_d; for rank r, tokens 2..r sit at the stable point B of the 2-D picture in the
-    planes span(e_k, e_d), k = 1..r-1, and the remaining tokens at e_d.
+    planes span(u_k, e_d) of r - 1 independent directions u_k (the axes e_k when
+    ``c^2 + (1 - a)^2 > 1``), and the remaining tokens at e_d. Needs ``c > every_rank_threshold``.
 
     Shapes: -> list of ``[token, d_model]``.
     """
-    plane = torch.tensor([[a, c], [0.0, 1.0]], dtype=torch.float64)
-    stable = [q for q in token2_fixed_points(plane, torch.tensor([0.0, 1.0])) if q.stable and abs(q.point[0]) > 1e-9]
-    if not stable:
-        raise ValueError(f"a={a}, c={c} give no second stable point; choose c^2 + (1 - a)^2 > 1")
-    b1, b2 = stable[0].point
+    threshold = every_rank_threshold(d_model, a)
+    if not abs(c) > threshold:
+        raise ValueError(f"a={a}, c={c} give no second stable point in any plane; choose |c| > "
+                         f"sqrt(a (2 - a) / (d_model - 1)) = {threshold:.4f}")
+    max_rank = min(n_tokens, d_model)
+    directions = _plane_directions(d_model, a, c, max(1, max_rank - 1))  # [rank - 1, d - 1]
     equilibria = []
-    for rank in range(1, min(n_tokens, d_model) + 1):
+    for rank in range(1, max_rank + 1):
         X = torch.zeros(n_tokens, d_model, dtype=torch.float64)
         X[:, -1] = 1.0
         for k in range(rank - 1):
-            X[k + 1, k], X[k + 1, -1] = b1, b2
+            u = directions[k]  # [d - 1]
+            plane = torch.tensor([[a, c * float(u.sum())], [0.0, 1.0]], dtype=torch.float64)
+            B = next(q for q in token2_fixed_points(plane, torch.tensor([0.0, 1.0])) if q.stable
+                     and abs(q.point[0]) > 1e-9)
+            X[k + 1, :-1], X[k + 1, -1] = B.point[0] * u, B.point[1]
         equilibria.append(X)
     return equilibria
 

@@ -200,6 +200,15 @@ def shown_banner(name: str, parameters: Mapping[str, object], results: Mapping[s
             f"the cell's parameters.")
 
 
+def _lists(value: object) -> object:
+    """A config's tuples as the parameters cell's lists (nested too).
+
+    >>> _lists(((0.5, 2.0), (0.0, 1.0)))
+    [[0.5, 2.0], [0.0, 1.0]]
+    """
+    return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
 def rerun_block(name: str, parameters: Mapping[str, object] | object, seconds: float | None = None,
                 hardware: str | None = None) -> str:
     """Markdown: the command that re-runs this page with these parameters, its expected time, the paper
@@ -212,7 +221,7 @@ def rerun_block(name: str, parameters: Mapping[str, object] | object, seconds: f
     entry = pages.page(name)
     values = asdict(parameters) if is_dataclass(parameters) else dict(parameters)
     defaults = page_parameters(entry.path(book_root()))
-    changed = {k: v for k, v in values.items() if k in defaults and defaults[k] != v}
+    changed = {k: _lists(v) for k, v in values.items() if k in defaults and defaults[k] != _lists(v)}
     command = " ".join(["rankcollapse run", name, *(f"-p {k} {shlex.quote(repr(v))}" for k, v in changed.items())])
     lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
     if seconds is not None:

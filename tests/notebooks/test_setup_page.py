@@ -17,7 +17,7 @@ def test_setup_page_at_small_parameters(repo_root, tmp_path, figure_dir):
     assert glued["setup_n_tokens"] == 9
     assert glued["setup_radius_uni"] == 4  # ceil(8 / 2)
     assert glued["setup_radius_sliding"] == 2  # ceil(4 / 2)
-    assert glued["setup_radius_128_w1"] == 8  # the table's largest N is now 9: ceil(8 / 1)
+    assert glued["setup_radius_nmax_wmin"] == 8  # the table's largest N is now 9: ceil(8 / 1)
     assert (figure_dir / "fig-setup-masks.png").is_file()
 
 

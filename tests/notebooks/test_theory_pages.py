@@ -23,10 +23,11 @@ def test_theorem1_page(repo_root, tmp_path, figure_dir):
     assert glued["thm1_radius_causal_sliding_window"] == 7
     assert glued["thm1_radius_global_window"] == 1
     # dilation 2 splits the tokens by parity: no center node, reported and still simulated
-    assert glued["thm1_radius_dilated_window"] == -1 and "dilated_window" in glued["thm1_not_applicable"]
+    assert glued["thm1_radius_dilated_window"] == "none" and "dilated_window" in glued["thm1_not_applicable"]
     assert glued["thm1_rate_dilated_window"] < glued["thm1_rate_sliding_window"]
     assert glued["thm1_linear_rate_causal"] == pytest.approx(math.log(2), rel=1e-3)
     assert glued["thm1_sweep_rate_wide"] > glued["thm1_sweep_rate_narrow"]
+    assert glued["thm1_uni_vs_bi"] in ("faster", "slower")
     assert (figure_dir / "fig-theorem1-masks.png").is_file() and (figure_dir / "fig-theorem1-rates.svg").is_file()
 
 
@@ -37,7 +38,8 @@ def test_theorem2_page(repo_root, tmp_path, figure_dir):
     })
     assert glued["thm2_rate_causal"] > 0.3
     assert glued["thm2_alive_causal_orthogonal"] == 0.0
-    assert glued["thm2_contrast_d"] == 2
+    assert glued["thm2_contrast_d"] == 2 and glued["thm2_contrast_layers"] == 200
+    assert glued["thm2_other_norms"].startswith("LayerNorm without affine")
     assert (figure_dir / "fig-theorem2-random.pdf").is_file()
 
 
@@ -56,9 +58,12 @@ def test_counterexample_page(repo_root, tmp_path, figure_dir):
 
 
 def test_equilibria_page(repo_root, tmp_path, figure_dir):
-    glued = _run(repo_root, tmp_path, "equilibria.md", {"n_samples": 600, "n_layers": 60})
+    glued = _run(repo_root, tmp_path, "equilibria.md", {"n_samples": 600, "n_layers": 60, "sweep_factors": [0.9, 1.5],
+                                                        "sweep_samples": 200, "sweep_layers": 200})
     assert glued["eq_max_rank"] == 3
     assert glued["eq_max_residual"] < 1e-12
     assert all(glued[f"eq_low_rank{k}"] > 0 for k in (1, 2, 3))
     assert sum(glued[f"eq_fraction_rank{k}"] for k in (1, 2, 3)) == pytest.approx(1.0)
-    assert (figure_dir / "fig-equilibria-ranks.png").is_file()
+    assert glued["eq_threshold"] == pytest.approx(math.sqrt(0.2 * 1.8 / 2))  # c* at d = 3, a = 0.2
+    assert glued["eq_sweep_max_below"] == 0 and glued["eq_sweep_min_above"] > 0
+    assert (figure_dir / "fig-equilibria-ranks.png").is_file() and (figure_dir / "fig-equilibria-threshold.svg").is_file()
