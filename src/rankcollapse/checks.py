@@ -65,3 +65,27 @@ def check_number(name: str, value: object, low: float, high: float, *, open_low:
     if not ok:
         interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
         raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
+
+
+def freeze_lists(config: object, *names: str) -> None:
+    """Lists from a page's parameters cell become tuples (hashable, frozen)."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, list):
+            object.__setattr__(config, name, tuple(value))
+
+
+def check_ints(name: str, values: object, low: int, high: int) -> None:
+    """A non-empty tuple of distinct integers in ``[low, high]``."""
+    if not isinstance(values, tuple) or not values or len(set(values)) != len(values):
+        raise ValueError(f"{name} must be a non-empty list of distinct integers in [{low}, {high}], got {values!r}")
+    for value in values:
+        check_int(f"every entry of {name}", value, low, high)
+
+
+def check_numbers(name: str, values: object, low: float, high: float) -> None:
+    """A non-empty tuple of distinct numbers in ``(low, high]``."""
+    if not isinstance(values, tuple) or not values or len(set(values)) != len(values):
+        raise ValueError(f"{name} must be a non-empty list of distinct numbers in ({low}, {high}], got {values!r}")
+    for value in values:
+        check_number(f"every entry of {name}", value, low, high, open_low=True)

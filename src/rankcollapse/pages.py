@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rankcollapse import experiments
+from rankcollapse import experiments, setup_pages, theory, theory_layernorm
 from rankcollapse.checks import check_int
 from rankcollapse.experiments import Run
 
@@ -52,6 +52,13 @@ def _experiment(fixed: dict, **extra_fixed) -> Callable[[dict], dict[str, Run]]:
     def configure(parameters: dict) -> dict[str, Run]:
         own = {k: v for k, v in parameters.items() if k not in PAGE_ONLY}
         return {"main": Run(experiments.experiment_config(own, **fixed, **extra_fixed))}
+    return configure
+
+
+def _own_config(config_class: type) -> Callable[[dict], dict[str, object]]:
+    """``configure`` of a page that computes in its own module: its config dataclass checks every parameter."""
+    def configure(parameters: dict) -> dict[str, object]:
+        return {"main": config_class(**parameters)}
     return configure
 
 
@@ -109,12 +116,16 @@ G1 = dict(weights=("initialized",))
 _PAPER = {"paper": PAPER_SCALE}
 _E = dict(compute=_run_all)
 PAGES: dict[str, Page] = {p.name: p for p in (
-    Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ"),
-    Page("data", "book/data.md", "The text samples"),
-    Page("theorem1", "book/theory/theorem1.md", "Theorem 1: pure masked attention collapses"),
-    Page("theorem2", "book/theory/theorem2.md", "Theorem 2: LayerNorm with orthogonal values still collapses"),
-    Page("counterexample", "book/theory/counterexample.md", "Fig. 1: the counterexample"),
-    Page("equilibria", "book/theory/equilibria.md", "Equilibria of every rank"),
+    Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ", _own_config(setup_pages.SetupConfig)),
+    Page("data", "book/data.md", "The text samples", _own_config(setup_pages.DataConfig)),
+    Page("theorem1", "book/theory/theorem1.md", "Theorem 1: pure masked attention collapses",
+         _own_config(theory.Theorem1Config)),
+    Page("theorem2", "book/theory/theorem2.md", "Theorem 2: LayerNorm with orthogonal values still collapses",
+         _own_config(theory.Theorem2Config)),
+    Page("counterexample", "book/theory/counterexample.md", "Fig. 1: the counterexample",
+         _own_config(theory_layernorm.CounterexampleConfig)),
+    Page("equilibria", "book/theory/equilibria.md", "Equilibria of every rank",
+         _own_config(theory_layernorm.EquilibriaConfig)),
     Page("fig2", "book/experiments/fig2.md", "Fig. 2: masks and LayerNorm", _experiment(FIG2), fixed=FIG2,
          profiles=_PAPER, **_E),
     Page("fig3", "book/experiments/fig3.md", "Fig. 3: temperature", _experiment(FIG3), fixed=FIG3,

@@ -147,9 +147,10 @@ def glue_geometry_figure(result: StoredResult, stem: str) -> None:
 
 
 def glue_values(prefix: str, values: Mapping[str, object]) -> None:
-    """Glue each value under ``<prefix>_<name>`` (numbers as float/int, words as str), not displayed."""
+    """Glue each value under ``<prefix>_<name>`` (or ``<name>`` when ``prefix`` is empty; numbers as
+    float/int, words as str), not displayed."""
     for name, v in values.items():
-        glue(f"{prefix}_{name}", v, display=False)
+        glue(f"{prefix}_{name}" if prefix else name, v, display=False)
 
 
 def glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:

@@ -15,7 +15,8 @@ from torch import Tensor
 
 from rankcollapse import masks
 from rankcollapse.checks import check_choices, check_int
-from rankcollapse.theory import MAX_SEED, MAX_TOKENS, PAPER_MASKS, _check_ints, _tuples
+from rankcollapse.checks import check_ints, freeze_lists
+from rankcollapse.theory import MAX_SEED, MAX_TOKENS, PAPER_MASKS
 
 
 # ---------------------------------------------------------------- setup page
@@ -31,11 +32,11 @@ class SetupConfig:
     table_windows: tuple[int, ...] = (1, 2, 4, 8)  # w values of the radius table
 
     def __post_init__(self) -> None:
-        _tuples(self, "table_n_tokens", "table_windows")
+        freeze_lists(self, "table_n_tokens", "table_windows")
         check_int("n_tokens", self.n_tokens, 2, 64)
         check_int("window", self.window, 1, self.n_tokens - 1)
-        _check_ints("table_n_tokens", self.table_n_tokens, 2, MAX_TOKENS)
-        _check_ints("table_windows", self.table_windows, 1, MAX_TOKENS - 1)
+        check_ints("table_n_tokens", self.table_n_tokens, 2, MAX_TOKENS)
+        check_ints("table_windows", self.table_windows, 1, MAX_TOKENS - 1)
         if min(self.table_windows) >= max(self.table_n_tokens):
             raise ValueError(f"table_windows must hold a window below max(table_n_tokens) = "
                              f"{max(self.table_n_tokens)}, got {self.table_windows!r}")
@@ -92,7 +93,7 @@ class DataConfig:
     # (the first also draws the example sample and must be installed; the others' counts may be stored)
 
     def __post_init__(self) -> None:
-        _tuples(self, "model_specs")
+        freeze_lists(self, "model_specs")
         check_int("n_tokens", self.n_tokens, 2, 4096)
         check_int("seed", self.seed, 0, MAX_SEED)
         check_choices("model_specs", self.model_specs, ("pkg:minilm", "pkg:mpnet", "pkg:smollm2", "pkg:gemma3"))

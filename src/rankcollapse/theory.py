@@ -7,7 +7,7 @@ registry builds it from a reader's parameters before running the page. Each page
 (``theorem1(config) -> Theorem1Result``) and shows the tables, curves and ``numbers`` (the values its
 prose glues) of the result. The LayerNorm counterexample and the equilibria live in
 :mod:`rankcollapse.theory_layernorm`, the setup and data pages in :mod:`rankcollapse.setup_pages`; the
-helpers every page uses (:func:`page_config`, :func:`glue_values`, :func:`timed`) are here.
+helpers every page uses (:func:`page_config`, :func:`timed`) are here.
 
 Used by: ``book/theory/theorem1.md``, ``book/theory/theorem2.md`` and the modules above.
 """
@@ -24,7 +24,8 @@ import torch
 from torch import Tensor
 
 from rankcollapse import counterexample, masks, metrics
-from rankcollapse.checks import check_choice, check_choices, check_int, check_number, check_temperature
+from rankcollapse.checks import (check_choice, check_choices, check_int, check_ints, check_number, check_numbers,
+                                 check_temperature, freeze_lists)
 from rankcollapse.dynamics import WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig, fit_decay_rate
 from rankcollapse.dynamics import linear_rate, run_system, sample_system, summarize_collapse, theorem1_bound
 
@@ -45,38 +46,6 @@ def page_config(config_class: type, values: Mapping[str, object]):
     (1, 2)
     """
     return config_class(**{f.name: values[f.name] for f in fields(config_class)})
-
-
-def glue_values(numbers: Mapping[str, object]) -> None:
-    """Glue every value of a result's ``numbers`` for ``{glue:text}`` (not displayed)."""
-    from myst_nb import glue
-
-    for key, value in numbers.items():
-        glue(key, value, display=False)
-
-
-def _tuples(config: object, *names: str) -> None:
-    """Lists from a page's parameters cell become tuples (hashable, frozen)."""
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, list):
-            object.__setattr__(config, name, tuple(value))
-
-
-def _check_ints(name: str, values: object, low: int, high: int) -> None:
-    """A non-empty tuple of distinct integers in ``[low, high]``."""
-    if not isinstance(values, tuple) or not values or len(set(values)) != len(values):
-        raise ValueError(f"{name} must be a non-empty list of distinct integers in [{low}, {high}], got {values!r}")
-    for value in values:
-        check_int(f"every entry of {name}", value, low, high)
-
-
-def _check_numbers(name: str, values: object, low: float, high: float) -> None:
-    """A non-empty tuple of distinct numbers in ``(low, high]``."""
-    if not isinstance(values, tuple) or not values or len(set(values)) != len(values):
-        raise ValueError(f"{name} must be a non-empty list of distinct numbers in ({low}, {high}], got {values!r}")
-    for value in values:
-        check_number(f"every entry of {name}", value, low, high, open_low=True)
 
 
 def _check_system(config: object) -> None:
@@ -144,7 +113,7 @@ class Theorem1Config:
     y_min: float = 1e-40  # lower edge of the log axes (the exact track goes further)
 
     def __post_init__(self) -> None:
-        _tuples(self, "paper_masks", "zoo_masks", "sweep_windows", "temperatures")
+        freeze_lists(self, "paper_masks", "zoo_masks", "sweep_windows", "temperatures")
         _check_system(self)
         check_temperature("temperature", self.temperature)
         check_choice("qk_weights", self.qk_weights, WEIGHT_LAWS)
@@ -155,10 +124,10 @@ class Theorem1Config:
         check_int("mask_seed", self.mask_seed, 0, MAX_SEED)
         check_choices("paper_masks", self.paper_masks, masks.MASK_NAMES)
         check_choices("zoo_masks", self.zoo_masks, masks.MASK_NAMES)
-        _check_ints("sweep_windows", self.sweep_windows, 1, self.n_tokens - 1)
+        check_ints("sweep_windows", self.sweep_windows, 1, self.n_tokens - 1)
         if len(self.sweep_windows) < 2:
             raise ValueError(f"sweep_windows must hold at least 2 windows, got {self.sweep_windows!r}")
-        _check_numbers("temperatures", self.temperatures, 0.0, math.inf)
+        check_numbers("temperatures", self.temperatures, 0.0, math.inf)
         check_number("y_min", self.y_min, 0.0, 1.0, open_low=True, open_high=True)
 
     def system(self, **changes: object) -> SystemConfig:
@@ -298,7 +267,7 @@ class Theorem2Config:
     collapse_tol: float = 1e-8  # mu(X) at the last layer below this (or 100 rounding floors) counts as collapsed
 
     def __post_init__(self) -> None:
-        _tuples(self, "norms", "masks_shown", "contrast_masks")
+        freeze_lists(self, "norms", "masks_shown", "contrast_masks")
         _check_system(self)
         check_temperature("temperature", self.temperature)
         check_choice("qk_weights", self.qk_weights, WEIGHT_LAWS)

@@ -18,7 +18,8 @@ from rankcollapse import counterexample as ce
 from rankcollapse import metrics
 from rankcollapse.checks import check_choice, check_int, check_number
 from rankcollapse.dynamics import Trajectory
-from rankcollapse.theory import MAX_LAYERS, MAX_SAMPLES, MAX_SEED, _check_ints, _check_numbers, _tuples
+from rankcollapse.checks import check_ints, check_numbers, freeze_lists
+from rankcollapse.theory import MAX_LAYERS, MAX_SAMPLES, MAX_SEED
 
 
 def rotation_matrix(angle: float) -> Tensor:
@@ -60,7 +61,7 @@ class CounterexampleConfig:
     def __post_init__(self) -> None:
         if isinstance(self.W_V, list):
             object.__setattr__(self, "W_V", tuple(tuple(row) if isinstance(row, list) else row for row in self.W_V))
-        _tuples(self, "starts_token2")
+        freeze_lists(self, "starts_token2")
         W = self.W_V
         if (not isinstance(W, tuple) or len(W) != 2 or any(not isinstance(r, tuple) or len(r) != 2 for r in W)
                 or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
@@ -208,7 +209,7 @@ class EquilibriaConfig:
     sweep_layers: int = 300  # depth of the sweep (convergence is slow near the threshold)
 
     def __post_init__(self) -> None:
-        _tuples(self, "sweep_d_models", "sweep_factors")
+        freeze_lists(self, "sweep_d_models", "sweep_factors")
         check_int("n_tokens", self.n_tokens, 2, 256)
         check_int("d_model", self.d_model, 2, min(self.n_tokens, 64))
         check_number("a", self.a, 0.0, 1.0, open_low=True, open_high=True)
@@ -220,8 +221,8 @@ class EquilibriaConfig:
         check_int("seed", self.seed, 0, MAX_SEED)
         check_number("rank_rtol", self.rank_rtol, 0.0, 1.0, open_low=True, open_high=True)
         check_number("fixed_point_tol", self.fixed_point_tol, 0.0, 1.0, open_low=True, open_high=True)
-        _check_ints("sweep_d_models", self.sweep_d_models, 2, min(self.n_tokens, 64))
-        _check_numbers("sweep_factors", self.sweep_factors, 0.0, 100.0)
+        check_ints("sweep_d_models", self.sweep_d_models, 2, min(self.n_tokens, 64))
+        check_numbers("sweep_factors", self.sweep_factors, 0.0, 100.0)
         if min(self.sweep_factors) >= 1 or max(self.sweep_factors) <= 1:
             raise ValueError(f"sweep_factors must hold values below and above 1 (c / c*), got {self.sweep_factors!r}")
         check_int("sweep_samples", self.sweep_samples, 1, MAX_SAMPLES)
