@@ -26,6 +26,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import NullFormatter
 from matplotlib.text import Text
 
 from rankcollapse import __version__
@@ -229,19 +230,22 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
     ax.set_ylabel("token i")
 
 
+LEGEND_COLUMN_CHARS = 30  # longer legend labels go one per row, or the legend would outgrow the column
 FLOOR_CROSS = {"marker": "x", "s": 34, "linewidths": 1.6, "zorder": 4}
 
 
 def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str = "mean",
                       band: tuple[str, str] = ("q10", "q90"), log_x: bool = True, log_y: bool = True,
-                      floor: bool = True, flag_factor: float = 10.0, dashed: tuple[str, ...] = ()) -> None:
+                      floor: bool = True, flag_factor: float = 10.0, dashed: tuple[str, ...] = (),
+                      colours: dict | None = None) -> None:
     """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
 
     The line is the ``centre`` statistic over samples, the band spans ``band`` (default the 10-90 %
     quantiles). With ``floor``, the dtype floor of the panel (largest median floor of its SAN curves) is
     shaded via :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's
     own floor (rounding noise, not an equilibrium) are marked with an ``x``. ``hue`` values in
-    ``dashed`` are drawn dashed (curves that may overlap others). The y axis is labelled with
+    ``dashed`` are drawn dashed (curves that may overlap others); ``colours`` maps ``hue`` values to
+    colours (default :func:`hue_colours` of this table). The y axis is labelled with
     :func:`axis_label`. Log-log axes start at layer 1 when ``log_x`` (X(0) has no place on a log axis).
     Shapes: ``table`` has columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
     """
@@ -251,8 +255,9 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     floors = table[(table["metric"] == "floor") & (table["layer"] >= (1 if log_x else 0))]
     band_floors = floors[floors["variant"] == "SAN"] if "variant" in floors and (floors["variant"] == "SAN").any() else floors
     floor_value = float(band_floors["median"].max()) if floor and len(floors) else None  # SAN curves' floor
-    palette = sns.color_palette("colorblind", n_colors=max(1, rows[hue].nunique()))
-    for colour, (name, curve) in zip(palette, rows.groupby(hue, sort=False)):
+    colours = colours or hue_colours(rows, hue)
+    for name, curve in rows.groupby(hue, sort=False):
+        colour = colours[name]
         curve = curve.sort_values("layer")
         ax.plot(curve["layer"], curve[centre], color=colour, lw=1.8, label=name, ls="--" if name in dashed else "-")
         ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0)
@@ -262,6 +267,7 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
             ax.scatter(low["layer"], low[centre], color=colour, **FLOOR_CROSS)
     if log_x:
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # short log ranges would label every minor tick
     if log_y:
         ax.set_yscale("log")
     ax.set_xlabel("layer $t$")
@@ -270,15 +276,24 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
         draw_floor(ax, floor_value, label="dtype floor")
 
 
-def _figure_legend(fig: Figure, axes, n_cols: int = 2, floor_cross: bool = False) -> None:
+def hue_colours(table, hue: str) -> dict:
+    """One colour-blind-safe colour per ``hue`` value, in order of appearance, so that a curve keeps its
+    colour in every panel of a figure."""
+    names = list(dict.fromkeys(table[hue]))
+    return dict(zip(names, sns.color_palette("colorblind", n_colors=max(1, len(names)))))
+
+
+def _figure_legend(fig: Figure, axes, floor_cross: bool = False) -> None:
     """One legend for the whole figure, below the panels: the union of the panels' entries, plus an
-    entry for the floor crosses when ``floor_cross``."""
+    entry for the floor crosses when ``floor_cross``; two columns when the labels are short enough to
+    keep the legend inside the text column."""
     entries: dict[str, object] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     if floor_cross:
         entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
+    n_cols = 2 if max(map(len, entries)) <= LEGEND_COLUMN_CHARS else 1
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=n_cols, frameon=False)
 
 
@@ -298,16 +313,18 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
     block_rows = -(-len(col_values) // min(max_cols, len(col_values)))
     fig = plt.figure(figsize=(COLUMN_WIDTH_IN, len(row_values) * (panel_height * block_rows + 0.45) + 0.7),
                      layout="constrained")
-    all_axes = []
+    all_axes, colours = [], hue_colours(table[table["metric"] != "floor"], hue)
     for block, r in zip(fig.subfigures(len(row_values), 1, squeeze=False).ravel(), row_values):
         block.suptitle(titles.get(r, axis_label(r) if row == "metric" else r), fontweight="bold")
         _, axes = panel_grid(len(col_values), max_cols, parent=block, sharex=True, sharey=True)
         for ax, c in zip(axes, col_values):
             if row == "metric":
                 panel = table[table[row].isin([r, "floor"]) & (table[col] == c)]
-                plot_layer_curves(ax, panel, r, hue=hue, floor=r in ("mu", "relative_mu"), dashed=dashed)
+                plot_layer_curves(ax, panel, r, hue=hue, floor=r in ("mu", "relative_mu"), dashed=dashed,
+                                  colours=colours)
             else:
-                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue, dashed=dashed)
+                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue, dashed=dashed,
+                                  colours=colours)
             ax.set_title(titles.get(c, c))
             ax.label_outer()
         for ax in axes:  # each panel's draw_floor fixed the shared limits to its own data: span them all
@@ -332,16 +349,17 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
     col_values = list(dict.fromkeys(table[col]))
     fig = plt.figure(figsize=(COLUMN_WIDTH_IN, 2.2 * len(GEOMETRY_METRICS) + 1.2), layout="constrained")
     axes = fig.subplots(len(GEOMETRY_METRICS), len(col_values), squeeze=False, sharex=True, sharey="row")
+    colours = hue_colours(table, hue)
     for i, metric in enumerate(GEOMETRY_METRICS):
         for j, c in enumerate(col_values):
             ax = axes[i, j]
             plot_layer_curves(ax, table[table[col] == c], metric, hue=hue, log_x=False,
-                              log_y=metric == "sigma_min", floor=False)
+                              log_y=metric == "sigma_min", floor=False, colours=colours)
             if i == 0:
                 ax.set_title(titles.get(c, c))
             ax.label_outer()
         if metric == "sigma_min":
             top = max(float(np.nanmax(line.get_ydata())) for ax in axes[i] for line in ax.get_lines())
             axes[i, 0].set_ylim(max(axes[i, 0].get_ylim()[0], 1e-20), 10 * top)  # below 1e-20 only underflow
-    _figure_legend(fig, axes.ravel(), n_cols=1)
+    _figure_legend(fig, axes.ravel())
     return fig

@@ -141,3 +141,24 @@ def test_export_records_legibility_and_svg_keeps_text(book):
     record = json.loads(paths["json"].read_text())
     assert record["legibility"]["min_font_pt"] > 0 and record["legibility"]["inline_dpi"] == plotting.SCREEN_DPI
     assert ">selectable<" in paths["svg"].read_text()  # svg.fonttype none: text, not glyph paths
+
+
+def test_grid_with_long_labels_stays_in_the_column_and_keeps_colours():
+    import io
+
+    plotting.set_theme()
+    table = _tidy_table()
+    table["norm"] = table["norm"].map({"none": "pure attention, 32 samples, a long label",
+                                       "unit": "+ LayerNorm D (unit norm), 512 samples"})
+    table = table[~((table["weights"] == "pretrained") & (table["norm"].str.startswith("pure")))]
+    fig = plotting.layer_curve_grid(table, "mu")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
+    assert Image.open(buffer).width <= plotting.COLUMN_PX * 1.05  # shown at its natural size: text stays legible
+    colour_of = {}
+    for ax in fig.get_axes():
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                assert colour_of.setdefault(line.get_label(), line.get_color()) == line.get_color()
+    assert len(colour_of) == 2
+    plt.close(fig)
