@@ -17,7 +17,7 @@ SITE = Path(__file__).resolve().parents[2] / "_build" / "html"
 pytestmark = pytest.mark.site
 
 PAGES = sorted(str(p.relative_to(SITE)) for p in SITE.glob("book/**/*.html"))  # index.html only redirects
-FIGURE_PAGES = [page for page in PAGES if 'figure-downloads' in (SITE / page).read_text() and page != "book/gallery.html"]
+FIGURE_PAGES = [page for page in PAGES if 'class="figure-downloads"' in (SITE / page).read_text() and page != "book/gallery.html"]
 DOWNLOADS = ("png", "svg", "pdf", "json")
 
 
