@@ -239,7 +239,7 @@ def decorate_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None
             figure.parent.insert(figure.parent.index(figure) + 1,
                                  nodes.raw("", figure_footer_html(app, docname, label, record), format="html"))
     for placeholder in list(doctree.findall(gallery_placeholder)):
-        placeholder.replace_self(nodes.raw("", gallery_html(app, docname), format="html"))
+        placeholder.replace_self(nodes.raw("", gallery_html(app, docname, doctree), format="html"))
 
 
 def _toc_order(env: BuildEnvironment, root: str) -> list[str]:
@@ -253,13 +253,18 @@ def _toc_order(env: BuildEnvironment, root: str) -> list[str]:
     return order
 
 
-def gallery_html(app: Sphinx, docname: str) -> str:
+def gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
     """Every figure of the book, in table of contents order, as thumbnails with caption, page, downloads
-    and citation."""
+    and citation, for page ``docname`` (resolved as ``doctree``)."""
     env = app.env
     order = {name: i for i, name in enumerate(_toc_order(env, app.config.root_doc))}
-    figures = sorted(_figures(env).items(), key=lambda item: (order.get(item[1]["docname"], len(order)), item[0]))
-    cards, resolved = [], {}
+    def position(item) -> tuple:  # page in table of contents order, then figure number
+        label, info = item
+        number = env.toc_fignumbers.get(info["docname"], {}).get("figure", {}).get(label, ())
+        return order.get(info["docname"], len(order)), tuple(number), label
+
+    figures = sorted(_figures(env).items(), key=position)
+    cards, resolved = [], {docname: doctree}
     for label, info in figures:
         record = _published(app, label, (docname, None))
         if record is None:

@@ -41,6 +41,8 @@ def test_site_has_figures_and_a_gallery():
         assert (SITE / "book" / img["src"]).resolve().is_file() and img["alt"]
         assert re.fullmatch(r"[\w/.-]+\.html#fig-[\w-]+", link["href"])
     assert len(gallery.select("details.figure-cite")) == n_figures
+    numbers = [tuple(map(int, card.find("strong").get_text().removeprefix("Fig. ").split("."))) for card in cards]
+    assert numbers == sorted(numbers)  # in the order of the book
 
 
 @pytest.mark.parametrize("page", FIGURE_PAGES)

@@ -56,3 +56,49 @@ def test_citation_cff_matches_the_package():
     assert paper["title"] == "On the Role of Attention Masks and LayerNorm in Transformers" and paper["year"] == 2024
     book_config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert cff["title"] == book_config["title"] and cff["repository-code"] == book_config["repository"]["url"]
+
+
+def _build_tiny_book(tmp_path, monkeypatch, export: bool):
+    """A one-page Sphinx project with a fig-* figure (and the gallery), built with the extension."""
+    import io
+    import json
+
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    (src / "_build" / "figures").mkdir(parents=True)
+    from PIL import Image
+
+    Image.new("RGB", (20, 10)).save(src / "pic.png")
+    if export:
+        for ext in ("png", "svg", "pdf"):
+            (src / "_build" / "figures" / f"fig-tiny-pic.{ext}").write_bytes(b"x")
+        (src / "_build" / "figures" / "fig-tiny-pic.json").write_text(
+            json.dumps({"parameters": {"n": 3}, "git_commit": "abc1234"}))
+    (src / "conf.py").write_text(
+        "extensions = ['rankcollapse.sphinx_figures']\nproject = 'Tiny'\nauthor = 'Team'\ncopyright = '2026'\n"
+        "html_baseurl = 'https://example.org/tiny/'\nhtml_theme = 'sphinx_book_theme'\nnumfig = True\n")
+    (src / "index.rst").write_text("Tiny\n====\n\n.. figure:: pic.png\n   :name: fig-tiny-pic\n\n"
+                                   "   A picture of :math:`\\mu(X)` over depth.\n\n.. figure-gallery::\n")
+    monkeypatch.delenv("RANKCOLLAPSE_FIGURE_DIR", raising=False)
+    warnings = io.StringIO()
+    app = Sphinx(str(src), str(src), str(tmp_path / "html"), str(tmp_path / "doctrees"), "html",
+                 status=None, warning=warnings, freshenv=True)
+    app.build()
+    return (tmp_path / "html" / "index.html").read_text(), warnings.getvalue()
+
+
+def test_extension_decorates_an_exported_figure(tmp_path, monkeypatch):
+    page, warnings = _build_tiny_book(tmp_path, monkeypatch, export=True)
+    assert "fig-tiny-pic" not in warnings
+    assert 'alt="A picture of \\mu(X) over depth."' in page
+    assert 'href="_figures/fig-tiny-pic.png"' in page and (tmp_path / "html" / "_figures" / "fig-tiny-pic.json").is_file()
+    assert "https://example.org/tiny/index.html#fig-tiny-pic" in page and "n=3" in page and "abc1234" in page
+    assert 'class="figure-gallery"' in page and 'id="gallery-fig-tiny-pic"' in page
+    assert '<meta name="citation_title"' in page and f"Version {__version__}" in page
+
+
+def test_extension_warns_when_a_figure_was_not_exported(tmp_path, monkeypatch):
+    page, warnings = _build_tiny_book(tmp_path, monkeypatch, export=False)
+    assert "figure 'fig-tiny-pic' has no exported fig-tiny-pic.png" in warnings
+    assert 'class="figure-downloads"' not in page
