@@ -198,6 +198,16 @@ def panel_grid(n_panels: int, max_cols: int = 2, panel_height: float = 2.3, pare
     return parent, axes[:n_panels]
 
 
+def label_outer(axes, n_cols: int) -> None:
+    """Tick and axis labels on the left column and under the lowest panel of each column only (also when
+    the last row of a :func:`panel_grid` is short).  Shapes: axes [panel], in reading order."""
+    for i, ax in enumerate(axes):
+        lowest, left = i + n_cols >= len(axes), i % n_cols == 0
+        ax.tick_params(labelbottom=lowest, labelleft=left)
+        ax.xaxis.label.set_visible(lowest)
+        ax.yaxis.label.set_visible(left)
+
+
 def draw_floor(ax: Axes, floor: float, label: str = "rounding floor") -> None:
     """Shade everything at or below the dtype floor on a log-scaled y axis (call after plotting)."""
     low, high = ax.get_ylim()
@@ -280,7 +290,9 @@ def hue_colours(table, hue: str) -> dict:
     """One colour-blind-safe colour per ``hue`` value, in order of appearance, so that a curve keeps its
     colour in every panel of a figure."""
     names = list(dict.fromkeys(table[hue]))
-    return dict(zip(names, sns.color_palette("colorblind", n_colors=max(1, len(names)))))
+    palette = sns.color_palette("colorblind", n_colors=max(10, len(names)))
+    palette[3], palette[4] = palette[4], palette[3]  # orange and vermilion, 2nd and 4th, look alike: pink 4th
+    return dict(zip(names, palette))
 
 
 def _figure_legend(fig: Figure, axes, floor_cross: bool = False) -> None:
@@ -326,7 +338,7 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
                 plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue, dashed=dashed,
                                   colours=colours)
             ax.set_title(titles.get(c, c))
-            ax.label_outer()
+        label_outer(axes, min(max_cols, len(col_values)))
         for ax in axes:  # each panel's draw_floor fixed the shared limits to its own data: span them all
             ax.set_autoscaley_on(True)
             ax.autoscale_view(scalex=False)
@@ -357,9 +369,9 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
                               log_y=metric == "sigma_min", floor=False, colours=colours)
             if i == 0:
                 ax.set_title(titles.get(c, c))
-            ax.label_outer()
         if metric == "sigma_min":
             top = max(float(np.nanmax(line.get_ydata())) for ax in axes[i] for line in ax.get_lines())
             axes[i, 0].set_ylim(max(axes[i, 0].get_ylim()[0], 1e-20), 10 * top)  # below 1e-20 only underflow
+    label_outer(axes.ravel(), len(col_values))
     _figure_legend(fig, axes.ravel())
     return fig

@@ -162,3 +162,17 @@ def test_grid_with_long_labels_stays_in_the_column_and_keeps_colours():
                 assert colour_of.setdefault(line.get_label(), line.get_color()) == line.get_color()
     assert len(colour_of) == 2
     plt.close(fig)
+
+
+def test_label_outer_labels_the_lowest_panel_of_a_short_column():
+    fig, axes = plotting.panel_grid(3, sharex=True, sharey=True)
+    for ax in axes:
+        ax.set_xlabel("layer")
+        ax.set_ylabel("mu")
+    plotting.label_outer(axes, 2)
+    fig.canvas.draw()
+    visible = [[t.get_visible() and bool(t.get_text()) for t in ax.get_xticklabels()] for ax in axes]
+    assert not any(visible[0]) and any(visible[1]) and any(visible[2])  # panel 2 has no panel below it
+    assert [ax.xaxis.label.get_visible() for ax in axes] == [False, True, True]
+    assert [ax.yaxis.label.get_visible() for ax in axes] == [True, False, True]
+    plt.close(fig)
