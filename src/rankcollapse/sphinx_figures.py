@@ -96,6 +96,11 @@ def site_url(config) -> str:
     return f"https://{match[1]}.github.io/{match[2]}/"
 
 
+def book_title(config) -> str:
+    """The book's title: ``html_title`` (Jupyter Book's ``title``), else ``project``."""
+    return config.html_title or config.project
+
+
 def book_year(config) -> str:
     """The year the book is dated, from ``copyright`` (e.g. ``"2026"``), else this year."""
     match = re.search(r"\d{4}", str(config.copyright or ""))
@@ -105,7 +110,7 @@ def book_year(config) -> str:
 def parameter_text(parameters: dict) -> str:
     """``key=value`` pairs of a figure's parameters, sorted, values as compact JSON when not plain."""
     def show(value) -> str:
-        return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+        return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
     return ", ".join(f"{key}={show(value)}" for key, value in sorted(parameters.items()))
 
@@ -121,14 +126,14 @@ def figure_citation(label: str, number: str, page_title: str, url: str, record: 
         f"@misc{{rankcollapse-{label},",
         f"  title = {{{title}}},",
         f"  author = {{{{{author}}}}},",
-        f"  howpublished = {{Figure in {config.project}}},",
+        f"  howpublished = {{Figure in {book_title(config)}}},",
         f"  year = {{{book_year(config)}}},",
         f"  version = {{{__version__}}},",
         f"  url = {{{url}}},",
         f"  note = {{Version {__version__}, commit {made_at}. Parameters: {params}}}",
         "}",
     ])
-    plain = (f"{author} ({book_year(config)}). {title}. In {config.project}, version {__version__} "
+    plain = (f"{author} ({book_year(config)}). {title}. In {book_title(config)}, version {__version__} "
              f"(commit {made_at}). {url}. Parameters: {params}.")
     return {"bibtex": bibtex, "plain": plain}
 
@@ -290,8 +295,8 @@ def gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
 def page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     """Highwire Press ``citation_*`` meta tags and the figures' style on every page."""
     config = app.config
-    title = re.sub(r"<[^>]+>", "", context.get("title", "")) or config.project
-    tags = {"citation_title": title, "citation_inbook_title": config.project, "citation_author": config.author,
+    title = re.sub(r"<[^>]+>", "", context.get("title", "")) or book_title(config)
+    tags = {"citation_title": title, "citation_inbook_title": book_title(config), "citation_author": config.author,
             "citation_publication_date": book_year(config), "citation_language": "en",
             "citation_public_url": f"{site_url(config)}{app.builder.get_target_uri(pagename)}",
             "citation_technical_report_number": f"version {__version__}, commit {app.env.rankcollapse_commit}"}

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _config(**kw):
     base = dict(html_baseurl="", html_theme_options={"repository_url": "https://github.com/owner/book"},
-                author="The team", project="The book", copyright="2026")
+                author="The team", project="Project name not set", html_title="The book", copyright="2026")
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -33,7 +33,7 @@ def test_site_url_from_baseurl_or_github_pages():
 
 
 def test_parameter_text_is_sorted_and_compact():
-    assert parameter_text({"seed": 0, "model": "m", "w": {"a": 1}}) == 'model=m, seed=0, w={"a":1}'
+    assert parameter_text({"seed": 0, "model": "m", "w": {"a": "±1"}}) == 'model=m, seed=0, w={"a":"±1"}'
 
 
 def test_figure_citation_names_version_commit_url_and_parameters():
@@ -43,7 +43,7 @@ def test_figure_citation_names_version_commit_url_and_parameters():
     for text in cite.values():
         assert "abc1234" in text and __version__ in text and "#fig-x-mu" in text and "n_layers=12" in text
     assert cite["bibtex"].startswith("@misc{rankcollapse-fig-x-mu,") and cite["bibtex"].endswith("}")
-    assert "Fig. 5.1: Fig. 2" in cite["plain"]
+    assert "Fig. 5.1: Fig. 2" in cite["plain"] and "In The book," in cite["plain"]
 
 
 def test_citation_cff_matches_the_package():
@@ -77,7 +77,7 @@ def _build_tiny_book(tmp_path, monkeypatch, export: bool):
             json.dumps({"parameters": {"n": 3}, "git_commit": "abc1234"}))
     (src / "conf.py").write_text(
         "extensions = ['rankcollapse.sphinx_figures']\nproject = 'Tiny'\nauthor = 'Team'\ncopyright = '2026'\n"
-        "html_baseurl = 'https://example.org/tiny/'\nhtml_theme = 'sphinx_book_theme'\nnumfig = True\n")
+        "html_baseurl = 'https://example.org/tiny/'\nhtml_title = 'Tiny book'\nhtml_theme = 'sphinx_book_theme'\nnumfig = True\n")
     (src / "index.rst").write_text("Tiny\n====\n\n.. figure:: pic.png\n   :name: fig-tiny-pic\n\n"
                                    "   A picture of :math:`\\mu(X)` over depth.\n\n.. figure-gallery::\n")
     monkeypatch.delenv("RANKCOLLAPSE_FIGURE_DIR", raising=False)
@@ -96,6 +96,7 @@ def test_extension_decorates_an_exported_figure(tmp_path, monkeypatch):
     assert "https://example.org/tiny/index.html#fig-tiny-pic" in page and "n=3" in page and "abc1234" in page
     assert 'class="figure-gallery"' in page and 'id="gallery-fig-tiny-pic"' in page
     assert '<meta name="citation_title"' in page and f"Version {__version__}" in page
+    assert '<meta name="citation_inbook_title" content="Tiny book"' in page
 
 
 def test_extension_warns_when_a_figure_was_not_exported(tmp_path, monkeypatch):
