@@ -20,14 +20,14 @@ def test_setup_page_figure_glue_and_citation(site_page, js_errors, repo_root):
     assert "uni-directional window radius 5" in " ".join(caption.split())
     body = site_page.locator("main").inner_text()
     assert "Zhang and Sennrich, 2019" in body  # {cite:p} rendered through sphinxcontrib-bibtex
-    assert site_page.locator("a[href*='fig-setup-masks.svg']").count() == 1
+    assert site_page.locator("div.figure-downloads[data-figure='fig-setup-masks'] a[href$='fig-setup-masks.svg']").count() == 1
     site_page.screenshot(path=str(repo_root / "_build" / "screenshot-setup.png"), full_page=True)
     assert js_errors == []
 
 
 def test_downloadable_figure_carries_provenance(site_page):
     site_page.goto("book/setup.html")
-    href = site_page.locator("a[href*='fig-setup-masks.json']").get_attribute("href")
+    href = site_page.locator("div.figure-downloads[data-figure='fig-setup-masks'] a[href$='.json']").get_attribute("href")
     response = site_page.request.get(site_page.url.rsplit("/", 1)[0] + "/" + href)
     assert response.ok
     record = response.json()

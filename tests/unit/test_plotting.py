@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import pytest
 import torch
 from PIL import Image
 
@@ -43,3 +44,119 @@ def test_tf32_is_off_after_import():
 
     assert torch.backends.cuda.matmul.allow_tf32 is False
     assert torch.backends.cudnn.allow_tf32 is False
+
+
+def _tidy_table():
+    """A tiny tidy experiments table: 2 weights x 3 masks x 2 norms, mu and floor over 4 layers."""
+    import pandas as pd
+
+    rows = []
+    for weights in ("initialized", "pretrained"):
+        for mask in ("complete", "causal", "window"):
+            for norm in ("none", "unit"):
+                for layer in range(5):
+                    mu = 10.0 ** (-3 * layer) if mask == "complete" else 1.0 / (1 + layer)
+                    for metric, value in (("mu", max(mu, 1e-13)), ("floor", 1e-13)):
+                        rows.append(dict(weights=weights, mask=mask, norm=norm, layer=layer, metric=metric,
+                                         mean=value, median=value, q10=value / 2, q90=value * 2))
+    return pd.DataFrame(rows)
+
+
+def test_layer_curve_grid_is_column_wide_wrapped_and_legible():
+    plotting.set_theme()
+    fig = plotting.layer_curve_grid(_tidy_table(), "mu", titles={"initialized": "init"})
+    axes = [ax for ax in fig.get_axes() if ax.has_data()]
+    assert len(axes) == 6  # 2 weights x 3 masks; the empty fourth cell of each block is removed
+    assert len({round(ax.get_position().x0, 3) for ax in axes}) == 2  # at most two columns
+    assert fig.get_figwidth() == pytest.approx(plotting.COLUMN_WIDTH_IN)
+    assert axes[0].get_ylabel() == r"$\mu(X)$"
+    assert [len(sub.legends) for sub in [fig]] == [1]  # one legend for the whole figure
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "dtype floor" in labels and any("of its floor" in label for label in labels)  # crosses on the complete mask
+    info = plotting.legibility(fig)
+    assert info["min_font_pt"] >= 11 and info["inline_dpi"] == plotting.SCREEN_DPI
+    shown = plotting.screen_text_px(info["min_font_pt"], info["inline_dpi"], info["width_in"] * info["inline_dpi"],
+                                    plotting.COLUMN_PX)
+    assert shown >= plotting.MIN_TEXT_PX
+    for ax in axes:  # the shared y range spans every panel's curves and the shaded floor
+        low, high = ax.get_ylim()
+        assert low < 1e-13 and high >= 2.0
+    plt.close(fig)
+
+
+def test_legibility_finds_the_smallest_visible_text():
+    fig, ax = plt.subplots()
+    ax.set_title("big", fontsize=14)
+    ax.text(0.5, 0.5, "tiny", fontsize=4)
+    ax.text(0.5, 0.5, "hidden", fontsize=2, visible=False)
+    ax.tick_params(labelsize=8)
+    assert plotting.legibility(fig)["min_font_pt"] == 4
+    plt.close(fig)
+
+
+def test_screen_text_px_scales_with_the_shown_width():
+    assert plotting.screen_text_px(9, 144, 1000, 500) == pytest.approx(9.0)
+    with pytest.raises(ValueError, match="shown_px"):
+        plotting.screen_text_px(9, 110, 1000, 0)
+
+
+def test_axis_label_uses_math_and_names_allowed_metrics():
+    assert plotting.axis_label("relative_mu") == r"$\mu(X)\,/\,\|X\|_F$"
+    assert plotting.axis_label("sigma_min") == r"$\sigma_{\min}(X)$"
+    with pytest.raises(ValueError, match="metric must be one of"):
+        plotting.axis_label("mu_typo")
+
+
+def test_panel_grid_wraps_and_removes_unused_cells():
+    fig, axes = plotting.panel_grid(3)
+    assert len(axes) == 3 and len(fig.get_axes()) == 3
+    assert fig.get_figwidth() == pytest.approx(plotting.COLUMN_WIDTH_IN)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="n_panels and max_cols"):
+        plotting.panel_grid(0)
+
+
+def test_export_records_legibility_and_svg_keeps_text(book):
+    plotting.set_theme()
+    fig, axes = plotting.panel_grid(2)
+    axes[0].set_title("selectable")
+    paths = plotting.export_figure(fig, "fig-test-text", {})
+    plt.close(fig)
+    record = json.loads(paths["json"].read_text())
+    assert record["legibility"]["min_font_pt"] > 0 and record["legibility"]["inline_dpi"] == plotting.SCREEN_DPI
+    assert ">selectable<" in paths["svg"].read_text()  # svg.fonttype none: text, not glyph paths
+
+
+def test_grid_with_long_labels_stays_in_the_column_and_keeps_colours():
+    import io
+
+    plotting.set_theme()
+    table = _tidy_table()
+    table["norm"] = table["norm"].map({"none": "pure attention, 32 samples, a long label",
+                                       "unit": "+ LayerNorm D (unit norm), 512 samples"})
+    table = table[~((table["weights"] == "pretrained") & (table["norm"].str.startswith("pure")))]
+    fig = plotting.layer_curve_grid(table, "mu")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
+    assert Image.open(buffer).width <= plotting.COLUMN_PX * 1.05  # shown at its natural size: text stays legible
+    colour_of = {}
+    for ax in fig.get_axes():
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                assert colour_of.setdefault(line.get_label(), line.get_color()) == line.get_color()
+    assert len(colour_of) == 2
+    plt.close(fig)
+
+
+def test_label_outer_labels_the_lowest_panel_of_a_short_column():
+    fig, axes = plotting.panel_grid(3, sharex=True, sharey=True)
+    for ax in axes:
+        ax.set_xlabel("layer")
+        ax.set_ylabel("mu")
+    plotting.label_outer(axes, 2)
+    fig.canvas.draw()
+    visible = [[t.get_visible() and bool(t.get_text()) for t in ax.get_xticklabels()] for ax in axes]
+    assert not any(visible[0]) and any(visible[1]) and any(visible[2])  # panel 2 has no panel below it
+    assert [ax.xaxis.label.get_visible() for ax in axes] == [False, True, True]
+    assert [ax.yaxis.label.get_visible() for ax in axes] == [True, False, True]
+    plt.close(fig)

@@ -1,0 +1,105 @@
+"""The figure extension's pure parts: caption text, the site URL, citations; the book's CITATION.cff."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from docutils import nodes
+
+from rankcollapse import __version__
+from rankcollapse.sphinx_figures import caption_text, figure_citation, parameter_text, site_url
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _config(**kw):
+    base = dict(html_baseurl="", html_theme_options={"repository_url": "https://github.com/owner/book"},
+                author="The team", project="Project name not set", html_title="The book", copyright="2026")
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_caption_text_keeps_math_source_and_optionally_delimits_it():
+    caption = nodes.caption("", "", nodes.math("", r"\mu(X)"), nodes.Text("  against\nlayer "), nodes.emphasis("", "t"))
+    assert caption_text(caption) == r"\mu(X) against layer t"
+    assert caption_text(caption, math_delimiters=True) == r"\(\mu(X)\) against layer t"
+
+
+def test_site_url_from_baseurl_or_github_pages():
+    assert site_url(_config()) == "https://owner.github.io/book/"
+    assert site_url(_config(html_baseurl="https://example.org/b")) == "https://example.org/b/"
+    with pytest.raises(ValueError, match="html_baseurl"):
+        site_url(_config(html_theme_options={}))
+
+
+def test_parameter_text_is_sorted_and_compact():
+    assert parameter_text({"seed": 0, "model": "m", "w": {"a": "±1"}}) == 'model=m, seed=0, w={"a":"±1"}'
+
+
+def test_figure_citation_names_version_commit_url_and_parameters():
+    record = {"parameters": {"n_layers": 12}, "git_commit": "abc1234"}
+    cite = figure_citation("fig-x-mu", "5.1", "Fig. 2", "https://owner.github.io/book/p.html#fig-x-mu",
+                           record, _config(), "def5678")
+    for text in cite.values():
+        assert "abc1234" in text and __version__ in text and "#fig-x-mu" in text and "n_layers=12" in text
+    assert cite["bibtex"].startswith("@misc{rankcollapse-fig-x-mu,") and cite["bibtex"].endswith("}")
+    assert "Fig. 5.1: Fig. 2" in cite["plain"] and "In The book," in cite["plain"]
+
+
+def test_citation_cff_matches_the_package():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0"
+    assert {"message", "title", "authors", "version", "date-released"} <= set(cff)
+    assert str(cff["version"]) == __version__
+    assert all("name" in a or "family-names" in a for a in cff["authors"])
+    paper = cff["references"][0]
+    assert paper["title"] == "On the Role of Attention Masks and LayerNorm in Transformers" and paper["year"] == 2024
+    book_config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert cff["title"] == book_config["title"] and cff["repository-code"] == book_config["repository"]["url"]
+
+
+def _build_tiny_book(tmp_path, monkeypatch, export: bool):
+    """A one-page Sphinx project with a fig-* figure (and the gallery), built with the extension."""
+    import io
+    import json
+
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    (src / "_build" / "figures").mkdir(parents=True)
+    from PIL import Image
+
+    Image.new("RGB", (20, 10)).save(src / "pic.png")
+    if export:
+        for ext in ("png", "svg", "pdf"):
+            (src / "_build" / "figures" / f"fig-tiny-pic.{ext}").write_bytes(b"x")
+        (src / "_build" / "figures" / "fig-tiny-pic.json").write_text(
+            json.dumps({"parameters": {"n": 3}, "git_commit": "abc1234"}))
+    (src / "conf.py").write_text(
+        "extensions = ['rankcollapse.sphinx_figures']\nproject = 'Tiny'\nauthor = 'Team'\ncopyright = '2026'\n"
+        "html_baseurl = 'https://example.org/tiny/'\nhtml_title = 'Tiny book'\nhtml_theme = 'sphinx_book_theme'\nnumfig = True\n")
+    (src / "index.rst").write_text("Tiny\n====\n\n.. figure:: pic.png\n   :name: fig-tiny-pic\n\n"
+                                   "   A picture of :math:`\\mu(X)` over depth.\n\n.. figure-gallery::\n")
+    monkeypatch.delenv("RANKCOLLAPSE_FIGURE_DIR", raising=False)
+    warnings = io.StringIO()
+    app = Sphinx(str(src), str(src), str(tmp_path / "html"), str(tmp_path / "doctrees"), "html",
+                 status=None, warning=warnings, freshenv=True)
+    app.build()
+    return (tmp_path / "html" / "index.html").read_text(), warnings.getvalue()
+
+
+def test_extension_decorates_an_exported_figure(tmp_path, monkeypatch):
+    page, warnings = _build_tiny_book(tmp_path, monkeypatch, export=True)
+    assert "fig-tiny-pic" not in warnings
+    assert 'alt="A picture of \\mu(X) over depth."' in page
+    assert 'href="_figures/fig-tiny-pic.png"' in page and (tmp_path / "html" / "_figures" / "fig-tiny-pic.json").is_file()
+    assert "https://example.org/tiny/index.html#fig-tiny-pic" in page and "n=3" in page and "abc1234" in page
+    assert 'class="figure-gallery"' in page and 'id="gallery-fig-tiny-pic"' in page
+    assert '<meta name="citation_title"' in page and f"Version {__version__}" in page
+    assert '<meta name="citation_inbook_title" content="Tiny book"' in page
+
+
+def test_extension_warns_when_a_figure_was_not_exported(tmp_path, monkeypatch):
+    page, warnings = _build_tiny_book(tmp_path, monkeypatch, export=False)
+    assert "figure 'fig-tiny-pic' has no exported fig-tiny-pic.png" in warnings
+    assert 'class="figure-downloads"' not in page
