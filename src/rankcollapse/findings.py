@@ -112,3 +112,41 @@ def weights_gap(table: pd.DataFrame, hue: str) -> float:
     by_weights = first.pivot_table(index=["mask", hue], columns="weights", values="mean")
     ratio = by_weights["pretrained"] / by_weights["initialized"]
     return float(np.maximum(ratio, 1 / ratio).median())
+
+
+def _rank_correlation(x: pd.Series, y: pd.Series) -> float:
+    """Spearman's rank correlation (Pearson's on ranks, ties averaged); NaN pairs dropped."""
+    keep = x.notna() & y.notna()
+    return float(x[keep].rank().corr(y[keep].rank()))
+
+
+def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, float | int | str]:
+    """How well radius and uniform |λ₂| order the measured rates, the causal windows' spread, the masks
+    without a radius, and the cheapest mask collapsing at least half as fast as the complete mask.
+
+    Shapes: ``table`` one row per zoo mask (:func:`rankcollapse.mask_design.design_table`).
+    """
+    rate = table[f"rate, {weights}"]
+    connected = table["radius"].notna()
+    causal = table["mask"].str.startswith("causal window")
+    complete_rate = float(rate[table["mask"] == "complete"].iloc[0])
+    fast = table[rate >= complete_rate / 2].sort_values("edges")
+    by_radius = _rank_correlation(table.loc[connected, "radius"].astype(float), rate[connected])
+    causal_by_radius = _rank_correlation(table.loc[causal, "radius"].astype(float), rate[causal])
+    return {
+        "n_masks": len(table),
+        "by_radius": by_radius,
+        "by_lambda": _rank_correlation(table.loc[connected, "uniform |λ₂|"], rate[connected]),
+        "causal_min": float(rate[causal].min()), "causal_max": float(rate[causal].max()),
+        "causal_radius_min": int(table.loc[causal, "radius"].min()),
+        "causal_radius_max": int(table.loc[causal, "radius"].max()),
+        "causal_by_radius": causal_by_radius,
+        "causal_order": ("the radius orders them" if causal_by_radius <= -0.8 else
+                         "the radius does not order them"),
+        "unconnected": ", ".join(table.loc[~connected, "mask"]) or "none",
+        "unconnected_rate_max": float(rate[~connected].max()) if (~connected).any() else float("nan"),
+        "complete_rate": complete_rate,
+        "cheapest_fast": str(fast["mask"].iloc[0]),
+        "cheapest_fast_share": 100 * float(fast["edge share"].iloc[0]),
+        "cheapest_fast_rate": float(rate[fast.index[0]]),
+    }

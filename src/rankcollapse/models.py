@@ -24,6 +24,7 @@ Weight extraction, X(0) and the full-transformer hooks live in :mod:`rankcollaps
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -193,23 +194,84 @@ def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
     return ModelSource(spec, spec, f"Hugging Face hub id {spec}", gguf_file, quantized=gguf_file is not None)
 
 
-def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32) -> LoadedModel:
+def _unavailable(spec: str, err: OSError) -> ValueError:
+    return ValueError(f"model spec {spec!r} is neither a packaged model, nor a folder with config.json, nor a "
+                      f"hub id whose files are available here (no network?): {err}")
+
+
+def model_config(spec: str, *, gguf_file: str | None = None):
+    """The Hugging Face config of a spec, without loading weights (the cheap look before a run)."""
+    source = resolve_spec(spec, gguf_file)
+    from transformers import AutoConfig
+
+    kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
+    try:
+        return AutoConfig.from_pretrained(source.location, **kwargs)
+    except OSError as err:
+        raise _unavailable(spec, err) from err
+
+
+def check_family(config, spec: str) -> None:
+    """One error naming the supported families when the extractor does not know ``config.model_type``."""
+    from rankcollapse.models_extract import FAMILIES
+
+    if config.model_type not in FAMILIES:
+        raise ValueError(f"model {spec!r} is of family {config.model_type!r}, which the attention extractor does "
+                         f"not support; supported families (config.model_type): {', '.join(FAMILIES)}")
+
+
+def max_tokens(config) -> int | None:
+    """The longest sequence a model takes: ``max_position_embeddings``, less the two offset positions of
+    RoBERTa-style encoders (MPNet, RoBERTa number positions from ``pad_token_id + 1``); None when unbounded.
+
+    >>> from transformers import BertConfig, MPNetConfig
+    >>> max_tokens(BertConfig()), max_tokens(MPNetConfig())
+    (512, 512)
+    """
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is None:
+        return None
+    return int(limit) - (config.pad_token_id + 1 if config.model_type in ("mpnet", "roberta") else 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _spec_max_tokens(spec: str) -> int | None:
+    return max_tokens(model_config(spec))
+
+
+def check_n_tokens(spec: str, n_tokens: int) -> None:
+    """Reject a sequence longer than the model takes, before anything runs (reads only the config)."""
+    limit = _spec_max_tokens(spec)
+    if limit is not None and n_tokens > limit:
+        raise ValueError(f"n_tokens must be at most {limit} for model {spec!r} (its max_position_embeddings), "
+                         f"got {n_tokens}")
+
+
+def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32,
+               device_map: str | dict | None = None, offload_folder: str | None = None) -> LoadedModel:
     """Load the bare transformer (eager attention, eval mode) and its tokenizer for a spec.
+
+    The family is checked on the config before any weight is read (:func:`check_family`).
+    ``device_map="auto"`` (needs ``accelerate``) spreads the layers over the GPUs, then CPU memory, for a
+    model larger than one GPU; inputs go to the first layer's device by accelerate's hooks. Layers that fit
+    nowhere go to ``offload_folder`` on disk (a device_map value ``"disk"``), read back layer by layer.
 
     >>> load_model("pkg:nothing")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ValueError: model spec 'pkg:nothing' is unknown: ...
     """
+    check_family(model_config(spec, gguf_file=gguf_file), spec)
     source = resolve_spec(spec, gguf_file)
     from transformers import AutoModel, AutoTokenizer
 
     kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
+    placement = {} if device_map is None else {"device_map": device_map, "offload_folder": offload_folder}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
-        model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs)
+        model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs,
+                                          **placement)
     except OSError as err:
-        raise ValueError(f"model spec {spec!r} is neither a packaged model, nor a folder with config.json, nor a "
-                         f"hub id whose files are available here (no network?): {err}") from err
+        raise _unavailable(spec, err) from err
     return LoadedModel(model=model.eval(), tokenizer=tokenizer, source=source)
 
 

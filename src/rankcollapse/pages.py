@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rankcollapse import experiments
+from rankcollapse import experiments, mask_design
 from rankcollapse.checks import check_int
 from rankcollapse.experiments import Run
 
@@ -122,6 +122,8 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          _skip_connections, fixed=SKIP, profiles={"paper": {**PAPER_SCALE, "n_layers_deep": 128}}, **_E),
     Page("pretrained_panels", "book/response/pretrained_panels.md", "Response: corrected pretrained panels",
          _fig2_and_fig3(), fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER, **_E),
+    Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
+         fixed={"masks": tuple(z.part for z in mask_design.ZOO), "norms": ("none",)}, profiles=_PAPER, **_E),
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)
 
