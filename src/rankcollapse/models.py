@@ -312,3 +312,44 @@ def tiny_model(family: str, seed: int = 0, weight_scale: float = 0.3) -> torch.n
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * weight_scale)
     return model
+
+
+def save_tiny_model(folder: Path | str, config) -> str:
+    """Save a seeded random model of a Hugging Face ``config`` with a word-level tokenizer (words ``w0``,
+    ``w1``, ...) to ``folder``: a local folder spec for tests and the large-models page's check."""
+    import transformers
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        transformers.AutoModel.from_config(config).save_pretrained(folder)
+    words = Tokenizer(WordLevel({f"w{i}": i for i in range(config.vocab_size)}, unk_token="w0"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0").save_pretrained(folder)
+    return str(folder)
+
+
+def offload_check(folder: Path | str, n_sequences: int = 6, batch_size: int = 2) -> dict[str, object]:
+    """The large-model path on a tiny decoder: a 3-layer Llama with a sliding window saved to ``folder``,
+    loaded with two of its layers offloaded to disk (``device_map``, accelerate), its hook metrics
+    computed in batches and compared with those of a plain load.
+
+    Returns the device map, the number of sequences, and the largest relative difference of μ.
+    """
+    import transformers
+
+    from rankcollapse.models_extract import full_transformer_metrics
+
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
+                                      sliding_window=4)
+    spec = save_tiny_model(Path(folder) / "model", config)
+    placement = {"embed_tokens": "cpu", "layers.0": "cpu", "layers.1": "disk", "layers.2": "disk",
+                 "norm": "cpu", "rotary_emb": "cpu"}
+    spread = load_model(spec, device_map=placement, offload_folder=str(Path(folder) / "offload")).model
+    ids = torch.randint(0, config.vocab_size, (n_sequences, 12), generator=torch.Generator().manual_seed(0))
+    got = full_transformer_metrics(spread, ids, batch_size=batch_size)["mu"]  # [layer + 1, sample]
+    want = full_transformer_metrics(load_model(spec).model, ids, batch_size=n_sequences)["mu"]  # [layer + 1, sample]
+    return {"device_map": dict(spread.hf_device_map), "n_sequences": n_sequences,
+            "max_relative_difference": float(((got - want).abs() / want.abs()).max())}

@@ -10,17 +10,8 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 
-def _save(tmp_path, config) -> str:
-    """A random model of ``config`` and a word-level tokenizer, saved as a local folder spec."""
-    from tokenizers import Tokenizer, pre_tokenizers
-    from tokenizers.models import WordLevel
-
-    torch.manual_seed(0)
-    transformers.AutoModel.from_config(config).save_pretrained(tmp_path)
-    words = Tokenizer(WordLevel({f"w{i}": i for i in range(config.vocab_size)}, unk_token="w0"))
-    words.pre_tokenizer = pre_tokenizers.Whitespace()
-    transformers.PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0").save_pretrained(tmp_path)
-    return str(tmp_path)
+def _save(folder, config) -> str:
+    return models.save_tiny_model(folder, config)
 
 
 def _sizes(**extra) -> dict:
@@ -59,6 +50,11 @@ def test_hook_metrics_run_in_batches_so_memory_is_flat_in_sequences(tmp_path):
     finally:
         handle.remove()
     assert seen == [3, 3, 1]  # never more than batch_size sequences in one forward
+
+
+def test_offload_check_of_the_large_models_page(tmp_path):
+    check = models.offload_check(tmp_path, n_sequences=5, batch_size=2)
+    assert check["device_map"]["layers.2"] == "disk" and check["max_relative_difference"] < 1e-5
 
 
 def test_unsupported_family_is_refused_at_load_before_weights(tmp_path):
