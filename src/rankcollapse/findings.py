@@ -134,7 +134,7 @@ def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, 
     by_radius = _rank_correlation(table.loc[connected, "radius"].astype(float), rate[connected])
     causal_by_radius = _rank_correlation(table.loc[causal, "radius"].astype(float), rate[causal])
     return {
-        "n_masks": len(table),
+        "n_masks": len(table), "n_connected": int(connected.sum()),
         "by_radius": by_radius,
         "by_lambda": _rank_correlation(table.loc[connected, "uniform |λ₂|"], rate[connected]),
         "causal_min": float(rate[causal].min()), "causal_max": float(rate[causal].max()),

@@ -124,6 +124,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          _fig2_and_fig3(), fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER, **_E),
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
          fixed={"masks": tuple(z.part for z in mask_design.ZOO), "norms": ("none",)}, profiles=_PAPER, **_E),
+    Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU"),
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)
 
