@@ -67,7 +67,8 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
 
 SORT_SCRIPT = """
 (function () {
-  document.querySelectorAll("table.rc-sortable").forEach(function (table) {
+  document.querySelectorAll("table.rc-sortable:not([data-sort-bound])").forEach(function (table) {
+    table.dataset.sortBound = "1";
     table.querySelectorAll("th").forEach(function (th, col) {
       th.style.cursor = "pointer";
       th.title = "sort";
