@@ -131,6 +131,10 @@ def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, 
     causal = table["mask"].str.startswith("causal window")
     complete_rate = float(rate[table["mask"] == "complete"].iloc[0])
     fast = table[rate >= complete_rate / 2].sort_values("edges")
+    bidirectional = table["mask"].str.startswith("window ±") & ~table["mask"].str.contains("+", regex=False)
+    pairs = (table[causal].assign(rate=rate[causal])
+             .merge(table[bidirectional].assign(rate=rate[bidirectional]), on="radius", suffixes=("_uni", "_bi")))
+    ratios = pairs["rate_uni"] / pairs["rate_bi"]
     by_radius = _rank_correlation(table.loc[connected, "radius"].astype(float), rate[connected])
     causal_by_radius = _rank_correlation(table.loc[causal, "radius"].astype(float), rate[causal])
     return {
@@ -143,6 +147,12 @@ def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, 
         "causal_by_radius": causal_by_radius,
         "causal_order": ("the radius orders them" if causal_by_radius <= -0.8 else
                          "the radius does not order them"),
+        "global_rate": float(rate[table["mask"] == "window ±1 + 1 global"].iloc[0]),
+        "window1_rate": float(rate[table["mask"] == "window ±1"].iloc[0]),
+        "n_pairs": len(pairs),
+        "uni_vs_bi": ("more slowly than" if (ratios < 1).all() else "faster than" if (ratios > 1).all()
+                      else "sometimes faster, sometimes more slowly than"),
+        "uni_over_bi_min": float(ratios.min()), "uni_over_bi_max": float(ratios.max()),
         "unconnected": ", ".join(table.loc[~connected, "mask"]) or "none",
         "unconnected_rate_max": float(rate[~connected].max()) if (~connected).any() else float("nan"),
         "complete_rate": complete_rate,

@@ -71,14 +71,17 @@ def test_decay_rate_fits_the_layers_above_the_floor_only():
 
 def test_findings_name_the_order_and_the_cheapest_fast_mask():
     table = pd.DataFrame({
-        "mask": ["complete", "causal window 1", "causal window 4", "window ±2", "dilated"],
-        "edges": [100, 20, 50, 40, 30], "edge share": [1.0, 0.2, 0.5, 0.4, 0.3],
-        "radius": [1, 9, 3, 5, None], "uniform |λ₂|": [0.0, 0.5, 0.5, 0.9, 1.0],
-        "rate, initialized": [2.0, 0.1, 1.2, 0.5, 0.05]})
+        "mask": ["complete", "causal window 1", "causal window 4", "window ±2", "window ±1", "window ±1 + 1 global",
+                 "dilated"],
+        "edges": [100, 20, 50, 40, 25, 45, 30], "edge share": [1.0, 0.2, 0.5, 0.4, 0.25, 0.45, 0.3],
+        "radius": [1, 9, 3, 3, 9, 1, None], "uniform |λ₂|": [0.0, 0.5, 0.5, 0.9, 0.95, 0.7, 1.0],
+        "rate, initialized": [2.0, 0.1, 1.2, 0.5, 0.2, 0.8, 0.05]})
     found = findings.mask_design(table)
     assert found["causal_order"] == "the radius orders them" and found["causal_by_radius"] == pytest.approx(-1.0)
     assert found["cheapest_fast"] == "causal window 4" and found["unconnected"] == "dilated"
-    assert found["by_radius"] < 0
+    assert found["by_radius"] < 0 and found["global_rate"] == 0.8 and found["window1_rate"] == 0.2
+    assert found["n_pairs"] == 2 and found["uni_vs_bi"] == "sometimes faster, sometimes more slowly than"
+    assert found["uni_over_bi_min"] == pytest.approx(0.5) and found["uni_over_bi_max"] == pytest.approx(2.4)
 
 
 def test_sortable_table_carries_values_and_its_script():
