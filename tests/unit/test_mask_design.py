@@ -69,7 +69,7 @@ def test_decay_rate_fits_the_layers_above_the_floor_only():
     assert math.isnan(mask_design.decay_rate(_table(relative, np.full(6, 1e-9), np.full(6, 1e-9)), "initialized"))
 
 
-def test_findings_name_the_order_and_the_cheapest_fast_mask():
+def test_findings_name_the_order_and_the_fastest_sparse_mask():
     table = pd.DataFrame({
         "mask": ["complete", "causal window 1", "causal window 4", "window ±2", "window ±1", "window ±1 + 1 global",
                  "dilated"],
@@ -78,7 +78,8 @@ def test_findings_name_the_order_and_the_cheapest_fast_mask():
         "rate, initialized": [2.0, 0.1, 1.2, 0.5, 0.2, 0.8, 0.05]})
     found = findings.mask_design(table)
     assert found["causal_order"] == "the radius orders them" and found["causal_by_radius"] == pytest.approx(-1.0)
-    assert found["cheapest_fast"] == "causal window 4" and found["unconnected"] == "dilated"
+    assert found["fastest"] == "causal window 4" and found["unconnected"] == "dilated"
+    assert found["fastest_share"] == 50 and found["fastest_over_complete"] == pytest.approx(0.6)
     assert found["by_radius"] < 0 and found["global_rate"] == 0.8 and found["window1_rate"] == 0.2
     assert found["n_pairs"] == 2 and found["uni_vs_bi"] == "sometimes faster, sometimes more slowly than"
     assert found["uni_over_bi_min"] == pytest.approx(0.5) and found["uni_over_bi_max"] == pytest.approx(2.4)
