@@ -36,15 +36,16 @@ def mask_kind(label: str) -> str:
 
 
 def rate_radius_figure(table: pd.DataFrame) -> Figure:
-    """Collapse rate against radius, one panel per weight source, point area ∝ edges; masks without a
-    radius (not quasi-strongly connected) sit at the right edge, marked "none".
+    """Collapse rate against radius (log-log; symlog when a rate is not positive), one panel per weight
+    source, point area ∝ edges; masks without a radius (not quasi-strongly connected) sit at the right,
+    marked "none".
 
     Shapes: ``table`` one row per mask with columns ``mask, edges, radius`` and ``rate, <weights>``.
     """
     rate_columns = [c for c in table.columns if c.startswith("rate, ")]
     radius = table["radius"].astype(float)
     top = float(radius.max()) if radius.notna().any() else 1.0
-    x = radius.fillna(top * 1.6)  # the "none" position, right of every radius
+    x = radius.fillna(top * 2.5)  # the "none" position, right of every radius
     fig, axes = plt.subplots(1, len(rate_columns), figsize=(7.0, 3.6), sharey=True, squeeze=False)
     for ax, column in zip(axes[0], rate_columns):
         for kind, colour in COLOURS.items():
@@ -52,15 +53,18 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
             ax.scatter(x[rows], table.loc[rows, column], s=12 + 200 * table.loc[rows, "edges"] / table["edges"].max(),
                        color=colour, alpha=0.75, edgecolor="black", linewidth=0.5, label=kind)
         ax.set_xscale("log")
-        ticks = [t for t in (1, 2, 4, 8, 16, 32) if t <= top] + [top * 1.6]
+        ax.set_yscale("log" if (table[rate_columns] > 0).all().all() else "symlog", **(
+            {} if (table[rate_columns] > 0).all().all() else {"linthresh": 0.01}))
+        ticks = sorted({t for t in (1, 2, 4, 8, 16, 32) if t < top} | {int(top)}) + [top * 2.5]
         ax.set_xticks(ticks, [*(str(t) for t in ticks[:-1]), "none"], fontsize=FONT_PT)
         ax.minorticks_off()
         ax.set_xlabel("radius r", fontsize=FONT_PT)
         ax.set_title(column.removeprefix("rate, ") + " weights", fontsize=FONT_PT + 1)
         ax.tick_params(labelsize=FONT_PT)
-        ax.axhline(0, color="0.5", lw=0.6)
     axes[0][0].set_ylabel("rate of μ/‖X‖ per layer", fontsize=FONT_PT)
-    axes[0][-1].legend(fontsize=FONT_PT, loc="best", markerscale=0.6, frameon=False)
+    legend = axes[0][-1].legend(fontsize=FONT_PT, loc="best", frameon=False)
+    for handle in legend.legend_handles:
+        handle.set_sizes([40])
     fig.tight_layout()
     return fig
 
