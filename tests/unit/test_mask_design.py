@@ -79,7 +79,7 @@ def test_findings_name_the_order_and_the_fastest_sparse_mask():
     found = findings.mask_design(table)
     assert found["causal_order"] == "the radius orders them" and found["causal_by_radius"] == pytest.approx(-1.0)
     assert found["fastest"] == "causal window 4" and found["unconnected"] == "dilated"
-    assert found["fastest_share"] == 50 and found["fastest_over_complete"] == pytest.approx(0.6)
+    assert found["sparse_min"] == 0.05 and found["sparse_max"] == 1.2 and found["fastest_share"] == 50 and found["fastest_over_complete"] == pytest.approx(0.6)
     assert found["by_radius"] < 0 and found["global_rate"] == 0.8 and found["window1_rate"] == 0.2
     assert found["n_pairs"] == 2 and found["uni_vs_bi"] == "sometimes faster, sometimes more slowly than"
     assert found["uni_over_bi_min"] == pytest.approx(0.5) and found["uni_over_bi_max"] == pytest.approx(2.4)
