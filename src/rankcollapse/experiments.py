@@ -100,8 +100,10 @@ class ExperimentConfig:
         """Every option is taken by every mask (the random mask needs density and seed); values checked by
         building each mask once at ``n_tokens``."""
         options = self.mask_options
-        if not isinstance(options, tuple) or any(not isinstance(o, tuple) or len(o) != 2 for o in options):
+        if not isinstance(options, tuple) or any(not isinstance(o, (tuple, list)) or len(o) != 2 for o in options):
             raise ValueError(f"mask_options must be a tuple of (keyword, value) pairs, got {options!r}")
+        options = tuple(tuple(o) for o in options)  # pairs read back from JSON are lists
+        object.__setattr__(self, "mask_options", options)
         names = tuple(name for name, _ in options)
         for mask in self.masks:
             allowed = MASK_OPTIONS.get(mask, ())

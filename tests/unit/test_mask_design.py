@@ -36,6 +36,11 @@ def test_mask_options_that_do_not_fit_are_refused(mask, options, words):
         experiments.ExperimentConfig(masks=mask, mask_options=options)
 
 
+def test_mask_options_read_back_from_json_are_pairs_again():
+    config = experiments.ExperimentConfig(masks=("dilated_window",), window=2, mask_options=(["dilation", 2],))
+    assert config.mask_options == (("dilation", 2),) and hash(config)
+
+
 def test_empty_mask_options_leave_stored_keys_unchanged(tmp_path):
     store = experiments.ResultStore(tmp_path)
     config = experiments.ExperimentConfig(masks=("complete",))
