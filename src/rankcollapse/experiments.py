@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,9 @@ STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
                  "sigma_min", "sigma_min_floor", "mean_abs_cosine")  # "exact": 1 where mu is tracked below the floor
 MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
+# build_mask keywords each mask takes (ExperimentConfig.mask_options); the random mask needs both of its own.
+MASK_OPTIONS = {"dilated_window": ("dilation",), "global_window": ("n_global",), "strided": ("causal",),
+                "random": ("density", "seed")}
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class ExperimentConfig:
     device: str = "cpu"  # "cpu" or "cuda"
     full_transformer: bool = False  # add the Hugging Face forward of the whole model as a reference
     geometry: bool = False  # also rank, sigma_min and mean |cos| (one SVD per layer); else mu, norm, floor only
+    mask_options: tuple[tuple[str, object], ...] = ()  # (keyword, value) pairs of MASK_OPTIONS for every mask
 
     def __post_init__(self) -> None:
         check_choices("weights", self.weights, WEIGHT_SOURCES)
@@ -91,11 +95,31 @@ class ExperimentConfig:
         if self.device.split(":")[0] not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         check_model_spec(self.model)
+        self._check_mask_options()
+
+    def _check_mask_options(self) -> None:
+        """Every option is taken by every mask (the random mask needs density and seed); values checked by
+        building each mask once at ``n_tokens``."""
+        options = self.mask_options
+        if not isinstance(options, tuple) or any(not isinstance(o, (tuple, list)) or len(o) != 2 for o in options):
+            raise ValueError(f"mask_options must be a tuple of (keyword, value) pairs, got {options!r}")
+        options = tuple(tuple(o) for o in options)  # pairs read back from JSON are lists
+        object.__setattr__(self, "mask_options", options)
+        names = tuple(name for name, _ in options)
+        for mask in self.masks:
+            allowed = MASK_OPTIONS.get(mask, ())
+            if any(n not in allowed for n in names) or (mask == "random" and sorted(names) != sorted(allowed)):
+                takes = "; ".join(f"{m}: {', '.join(o)}" for m, o in MASK_OPTIONS.items())
+                raise ValueError(f"mask_options {names} do not fit mask {mask!r}; the options are ({takes}), "
+                                 f"the random mask needs both of its own, other masks none")
+        for c in self.san_configs():
+            c.build_mask(self.n_tokens)
 
     def san_configs(self) -> tuple[san.SANConfig, ...]:
         """The engine's configuration axis, in the order of the table."""
         pairs = tuple((m, self.window if m in WINDOWED_MASKS else None) for m in self.masks)
-        return san.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms, skips=self.skips)
+        grid = san.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms, skips=self.skips)
+        return tuple(replace(c, mask_options=self.mask_options) for c in grid) if self.mask_options else grid
 
 
 # ---------------------------------------------------------------- model and text
@@ -272,18 +296,32 @@ def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | Non
     """The stored result of ``page`` for exactly ``config`` (and ``subsets``), computed and stored when missing;
     a stored result is verified, its table checked by :func:`check_table`."""
     store = store or ResultStore()
+    return store.load_or_compute(page, stored_parameters(config, subsets), lambda: run_sweep(config, subsets),
+                                 check_table)
+
+
+def stored_parameters(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> dict:
+    """The parameters a sweep is stored under: every field, ``subsets`` when given, and ``mask_options``
+    only when set (so results stored before that field existed keep their keys)."""
     parameters = {**asdict(config), **({"subsets": list(subsets)} if subsets else {})}
-    return store.load_or_compute(page, parameters, lambda: run_sweep(config, subsets), check_table)
+    if not config.mask_options:
+        del parameters["mask_options"]
+    return parameters
 
 
 def experiment_config(parameters: dict, **fixed) -> ExperimentConfig:
     """A page's sweep: its fixed choices, then the reader's parameters (lists become tuples).
 
-    One ValueError for a parameter that is not a field of :class:`ExperimentConfig` or out of range.
+    One ValueError for a parameter that is not a field of :class:`ExperimentConfig`, out of range, or
+    ``n_tokens`` beyond the model's maximum sequence length.
     """
     unknown = sorted(set(parameters) - set(ExperimentConfig.__dataclass_fields__))
     if unknown:
         raise ValueError(f"unknown experiment parameter(s) {', '.join(unknown)}; "
                          f"allowed: {', '.join(ExperimentConfig.__dataclass_fields__)}")
     values = {**fixed, **{k: tuple(v) if isinstance(v, list) else v for k, v in parameters.items()}}
-    return ExperimentConfig(**values)
+    config = ExperimentConfig(**values)
+    from rankcollapse.models import check_n_tokens
+
+    check_n_tokens(config.model, config.n_tokens)  # reads the model's config only, before anything runs
+    return config

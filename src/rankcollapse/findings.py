@@ -114,3 +114,53 @@ def weights_gap(table: pd.DataFrame, hue: str) -> float:
     by_weights = first.pivot_table(index=["mask", hue], columns="weights", values="mean")
     ratio = by_weights["pretrained"] / by_weights["initialized"]
     return float(np.maximum(ratio, 1 / ratio).median())
+
+
+def _rank_correlation(x: pd.Series, y: pd.Series) -> float:
+    """Spearman's rank correlation (Pearson's on ranks, ties averaged); NaN pairs dropped."""
+    keep = x.notna() & y.notna()
+    return float(x[keep].rank().corr(y[keep].rank()))
+
+
+def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, float | int | str]:
+    """How well radius and uniform |λ₂| order the measured rates, the causal windows' spread, uni- against
+    bidirectional windows of equal radius, the masks without a radius, and the fastest sparse mask.
+
+    Shapes: ``table`` one row per zoo mask (:func:`rankcollapse.mask_design.design_table`).
+    """
+    rate = table[f"rate, {weights}"]
+    connected = table["radius"].notna()
+    causal = table["mask"].str.startswith("causal window")
+    complete_rate = float(rate[table["mask"] == "complete"].iloc[0])
+    fastest = rate[table["mask"] != "complete"].idxmax()
+    bidirectional = table["mask"].str.startswith("window ±") & ~table["mask"].str.contains("+", regex=False)
+    pairs = (table[causal].assign(rate=rate[causal])
+             .merge(table[bidirectional].assign(rate=rate[bidirectional]), on="radius", suffixes=("_uni", "_bi")))
+    ratios = pairs["rate_uni"] / pairs["rate_bi"]
+    by_radius = _rank_correlation(table.loc[connected, "radius"].astype(float), rate[connected])
+    causal_by_radius = _rank_correlation(table.loc[causal, "radius"].astype(float), rate[causal])
+    return {
+        "n_masks": len(table), "n_connected": int(connected.sum()),
+        "by_radius": by_radius,
+        "by_lambda": _rank_correlation(table.loc[connected, "uniform |λ₂|"], rate[connected]),
+        "causal_min": float(rate[causal].min()), "causal_max": float(rate[causal].max()),
+        "causal_radius_min": int(table.loc[causal, "radius"].min()),
+        "causal_radius_max": int(table.loc[causal, "radius"].max()),
+        "causal_by_radius": causal_by_radius,
+        "causal_order": ("the radius orders them" if causal_by_radius < -1 + 1e-9 else
+                         "the radius orders them only roughly" if causal_by_radius <= -0.5 else
+                         "the radius does not order them"),
+        "global_rate": float(rate[table["mask"] == "window ±1 + 1 global"].iloc[0]),
+        "window1_rate": float(rate[table["mask"] == "window ±1"].iloc[0]),
+        "n_pairs": len(pairs),
+        "uni_vs_bi": ("more slowly than" if (ratios < 1).all() else "faster than" if (ratios > 1).all()
+                      else "sometimes faster, sometimes more slowly than"),
+        "uni_over_bi_min": float(ratios.min()), "uni_over_bi_max": float(ratios.max()),
+        "unconnected": ", ".join(table.loc[~connected, "mask"]) or "none",
+        "unconnected_rate_max": float(rate[~connected].max()) if (~connected).any() else float("nan"),
+        "complete_rate": complete_rate,
+        "sparse_min": float(rate[table["mask"] != "complete"].min()), "sparse_max": float(rate[fastest]),
+        "fastest": str(table.loc[fastest, "mask"]),
+        "fastest_share": 100 * float(table.loc[fastest, "edge share"]),
+        "fastest_over_complete": float(rate[fastest]) / complete_rate,
+    }

@@ -24,6 +24,7 @@ Weight extraction, X(0) and the full-transformer hooks live in :mod:`rankcollaps
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -229,28 +230,89 @@ def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
     return ModelSource(spec, spec, f"Hugging Face hub id {spec}", gguf_file, quantized=gguf_file is not None)
 
 
-def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32) -> LoadedModel:
+def _unavailable(spec: str, source: ModelSource, err: Exception) -> ValueError:
+    """One line for a model whose files cannot be had: from the hub (offline?) or from its folder (why)."""
+    first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    where = "from the Hugging Face hub (offline, or no such model?)" if source.location == spec and \
+        not Path(spec).expanduser().is_dir() else f"from its folder ({first_line})"
+    return ValueError(f"model {spec!r} could not be loaded {where}; the packaged models load offline: "
+                      f"{_PACKAGED_WORDS}")
+
+
+def model_config(spec: str, *, gguf_file: str | None = None):
+    """The Hugging Face config of a spec, without loading weights (the cheap look before a run)."""
+    source = resolve_spec(spec, gguf_file)
+    from transformers import AutoConfig
+
+    kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
+    try:
+        return AutoConfig.from_pretrained(source.location, **kwargs)
+    except (OSError, ValueError) as err:
+        raise _unavailable(spec, source, err) from None
+
+
+def check_family(config, spec: str) -> None:
+    """One error naming the supported families when the extractor does not know ``config.model_type``."""
+    from rankcollapse.models_extract import FAMILIES
+
+    if config.model_type not in FAMILIES:
+        raise ValueError(f"model {spec!r} is of family {config.model_type!r}, which the attention extractor does "
+                         f"not support; supported families (config.model_type): {', '.join(FAMILIES)}")
+
+
+def max_tokens(config) -> int | None:
+    """The longest sequence a model takes: ``max_position_embeddings``, less the two offset positions of
+    RoBERTa-style encoders (MPNet, RoBERTa number positions from ``pad_token_id + 1``); None when unbounded.
+
+    >>> from transformers import BertConfig, MPNetConfig
+    >>> max_tokens(BertConfig()), max_tokens(MPNetConfig())
+    (512, 512)
+    """
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is None:
+        return None
+    return int(limit) - (config.pad_token_id + 1 if config.model_type in ("mpnet", "roberta") else 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _spec_max_tokens(spec: str) -> int | None:
+    return max_tokens(model_config(spec))
+
+
+def check_n_tokens(spec: str, n_tokens: int) -> None:
+    """Reject a sequence longer than the model takes, before anything runs (reads only the config)."""
+    limit = _spec_max_tokens(spec)
+    if limit is not None and n_tokens > limit:
+        raise ValueError(f"n_tokens must be at most {limit} for model {spec!r} (its max_position_embeddings), "
+                         f"got {n_tokens}")
+
+
+def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32,
+               device_map: str | dict | None = None, offload_folder: str | None = None) -> LoadedModel:
     """Load the bare transformer (eager attention, eval mode) and its tokenizer for a spec.
 
     A hub id whose files cannot be had (offline, or no such model) raises one ValueError in one line.
+    The family is checked on the config before any weight is read (:func:`check_family`).
+    ``device_map="auto"`` (needs ``accelerate``) spreads the layers over the GPUs, then CPU memory, for a
+    model larger than one GPU; inputs go to the first layer's device by accelerate's hooks. Layers that fit
+    nowhere go to ``offload_folder`` on disk (a device_map value ``"disk"``), read back layer by layer.
 
     >>> load_model("pkg:nothing")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     ValueError: model must be a packaged model ...
     """
+    check_family(model_config(spec, gguf_file=gguf_file), spec)
     source = resolve_spec(spec, gguf_file)
     from transformers import AutoModel, AutoTokenizer
 
     kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
+    placement = {} if device_map is None else {"device_map": device_map, "offload_folder": offload_folder}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
-        model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs)
+        model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs,
+                                          **placement)
     except (OSError, ValueError) as err:
-        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        where = "from the Hugging Face hub (offline, or no such model?)" if source.location == spec and \
-            not Path(spec).expanduser().is_dir() else f"from its folder ({first_line})"
-        raise ValueError(f"model {spec!r} could not be loaded {where}; the packaged models load offline: "
-                         f"{_PACKAGED_WORDS}") from None
+        raise _unavailable(spec, source, err) from None
     return LoadedModel(model=model.eval(), tokenizer=tokenizer, source=source)
 
 
@@ -291,3 +353,44 @@ def tiny_model(family: str, seed: int = 0, weight_scale: float = 0.3) -> torch.n
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * weight_scale)
     return model
+
+
+def save_tiny_model(folder: Path | str, config) -> str:
+    """Save a seeded random model of a Hugging Face ``config`` with a word-level tokenizer (words ``w0``,
+    ``w1``, ...) to ``folder``: a local folder spec for tests and the large-models page's check."""
+    import transformers
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        transformers.AutoModel.from_config(config).save_pretrained(folder)
+    words = Tokenizer(WordLevel({f"w{i}": i for i in range(config.vocab_size)}, unk_token="w0"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0").save_pretrained(folder)
+    return str(folder)
+
+
+def offload_check(folder: Path | str, n_sequences: int = 6, batch_size: int = 2) -> dict[str, object]:
+    """The large-model path on a tiny decoder: a 3-layer Llama with a sliding window saved to ``folder``,
+    loaded with two of its layers offloaded to disk (``device_map``, accelerate), its hook metrics
+    computed in batches and compared with those of a plain load.
+
+    Returns the device map, the number of sequences, and the largest relative difference of μ.
+    """
+    import transformers
+
+    from rankcollapse.models_extract import full_transformer_metrics
+
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
+                                      sliding_window=4)
+    spec = save_tiny_model(Path(folder) / "model", config)
+    placement = {"embed_tokens": "cpu", "layers.0": "cpu", "layers.1": "disk", "layers.2": "disk",
+                 "norm": "cpu", "rotary_emb": "cpu"}
+    spread = load_model(spec, device_map=placement, offload_folder=str(Path(folder) / "offload")).model
+    ids = torch.randint(0, config.vocab_size, (n_sequences, 12), generator=torch.Generator().manual_seed(0))
+    got = full_transformer_metrics(spread, ids, batch_size=batch_size)["mu"]  # [layer + 1, sample]
+    want = full_transformer_metrics(load_model(spec).model, ids, batch_size=n_sequences)["mu"]  # [layer + 1, sample]
+    return {"device_map": dict(spread.hf_device_map), "n_sequences": n_sequences,
+            "max_relative_difference": float(((got - want).abs() / want.abs()).max())}

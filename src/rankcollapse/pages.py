@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rankcollapse import experiments, setup_pages, theory, theory_layernorm
+from rankcollapse import experiments, mask_design, setup_pages, theory, theory_layernorm
 from rankcollapse.checks import check_int
 from rankcollapse.experiments import Run
 
@@ -93,6 +93,13 @@ def _skip_connections(parameters: dict) -> dict[str, Run]:
                                                       **SKIP, weights=("initialized",)))}
 
 
+def _large_models(parameters: dict) -> dict[str, dict]:
+    """The large-models page's tiny check: sequences and the batch size of the hook metrics."""
+    check_int("n_sequences", parameters.get("n_sequences"), 1, 4096)
+    check_int("batch_size", parameters.get("batch_size"), 1, parameters["n_sequences"])
+    return {"main": dict(parameters)}
+
+
 def _run_all(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.StoredResult]:
     """Every sweep of a page, stored under the page's name."""
     return {part: experiments.run_experiment(page, run.config, subsets=run.subsets) for part, run in runs.items()}
@@ -141,6 +148,9 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          _skip_connections, fixed=SKIP, profiles={"paper": {**PAPER_SCALE, "n_layers_deep": 128}}, **_E),
     Page("pretrained_panels", "book/response/pretrained_panels.md", "Response: corrected pretrained panels",
          _fig2_and_fig3(), _run_as_parts, fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER),
+    Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
+         fixed={"masks": tuple(z.part for z in mask_design.ZOO), "norms": ("none",)}, profiles=_PAPER, **_E),
+    Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", _large_models),
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute in (_run_all, _run_as_parts))
 

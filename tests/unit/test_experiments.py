@@ -104,9 +104,9 @@ def test_pages_store_and_reload(tmp_path, monkeypatch):
 def _stored_entries(limit: int) -> list[dict]:
     """The smallest stored result of each page, the ``limit`` cheapest pages (Fig. 2 always among them)."""
     store = ResultStore()
-    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    names = sorted(p.name for p in store.root.iterdir() if p.is_dir() and p.name in pages.EXPERIMENT_PAGES)
     cost = lambda r: r["parameters"]["n_samples"] * r["parameters"]["n_tokens"] * r["parameters"]["n_layers"]
-    smallest = [min(store.entries(page), key=cost) for page in pages if store.entries(page)]
+    smallest = [min(store.entries(name), key=cost) for name in names if store.entries(name)]
     smallest.sort(key=lambda r: (r["page"] != "fig2", cost(r)))
     return smallest[:limit]
 

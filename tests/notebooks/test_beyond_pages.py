@@ -1,0 +1,27 @@
+"""The "Beyond the paper" pages run under papermill at tiny parameters, and their glued numbers hold together."""
+
+import pytest
+
+from rankcollapse.runner import execute_page, read_glue
+
+pytestmark = [pytest.mark.notebook, pytest.mark.models]
+
+
+@pytest.fixture(autouse=True)
+def isolated_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "results"))
+
+
+def test_mask_design(repo_root, tmp_path, figure_dir):
+    out = execute_page(repo_root / "book" / "beyond" / "mask_design.md",
+                       {"n_samples": 2, "n_tokens": 16, "n_layers": 4}, tmp_path / "page.ipynb")
+    glued = read_glue(out)
+    assert glued["mask_design_n_masks"] == 14 and glued["mask_design_n_connected"] == 12  # at N = 16
+    assert glued["mask_design_unconnected"] == "dilated ±2, dilation 2, random 15 %"
+    assert glued["mask_design_causal_radius_max"] == 15  # causal window 1 at N = 16
+    assert {p.suffix for p in figure_dir.glob("fig-mask_design-rates.*")} == {".png", ".svg", ".pdf", ".json"}
+
+
+def test_large_models(repo_root, tmp_path):
+    glued = read_glue(execute_page(repo_root / "book" / "beyond" / "large_models.md", {}, tmp_path / "page.ipynb"))
+    assert "layers.2 → disk" in glued["large_models_placement"] and glued["large_models_difference"] < 1e-5

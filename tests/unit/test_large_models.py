@@ -1,0 +1,70 @@
+"""Models larger than one GPU: tiny Llama-family decoders with a sliding window, saved to a folder and loaded
+through ``device_map="auto"`` (accelerate) on CPU; batched hook metrics; the bad-input checks on a model."""
+
+import pytest
+import torch
+
+from rankcollapse import experiments, models, models_extract
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+
+def _save(folder, config) -> str:
+    return models.save_tiny_model(folder, config)
+
+
+def _sizes(**extra) -> dict:
+    return dict(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=48, max_position_embeddings=64, sliding_window=4, **extra)
+
+
+@pytest.mark.parametrize("device_map", ["auto", "disk"])
+def test_llama_spread_by_accelerate_matches_the_plain_load(tmp_path, device_map):
+    """``auto`` (all on CPU here) and a map that offloads two of three layers to disk, as for a model
+    larger than the machine's memory: the hook metrics equal those of the plain load."""
+    spec = _save(tmp_path / "model", transformers.LlamaConfig(**_sizes()))
+    if device_map == "disk":
+        device_map = {"embed_tokens": "cpu", "layers.0": "cpu", "layers.1": "disk", "layers.2": "disk",
+                      "norm": "cpu", "rotary_emb": "cpu"}
+    spread = models.load_model(spec, device_map=device_map, offload_folder=str(tmp_path / "offload"))
+    plain = models.load_model(spec)
+    if isinstance(device_map, dict):
+        assert spread.model.hf_device_map == device_map  # placed by accelerate
+    ids = torch.randint(0, 64, (5, 12), generator=torch.Generator().manual_seed(1))  # [sample, token]
+    got = models_extract.full_transformer_metrics(spread.model, ids, batch_size=2)
+    want = models_extract.full_transformer_metrics(plain.model, ids, batch_size=5)
+    assert set(got) == set(want) and got["mu"].shape == (4, 5)  # [layer + 1, sample]
+    for name in want:
+        torch.testing.assert_close(got[name].double(), want[name].double(), rtol=1e-5, atol=1e-9)
+
+
+def test_hook_metrics_run_in_batches_so_memory_is_flat_in_sequences(tmp_path):
+    model = models.load_model(_save(tmp_path, transformers.LlamaConfig(**_sizes())), device_map="auto").model
+    seen = []
+    handle = models_extract.model_layer(model, 0).register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append((args[0] if args else kwargs["hidden_states"]).shape[0]),
+        with_kwargs=True)
+    try:
+        models_extract.full_transformer_metrics(model, torch.zeros(7, 6, dtype=torch.long), batch_size=3)
+    finally:
+        handle.remove()
+    assert seen == [3, 3, 1]  # never more than batch_size sequences in one forward
+
+
+def test_offload_check_of_the_large_models_page(tmp_path):
+    check = models.offload_check(tmp_path, n_sequences=5, batch_size=2)
+    assert check["device_map"]["layers.2"] == "disk" and check["max_relative_difference"] < 1e-5
+
+
+def test_unsupported_family_is_refused_at_load_before_weights(tmp_path):
+    spec = _save(tmp_path, transformers.MistralConfig(**_sizes()))
+    with pytest.raises(ValueError, match=r"family 'mistral'.*bert, mpnet, gpt2, llama, gemma3_text"):
+        models.load_model(spec, device_map="auto")
+
+
+def test_sequence_beyond_the_model_maximum_is_rejected_before_running(tmp_path):
+    spec = _save(tmp_path, transformers.LlamaConfig(**_sizes()))
+    with pytest.raises(ValueError, match=r"n_tokens must be at most 64 .*max_position_embeddings.*got 65"):
+        experiments.experiment_config({"model": spec, "n_tokens": 65, "masks": ["complete"]})
+    assert experiments.experiment_config({"model": spec, "n_tokens": 64, "masks": ["complete"]}).n_tokens == 64

@@ -1,0 +1,105 @@
+"""The mask-design page: its zoo and checks, the uniform-attention eigenvalue, the rate fit, the findings,
+the sortable table and the figure's legibility."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+from rankcollapse import experiments, findings, mask_design, masks, pages, plotting_beyond
+
+pytestmark = pytest.mark.models  # configure reads the packaged MiniLM's config
+
+
+def test_zoo_parts_are_distinct_and_each_sweep_has_its_one_mask():
+    runs = pages.configure("mask_design", {"n_tokens": 32, "n_samples": 2})
+    assert list(runs) == [z.part for z in mask_design.ZOO] and len(set(runs)) == len(mask_design.ZOO)
+    dilated = runs["dilated_window-w2-dilation2"].config
+    assert dilated.masks == ("dilated_window",) and dict(dilated.mask_options) == {"dilation": 2}
+    assert dilated.san_configs()[0].build_mask(32).equal(masks.dilated_window_mask(32, 2, 2))
+
+
+def test_a_window_wider_than_the_sequence_is_refused_before_running():
+    with pytest.raises(ValueError, match=r"window must be an integer in \[1, 7\], got 8"):
+        pages.configure("mask_design", {"n_tokens": 8})
+
+
+@pytest.mark.parametrize("mask, options, words", [
+    (("complete",), (("dilation", 2),), "do not fit mask 'complete'"),
+    (("random",), (("density", 0.1),), "the random mask needs both"),
+    (("dilated_window",), (("dilation", 99),), r"dilation must be an integer in \[1, 31\]"),
+])
+def test_mask_options_that_do_not_fit_are_refused(mask, options, words):
+    with pytest.raises(ValueError, match=words):
+        experiments.ExperimentConfig(masks=mask, mask_options=options)
+
+
+def test_mask_options_read_back_from_json_are_pairs_again():
+    config = experiments.ExperimentConfig(masks=("dilated_window",), window=2, mask_options=(["dilation", 2],))
+    assert config.mask_options == (("dilation", 2),) and hash(config)
+
+
+def test_empty_mask_options_leave_stored_keys_unchanged(tmp_path):
+    store = experiments.ResultStore(tmp_path)
+    config = experiments.ExperimentConfig(masks=("complete",))
+    seen = {}
+    store.load_or_compute = lambda page, parameters, compute, check: seen.update(parameters)
+    experiments.run_experiment("fig2", config, store)
+    assert "mask_options" not in seen and seen["masks"] == ("complete",)
+
+
+def test_uniform_second_eigenvalue_is_one_half_for_every_causal_window_and_zero_for_complete():
+    for window in (1, 3, 7):
+        assert math.isclose(mask_design.uniform_second_eigenvalue(masks.causal_sliding_window_mask(16, window)), 0.5)
+    assert mask_design.uniform_second_eigenvalue(masks.complete_mask(16)) == 0.0
+    assert mask_design.uniform_second_eigenvalue(masks.dilated_window_mask(16, 2, 2)) == pytest.approx(1.0)
+
+
+def _table(relative_mu, mu, floor):
+    rows = []
+    for metric, values in (("relative_mu", relative_mu), ("mu", mu), ("floor", floor)):
+        rows += [{"weights": "initialized", "variant": "SAN", "metric": metric, "layer": t, "mean": v}
+                 for t, v in enumerate(values)]
+    return pd.DataFrame(rows)
+
+
+def test_decay_rate_fits_the_layers_above_the_floor_only():
+    layers = np.arange(6)
+    relative = np.exp(-0.7 * layers)
+    mu = np.array([1, 0.5, 0.25, 1e-9, 1e-9, 1e-9])  # the last three sit at the floor
+    table = _table(np.r_[relative[:3], 1.0, 1.0, 1.0], mu, np.full(6, 1e-9))
+    assert mask_design.decay_rate(table, "initialized") == pytest.approx(0.7)
+    assert math.isnan(mask_design.decay_rate(_table(relative, np.full(6, 1e-9), np.full(6, 1e-9)), "initialized"))
+
+
+def test_findings_name_the_order_and_the_fastest_sparse_mask():
+    table = pd.DataFrame({
+        "mask": ["complete", "causal window 1", "causal window 4", "window ±2", "window ±1", "window ±1 + 1 global",
+                 "dilated"],
+        "edges": [100, 20, 50, 40, 25, 45, 30], "edge share": [1.0, 0.2, 0.5, 0.4, 0.25, 0.45, 0.3],
+        "radius": [1, 9, 3, 3, 9, 1, None], "uniform |λ₂|": [0.0, 0.5, 0.5, 0.9, 0.95, 0.7, 1.0],
+        "rate, initialized": [2.0, 0.1, 1.2, 0.5, 0.2, 0.8, 0.05]})
+    found = findings.mask_design(table)
+    assert found["causal_order"] == "the radius orders them" and found["causal_by_radius"] == pytest.approx(-1.0)
+    assert found["fastest"] == "causal window 4" and found["unconnected"] == "dilated"
+    assert found["sparse_min"] == 0.05 and found["sparse_max"] == 1.2 and found["fastest_share"] == 50 and found["fastest_over_complete"] == pytest.approx(0.6)
+    assert found["by_radius"] < 0 and found["global_rate"] == 0.8 and found["window1_rate"] == 0.2
+    assert found["n_pairs"] == 2 and found["uni_vs_bi"] == "sometimes faster, sometimes more slowly than"
+    assert found["uni_over_bi_min"] == pytest.approx(0.5) and found["uni_over_bi_max"] == pytest.approx(2.4)
+
+
+def test_sortable_table_carries_values_and_its_script():
+    text = plotting_beyond.sortable_table(pd.DataFrame({"mask": ["a<b"], "radius": [math.nan], "rate": [0.25]}))
+    assert 'data-value="Infinity">none' in text and 'data-value="0.25">0.25' in text and "a&lt;b" in text
+    assert text.count("<script>") == 1 and "rc-sortable" in text
+
+
+def test_figure_fits_the_column_with_legible_fonts():
+    table = pd.DataFrame({"mask": ["complete", "causal window 2", "dilated"], "edges": [64, 15, 20],
+                          "radius": [1, 4, None], "rate, initialized": [1.0, 0.3, 0.1], "rate, pretrained": [0.5, 0.1, 0.0]})
+    fig = plotting_beyond.rate_radius_figure(table)
+    width = fig.get_figwidth()
+    sizes = [t.get_fontsize() for t in fig.findobj(lambda o: hasattr(o, "get_fontsize") and o.get_text())]
+    assert width <= 7.0 and min(sizes) * 672 / (width * 96) >= 9  # points at the 672 px column
