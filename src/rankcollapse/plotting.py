@@ -29,8 +29,10 @@ from matplotlib.text import Text
 
 from rankcollapse import __version__
 from rankcollapse.masks import describe_mask
+from rankcollapse.metrics import FLOOR_OF
 from rankcollapse.provenance import atomic_write, book_root, provenance_record
 
+EXACT_METRICS = ("mu", "relative_mu")  # the metrics the engine tracks exactly below the floor (metric "exact")
 FIGURE_FORMATS = ("png", "svg", "pdf")
 
 
@@ -204,9 +206,12 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
 
     The line is the ``centre`` statistic over samples, the band spans ``band`` (default the 10-90 %
-    quantiles). With ``floor``, the dtype floor of the panel (largest median floor of its SAN curves) is
-    shaded via :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's
-    own floor (rounding noise, not an equilibrium) are marked with an ``x``. ``hue`` values in
+    quantiles). With ``floor``, the metric's own rounding floor (``metrics.FLOOR_OF``: eps·‖X‖_F for μ,
+    eps for μ/‖X‖_F, rtol·σ_max for σ_min; the largest median floor of the panel's SAN curves) is shaded
+    via :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's own floor
+    (rounding noise, not an equilibrium) are marked with an ``x`` — except where the engine tracked μ
+    exactly (metric ``exact`` = 1: pure attention, centred states), whose values below the floor are
+    measured, not noise. ``hue`` values in
     ``dashed`` are drawn dashed (curves that may overlap others); ``colours`` maps ``hue`` values to
     colours (default :func:`hue_colours` of this table). The y axis is labelled with
     :func:`axis_label`. Log-log axes start at layer 1 when ``log_x`` (X(0) has no place on a log axis).
@@ -215,9 +220,11 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     rows = table[table["metric"] == metric]
     if log_x:
         rows = rows[rows["layer"] >= 1]
-    floors = table[(table["metric"] == "floor") & (table["layer"] >= (1 if log_x else 0))]
+    floor_metric = FLOOR_OF.get(metric)
+    floors = table[(table["metric"] == floor_metric) & (table["layer"] >= (1 if log_x else 0))]
     band_floors = floors[floors["variant"] == "SAN"] if "variant" in floors and (floors["variant"] == "SAN").any() else floors
     floor_value = float(band_floors["median"].max()) if floor and len(floors) else None  # SAN curves' floor
+    exact = table[(table["metric"] == "exact") & (table["median"] == 1)] if metric in EXACT_METRICS else table[:0]
     colours = colours or hue_colours(rows, hue)
     for name, curve in rows.groupby(hue, sort=False):
         colour = colours[name]
@@ -226,7 +233,9 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
         ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0)
         if floor_value is not None:
             own = floors[floors[hue] == name].groupby("layer")["median"].max()  # this curve's floor per layer
-            low = curve[curve[centre].to_numpy() <= flag_factor * own.reindex(curve["layer"]).to_numpy()]
+            tracked = set(exact.loc[exact[hue] == name, "layer"])  # layers measured exactly below the floor
+            low = curve[(curve[centre].to_numpy() <= flag_factor * own.reindex(curve["layer"]).to_numpy())
+                        & ~curve["layer"].isin(tracked).to_numpy()]
             ax.scatter(low["layer"], low[centre], color=colour, **FLOOR_CROSS)
     if log_x:
         ax.set_xscale("log")
@@ -273,19 +282,19 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
     Shapes: ``table`` is a tidy experiments table.
     """
     titles = titles or {}
-    row_values = [v for v in dict.fromkeys(table[row]) if row != "metric" or v != "floor"]
+    helpers = {*FLOOR_OF.values(), "exact"}  # metrics that qualify others, never a row of their own
+    row_values = [v for v in dict.fromkeys(table[row]) if row != "metric" or v not in helpers]
     col_values = list(dict.fromkeys(table[col]))
     block_rows = -(-len(col_values) // min(max_cols, len(col_values)))
     fig = plt.figure(figsize=(COLUMN_WIDTH_IN, len(row_values) * (panel_height * block_rows + 0.45) + 0.7),
                      layout="constrained")
-    all_axes, colours = [], hue_colours(table[table["metric"] != "floor"], hue)
+    all_axes, colours = [], hue_colours(table[~table["metric"].isin(helpers)], hue)
     for block, r in zip(fig.subfigures(len(row_values), 1, squeeze=False).ravel(), row_values):
         block.suptitle(titles.get(r, axis_label(r) if row == "metric" else r), fontweight="bold")
         _, axes = panel_grid(len(col_values), max_cols, parent=block, sharex=True, sharey=True)
         for ax, c in zip(axes, col_values):
             if row == "metric":
-                panel = table[table[row].isin([r, "floor"]) & (table[col] == c)]
-                plot_layer_curves(ax, panel, r, hue=hue, floor=r in ("mu", "relative_mu"), dashed=dashed,
+                plot_layer_curves(ax, table[table[col] == c], r, hue=hue, floor=r in FLOOR_OF, dashed=dashed,
                                   colours=colours)
             else:
                 plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue, dashed=dashed,
@@ -319,12 +328,12 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
         for j, c in enumerate(col_values):
             ax = axes[i, j]
             plot_layer_curves(ax, table[table[col] == c], metric, hue=hue, log_x=False,
-                              log_y=metric == "sigma_min", floor=False, colours=colours)
+                              log_y=metric == "sigma_min", floor=metric in FLOOR_OF, colours=colours)
             if i == 0:
                 ax.set_title(titles.get(c, c))
         if metric == "sigma_min":
             top = max(float(np.nanmax(line.get_ydata())) for ax in axes[i] for line in ax.get_lines())
             axes[i, 0].set_ylim(max(axes[i, 0].get_ylim()[0], 1e-20), 10 * top)  # below 1e-20 only underflow
     label_outer(axes.ravel(), len(col_values))
-    _figure_legend(fig, axes.ravel())
+    _figure_legend(fig, axes.ravel(), floor_cross=True)
     return fig

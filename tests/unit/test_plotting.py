@@ -160,3 +160,50 @@ def test_label_outer_labels_the_lowest_panel_of_a_short_column():
     assert [ax.xaxis.label.get_visible() for ax in axes] == [False, True, True]
     assert [ax.yaxis.label.get_visible() for ax in axes] == [True, False, True]
     plt.close(fig)
+
+
+def _one_curve(values, norm_value: float, exact: float = 0.0):
+    """One pure-attention curve: mu = values * norm, relative_mu = values, their floors, the exact flag."""
+    import numpy as np
+    import pandas as pd
+
+    eps = float(np.finfo(np.float64).eps)
+    rows = []
+    for layer, v in enumerate(values):
+        for metric, value in (("mu", v * norm_value), ("relative_mu", v), ("norm", norm_value),
+                              ("floor", eps * norm_value), ("relative_floor", eps), ("exact", exact)):
+            rows.append(dict(weights="initialized", variant="SAN", mask="causal", norm="none", label="pure",
+                             layer=layer, metric=metric, mean=value, median=value, q10=value, q90=value))
+    return pd.DataFrame(rows)
+
+
+def _floor_line(ax) -> float:
+    flat = [line.get_ydata()[0] for line in ax.get_lines() if len(set(line.get_ydata())) == 1]
+    assert len(flat) == 1
+    return float(flat[0])
+
+
+def test_relative_mu_panel_draws_eps_not_eps_times_norm():
+    import numpy as np
+
+    eps = float(np.finfo(np.float64).eps)
+    table = _one_curve([10.0 ** -k for k in range(6)], norm_value=1e3)
+    fig, ax = plt.subplots()
+    plotting.plot_layer_curves(ax, table, "relative_mu", hue="label")
+    assert _floor_line(ax) == pytest.approx(eps)
+    fig, ax = plt.subplots()
+    plotting.plot_layer_curves(ax, table, "mu", hue="label")
+    assert _floor_line(ax) == pytest.approx(eps * 1e3)
+    plt.close("all")
+
+
+def test_exactly_tracked_curves_below_the_floor_are_not_flagged():
+    below = [10.0 ** -(4 * k) for k in range(8)]  # reaches 1e-28, far below eps
+    crosses = []
+    for exact in (0.0, 1.0):
+        fig, ax = plt.subplots()
+        plotting.plot_layer_curves(ax, _one_curve(below, 1.0, exact), "relative_mu", hue="label")
+        scatters = [c for c in ax.collections if isinstance(c, matplotlib.collections.PathCollection)]
+        crosses.append(sum(len(c.get_offsets()) for c in scatters))
+    assert crosses[0] >= 3 and crosses[1] == 0
+    plt.close("all")
