@@ -52,6 +52,17 @@ EXPECTATIONS = ("collapses", "stable")  # what a claim may say about its curves
 LABEL_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip", "n_samples")
 
 
+def rule_numbers() -> dict[str, str]:
+    """The thresholds of the rules, as words for the setup page (``floor_band``, ``collapse_rate``,
+    ``late_percent``, ``stable_factor``).
+
+    >>> rule_numbers()["collapse_rate"]
+    '0.05'
+    """
+    return {"floor_band": f"{FLOOR_BAND:g}", "collapse_rate": f"{COLLAPSE_RATE:g}",
+            "late_percent": f"{100 * LATE_FRACTION:g}", "stable_factor": f"{STABLE_FACTOR:g}"}
+
+
 def _number(x: float) -> str:
     """Two significant digits, as prose quotes them.
 
