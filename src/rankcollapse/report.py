@@ -40,6 +40,14 @@ def cell_parameters(name: str, namespace: Mapping[str, object]) -> dict[str, obj
     return {k: namespace[k] for k in names}
 
 
+def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, object], dict[str, StoredResult]]:
+    """What every experiment page does first: the book's plot theme, its parameters (:func:`cell_parameters`)
+    and the results it shows (:func:`page_results`)."""
+    plotting.set_theme()
+    parameters = cell_parameters(name, namespace)
+    return parameters, page_results(name, parameters)
+
+
 def page_results(name: str, parameters: Mapping[str, object]) -> dict[str, StoredResult]:
     """The results page ``name`` shows: computed (or loaded) for exactly ``parameters``, then, when the
     page's ``show_largest_stored`` is true, the largest stored run of the same experiment instead."""
