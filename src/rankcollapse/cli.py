@@ -1,4 +1,4 @@
-"""``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book]``.
+"""``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book] [--nproc K]``.
 
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
 ``DIR/<page>.ipynb`` and its exported figures (PNG, SVG, PDF and JSON provenance) to ``DIR/figures/``;
@@ -6,7 +6,9 @@ results land in the results store (``results/``), so a later book build shows th
 before anything runs: the page name, the parameter names (against the page's ``parameters`` cell), their
 types (against the defaults) and their ranges (against :mod:`rankcollapse.experiments`' configurations),
 and the device. ``--add-to-book`` copies the executed notebook to ``book/runs/`` with its labels made
-unique, to be listed in the book's table of contents.
+unique, to be listed in the book's table of contents. A page's results are computed before the notebook
+runs (:func:`rankcollapse.sweep.compute_page`: plan, progress bar, resume), in ``--nproc K`` processes or
+in the ranks of ``torchrun --nproc-per-node K -m rankcollapse run ...``; the notebook then loads them.
 
 Used by: readers re-running a page, book/reproduce.md, tests/unit/test_cli.py.
 """
@@ -119,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", type=Path, default=None, help="output folder (default runs/<page>-<UTC time>)")
     run.add_argument("--add-to-book", action="store_true", help="also copy the executed notebook to book/runs/")
     run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: none)")
+    run.add_argument("--nproc", type=int, default=1,
+                     help="compute the page's results in K processes first (torchrun: NCCL on GPUs, gloo on CPU)")
     return parser
 
 
@@ -130,8 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"rankcollapse run: error: {err}", file=sys.stderr)
         return 2
+    from rankcollapse import sweep
     from rankcollapse.runner import execute_page
 
+    try:  # the results first, outside the notebook: plan, progress bar, resume, processes (rankcollapse.sweep)
+        if not sweep.compute_page(args.page, parameters, args.nproc, show=os.environ.get(sweep.PROGRESS_ENV) != "0"):
+            return 0  # a torchrun rank other than 0: rank 0 renders the page
+    except ValueError as err:
+        print(f"rankcollapse run: error: {err}", file=sys.stderr)
+        return 2
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     output = (args.output or Path("runs") / f"{args.page}-{stamp}").resolve()
     os.environ["RANKCOLLAPSE_FIGURE_DIR"] = str(output / "figures")  # inherited by the papermill kernel

@@ -172,56 +172,29 @@ def _labels(configs: tuple[san.SANConfig, ...], weights: str) -> list[dict]:
              "temperature": c.temperature, "norm": c.norm, "skip": c.skip} for c in configs]
 
 
-def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[pd.DataFrame, dict]:
+def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[pd.DataFrame, dict] | None:
     """Compute the sweep: the tidy table and the provenance the store adds to it.
 
     ``subsets``: also summarize the first k samples for each k (column ``n_samples`` tells them apart).
+    The work is cut into units of blocks x configurations (:mod:`rankcollapse.sweep`); under
+    ``torch.distributed`` every rank computes its share and rank 0 gets the result (None elsewhere).
     """
-    from rankcollapse import models_extract
+    from rankcollapse import sweep
 
-    loaded = _loaded(config.model)
-    model, dtype = loaded.model, rc_metrics.DTYPES[config.dtype]
-    drawn = samples(config.model, config.n_samples, config.n_tokens, config.seed, config.overlap)
-    ids = drawn.input_ids  # [sample, token]
-    x0 = models_extract.embed(model, ids).to(torch.float64)  # [sample, token, d_model]
-    d_model, n_heads = x0.shape[-1], model.config.num_attention_heads
-    configs = config.san_configs()
-    names = None if config.geometry else rc_metrics.NORM_METRIC_NAMES
-    frames, depths = [], {}
-    for kind in config.weights:
-        if kind == "pretrained":
-            layers = models_extract.extract_layers(model, n_tokens=config.n_tokens)[:config.n_layers]
-        else:
-            layers = san.random_layers(config.n_layers, d_model, n_heads, init=config.init, seed=config.seed)
-        depths[kind] = len(layers)
-        result = san.run_san(x0, layers, configs, dtype=dtype, device=config.device, metric_names=names)
-        parts = [(result.metrics, _labels(configs, kind))]
-        if config.full_transformer:
-            reference = model if kind == "pretrained" else _initialized_model(model, config.n_layers, config.seed)
-            full = models_extract.full_transformer_metrics(reference, ids)  # each [layer + 1, sample]
-            label = {"weights": kind, "variant": "full transformer", "mask": "model", "window": None,
-                     "temperature": None, "norm": "model", "skip": True}
-            kept = {k: v[:config.n_layers + 1, None] for k, v in full.items() if names is None or k in names}
-            parts.append((kept, [label]))  # each [layer + 1, 1, sample]
-        for metrics, labels in parts:
-            for k in (*subsets, config.n_samples):
-                subset = {name: v[..., :k] for name, v in metrics.items()}  # [layer + 1, config, k]
-                frames.append(summarize(subset, labels, config.n_tokens, d_model))
-    extra = {"model_spec": config.model, "model_description": loaded.source.description,
-             "model_quantized": loaded.source.quantized, "weight_sha256": weight_hash(model),
-             "sample_ids_sha256": hashlib.sha256(ids.numpy().tobytes()).hexdigest(),
-             "sample_texts_sha256": drawn.texts_hash, "samples_available": drawn.n_available,
-             "dtype": config.dtype, "device": config.device, "depth": depths,
-             "model_layers": int(model.config.num_hidden_layers)}
-    return pd.concat(frames, ignore_index=True), extra
+    return sweep.compute(config, subsets)
 
 
 def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | None = None,
                    subsets: tuple[int, ...] = ()) -> StoredResult:
-    """The stored result of ``page`` for exactly ``config`` (and ``subsets``), computed and stored when missing."""
+    """The stored result of ``page`` for exactly ``config`` (and ``subsets``), computed and stored when
+    missing: resumable from its checkpoints, shared over the ranks of a process group
+    (:mod:`rankcollapse.sweep`)."""
+    from rankcollapse import sweep
+
     store = store or ResultStore()
     parameters = {**asdict(config), **({"subsets": list(subsets)} if subsets else {})}
-    return store.load_or_compute(page, parameters, lambda: run_sweep(config, subsets))
+    return sweep.stored(page, parameters, store,
+                        lambda partial: sweep.compute(config, subsets, label=page, partial=partial))
 
 
 def _config(overrides: dict, **page_defaults) -> ExperimentConfig:
