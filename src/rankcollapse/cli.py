@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     from rankcollapse.runner import execute_page
 
     try:  # the results first, outside the notebook: plan, progress bar, resume, processes (rankcollapse.sweep)
-        if not sweep.compute_page(args.page, parameters, args.nproc, show=os.environ.get(sweep.PROGRESS_ENV) != "0"):
+        show = os.environ.get(sweep.PROGRESS_ENV) != "0"
+        if not sweep.compute_page(args.page, parameters, args.nproc, show=show):
             return 0  # a torchrun rank other than 0: rank 0 renders the page
     except ValueError as err:
         print(f"rankcollapse run: error: {err}", file=sys.stderr)

@@ -245,7 +245,8 @@ class _Work:
                                       "window": None, "temperature": None, "norm": "model", "skip": True}]))
             for full, labels in parts:
                 pieces = [computed[Unit(kind, full, *b).name] for b in blocks]
-                metrics = {name: torch.cat([p[name] for p in pieces], dim=-1) for name in pieces[0]}  # [layer + 1, config, sample]
+                metrics = {name: torch.cat([p[name] for p in pieces], dim=-1)  # [layer + 1, config, sample]
+                           for name in pieces[0]}
                 for k in (*subsets, c.n_samples):
                     subset = {name: v[..., :k] for name, v in metrics.items()}  # [layer + 1, config, k]
                     frames.append(experiments.summarize(subset, labels, c.n_tokens, self.d_model))
@@ -371,7 +372,9 @@ class Plan:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budget: int) -> Plan:
@@ -495,6 +498,8 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     stored results), in ``nproc`` processes (torchrun) or in the processes torchrun started this one in;
     ``show``: print the plan and a progress bar. Returns whether this process should render the page
     (rank 0, or no process group)."""
+    from rankcollapse import cli
+
     check_int("nproc", nproc, 1, 4096)
     if page not in PAGES:
         return True
@@ -505,14 +510,14 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                    "-m", "rankcollapse.sweep", page, *pairs]
         env = {**os.environ, PROGRESS_ENV: "1" if show else "0"}
-        status = subprocess.run(command, env=env).returncode
+        status = subprocess.run(command, env=env, cwd=cli.repo_root()).returncode
         if status:
             raise RuntimeError(f"the {nproc} processes computing {page} failed (exit status {status})")
         return True
     started = init_distributed(str(parameters.get("device", "cpu")))
     rank, _ = rank_and_world()
-    try:
-        with report(show):
+    try:  # in the book's root, as the page's own kernel: the same store, commit and provenance
+        with report(show), contextlib.chdir(cli.repo_root()):
             page_function(page)(**page_arguments(page, parameters))
     finally:
         if started:

@@ -180,3 +180,18 @@ def test_bad_settings_name_the_variable(variable, value, words, monkeypatch):
 def test_nproc_must_be_a_positive_integer(capsys):
     assert cli.main(["run", "fig2", "--nproc", "0"]) == 2
     assert "nproc must be an integer in [1, 4096], got 0" in capsys.readouterr().err
+
+
+def test_rankcollapse_run_computes_first_then_renders_the_stored_result(tmp_path, monkeypatch, capsys):
+    """``rankcollapse run fig2 --profile paper`` at a reduced size: plan and progress on stderr, one stored
+    result, and the executed page loads it instead of computing again."""
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path / "unused"))  # main() sets it; restored after
+    monkeypatch.delenv(sweep.PROGRESS_ENV, raising=False)
+    argv = ["run", "fig2", "--profile", "paper", *_pairs({**TINY, "n_tokens": 32}), "--output", str(tmp_path / "run")]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "fig2: 4 samples x (2 initialized + 2 pretrained) layers x 12 configurations" in err and "24/24" in err
+    table, provenance, _ = _stored(tmp_path / "results", "fig2")
+    assert provenance["parameters"]["overlap"] == "sentence_starts" and set(table["n_samples"]) == {4}
+    assert "loaded from the results store" in (tmp_path / "run" / "fig2.ipynb").read_text()
