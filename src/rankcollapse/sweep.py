@@ -41,6 +41,7 @@ import contextvars
 import copy
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -377,8 +378,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budget: int) -> Plan:
-    """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run."""
+def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budget: int, timed: bool = True) -> Plan:
+    """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run.
+    ``timed=False`` skips the throughput (NaN) when nobody will read the expected time."""
     c, (_, world) = work.config, rank_and_world()
     device = san.resolve_device(c.device)
     dtype = rc_metrics.DTYPES[c.dtype]
@@ -399,7 +401,7 @@ def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budge
     if need > available:
         raise ValueError(f"{label} needs about {need / 2**30:.2f} GiB per process but {available / 2**30:.2f} GiB "
                          f"are available on {device}; use fewer samples or layers, or a larger machine")
-    throughput, source = measured_throughput(work, device, block, budget)
+    throughput, source = measured_throughput(work, device, block, budget) if timed else (math.nan, "not timed")
     return Plan(label, c.n_samples, depths, n_configs, len(plan_units), block, world, throughput, source,
                 need, engine, available)
 
@@ -416,8 +418,8 @@ def compute(config: experiments.ExperimentConfig, subsets: tuple[int, ...] = (),
     rank, world = rank_and_world()
     work, block, budget = _Work(config), block_samples(config), memory_budget()
     plan_units = units(config, block)
-    plan = make_plan(work, label, plan_units, block, budget)
     show = reporting() and rank == 0
+    plan = make_plan(work, label, plan_units, block, budget, timed=show)
     if show:
         print(plan.text(), file=sys.stderr, flush=True)
     checkpoints = _Checkpoints(partial, {"parameters": {**asdict(config), "subsets": list(subsets)},
