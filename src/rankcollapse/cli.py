@@ -1,4 +1,4 @@
-"""``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book]``
+"""``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book] [--nproc K]``
 and ``rankcollapse pages [--profile paper]`` (the page names of the registry, :mod:`rankcollapse.pages`).
 
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
@@ -7,7 +7,10 @@ results land in the results store (``results/``), so a later book build shows th
 before anything runs: the page name, the parameter names (against the page's ``parameters`` cell), their
 types (against the defaults) and their ranges (by the page's configuration in the page registry,
 :mod:`rankcollapse.pages`), and the device. ``--add-to-book`` copies the executed notebook to ``book/runs/`` with its labels made
-unique, to be listed in the book's table of contents.
+unique, to be listed in the book's table of contents. A page's results are computed before the notebook
+runs (:func:`compute_page`: plan, progress bar, resume; :mod:`rankcollapse.sweep`), in ``--nproc K`` processes
+or in the ranks of ``torchrun --nproc-per-node K -m rankcollapse run ...``; the notebook then loads them.
+``rankcollapse compute PAGE ...`` (the same options, under torchrun in every rank) only computes and stores.
 
 Used by: readers re-running a page, book/reproduce.md, tests/unit/test_cli.py.
 """
@@ -16,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import datetime as _dt
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -67,6 +72,40 @@ def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str
     return path, parameters
 
 
+def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True) -> bool:
+    """Compute and store every result ``page`` shows for ``parameters`` (its defaults and the reader's;
+    nothing for pages that compute in their own module), in ``nproc`` processes (torchrun) or in the
+    processes torchrun started this one in; ``show``: print the plan and a progress bar. Returns whether
+    this process should render the page (rank 0, or no process group)."""
+    import torch
+
+    from rankcollapse import checks, pages, sweep
+
+    checks.check_int("nproc", nproc, 1, 4096)
+    if page not in pages.EXPERIMENT_PAGES:
+        return True
+    if nproc > 1:
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise ValueError("nproc must be 1 inside torchrun (torchrun already started the processes)")
+        pairs = [a for name, value in parameters.items() for a in ("-p", name, repr(value))]
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                   "-m", "rankcollapse", "compute", page, *pairs]
+        env = {**os.environ, sweep.PROGRESS_ENV: "1" if show else "0"}
+        status = subprocess.run(command, env=env, cwd=repo_root()).returncode
+        if status:
+            raise RuntimeError(f"the {nproc} processes computing {page} failed (exit status {status})")
+        return True
+    started = sweep.init_distributed(str(parameters.get("device", "cpu")))
+    rank, _ = sweep.rank_and_world()
+    try:  # in the book's root, as the page's own kernel: the same store, commit and provenance
+        with sweep.report(show), contextlib.chdir(repo_root()):
+            pages.compute(page, **parameters)
+    finally:
+        if started:
+            torch.distributed.destroy_process_group()
+    return rank == 0
+
+
 def add_to_book(ipynb: Path, page: str, runs_dir: Path, name: str) -> Path:
     """Copy an executed page into ``runs_dir`` as ``<page>-<name>.ipynb`` with unique labels."""
     from rankcollapse.runner import rename_labels
@@ -92,6 +131,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", type=Path, default=None, help="output folder (default runs/<page>-<UTC time>)")
     run.add_argument("--add-to-book", action="store_true", help="also copy the executed notebook to book/runs/")
     run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: none)")
+    run.add_argument("--nproc", type=int, default=1,
+                     help="compute the page's results in K processes first (torchrun: NCCL on GPUs, gloo on CPU)")
+    compute = commands.add_parser("compute", help="compute and store a page's results without rendering it "
+                                  "(every rank under torchrun)")
+    compute.add_argument("page", help=f"one of: {', '.join(PAGES)}")
+    compute.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[])
+    compute.add_argument("--profile", default="default", help=f"parameter profile: {', '.join(PROFILE_NAMES)}")
+    compute.add_argument("--device", default=None, help="'cpu' or 'cuda'")
     listing = commands.add_parser("pages", help="list the book's pages (one name a line)")
     listing.add_argument("--profile", default=None, help="only the pages this profile changes")
     return parser
@@ -113,10 +160,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path, parameters = plan_run(args.page, args.parameter, args.profile, args.device)
     except ValueError as err:
-        print(f"rankcollapse run: error: {err}", file=sys.stderr)
+        print(f"rankcollapse {args.command}: error: {err}", file=sys.stderr)
         return 2
+    from rankcollapse import sweep
     from rankcollapse.runner import execute_page
 
+    try:  # the results first, outside the notebook: plan, progress bar, resume, processes (rankcollapse.sweep)
+        show = os.environ.get(sweep.PROGRESS_ENV) != "0"
+        if not compute_page(args.page, parameters, getattr(args, "nproc", 1), show=show) or args.command == "compute":
+            return 0  # computed only, or a torchrun rank other than 0: rank 0 renders the page
+    except ValueError as err:
+        print(f"rankcollapse {args.command}: error: {err}", file=sys.stderr)
+        return 2
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     output = (args.output or Path("runs") / f"{args.page}-{stamp}").resolve()
     os.environ["RANKCOLLAPSE_FIGURE_DIR"] = str(output / "figures")  # inherited by the papermill kernel

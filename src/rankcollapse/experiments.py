@@ -1,9 +1,9 @@
 """The experiment sweeps: an :class:`ExperimentConfig` -> a tidy table of per-layer sample statistics.
 
 The experiment and author-response pages reach this module through the page registry
-(:mod:`rankcollapse.pages`, which holds each page's fixed choices): :func:`run_experiment` loads the stored
-result with exactly these parameters from the results store (:mod:`rankcollapse.results`) or computes
-(:func:`run_sweep`) and stores it.
+(:mod:`rankcollapse.pages`, which holds each page's fixed choices); :func:`rankcollapse.sweep.run_experiment`
+loads the stored result with exactly these parameters from the results store (:mod:`rankcollapse.results`)
+or computes it (in units of sample blocks, resumable, over the ranks of a process group) and stores it.
 
 Protocol (Dong et al.'s, with our [recon] choices as parameters): real Wikipedia text cut to exactly
 ``n_tokens`` tokens by the pretrained model's tokenizer; X(0) = that model's own embedding output
@@ -126,7 +126,7 @@ class ExperimentConfig:
 
 
 @functools.lru_cache(maxsize=2)
-def _loaded(spec: str):
+def loaded_model(spec: str):
     from rankcollapse.models import load_model
 
     return load_model(spec)
@@ -138,7 +138,7 @@ def samples(spec: str, n_samples: int, n_tokens: int, seed: int, overlap: str) -
 
     Shapes: ``.input_ids`` [sample, token]; the first k of a larger draw are the draw of k.
     """
-    return rc_data.sample_token_ids(_loaded(spec).tokenizer, n_samples, n_tokens, seed, overlap)
+    return rc_data.sample_token_ids(loaded_model(spec).tokenizer, n_samples, n_tokens, seed, overlap)
 
 
 def weight_hash(model: torch.nn.Module) -> str:
@@ -150,7 +150,7 @@ def weight_hash(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def _initialized_model(model: torch.nn.Module, n_layers: int, seed: int) -> torch.nn.Module:
+def initialized_model(model: torch.nn.Module, n_layers: int, seed: int) -> torch.nn.Module:
     """A freshly initialized copy of the architecture with ``n_layers`` layers (HF's own init), from a
     forked, seeded RNG (the global RNG state is restored)."""
     from transformers import AutoModel
@@ -191,7 +191,7 @@ def summarize(metrics: dict[str, torch.Tensor], labels: list[dict], n_tokens: in
     return table
 
 
-def _labels(configs: tuple[san.SANConfig, ...], weights: str) -> list[dict]:
+def config_labels(configs: tuple[san.SANConfig, ...], weights: str) -> list[dict]:
     return [{"weights": weights, "variant": "SAN", "mask": c.mask, "window": c.window,
              "temperature": c.temperature, "norm": c.norm, "skip": c.skip} for c in configs]
 
@@ -209,50 +209,6 @@ def value(table: pd.DataFrame, metric: str, *, layer: int | str = "last", stat: 
     if len(rows) != 1:
         raise ValueError(f"{len(rows)} rows of {metric!r} at layer {layer} match {labels}; name one configuration")
     return float(rows[stat].iloc[0])
-
-
-def run_sweep(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> tuple[pd.DataFrame, dict]:
-    """Compute the sweep: the tidy table and the provenance the store adds to it.
-
-    ``subsets``: also summarize the first k samples for each k (column ``n_samples`` tells them apart).
-    """
-    from rankcollapse import models_extract
-
-    loaded = _loaded(config.model)
-    model, dtype = loaded.model, rc_metrics.DTYPES[config.dtype]
-    drawn = samples(config.model, config.n_samples, config.n_tokens, config.seed, config.overlap)
-    ids = drawn.input_ids  # [sample, token]
-    x0 = models_extract.embed(model, ids).to(torch.float64)  # [sample, token, d_model]
-    d_model, n_heads = x0.shape[-1], model.config.num_attention_heads
-    configs = config.san_configs()
-    names = None if config.geometry else rc_metrics.NORM_METRIC_NAMES
-    frames, depths = [], {}
-    for kind in config.weights:
-        if kind == "pretrained":
-            layers = models_extract.extract_layers(model, n_tokens=config.n_tokens)[:config.n_layers]
-        else:
-            layers = san.random_layers(config.n_layers, d_model, n_heads, init=config.init, seed=config.seed)
-        depths[kind] = len(layers)
-        result = san.run_san(x0, layers, configs, dtype=dtype, device=config.device, metric_names=names)
-        parts = [(result.metrics, _labels(configs, kind))]
-        if config.full_transformer:
-            reference = model if kind == "pretrained" else _initialized_model(model, config.n_layers, config.seed)
-            full = models_extract.full_transformer_metrics(reference, ids)  # each [layer + 1, sample]
-            label = {"weights": kind, "variant": "full transformer", "mask": "model", "window": None,
-                     "temperature": None, "norm": "model", "skip": True}
-            kept = {k: v[:config.n_layers + 1, None] for k, v in full.items() if names is None or k in names}
-            parts.append((kept, [label]))  # each [layer + 1, 1, sample]
-        for metrics, labels in parts:
-            for k in (*subsets, config.n_samples):
-                subset = {name: v[..., :k] for name, v in metrics.items()}  # [layer + 1, config, k]
-                frames.append(summarize(subset, labels, config.n_tokens, d_model))
-    extra = {"model_spec": config.model, "model_description": loaded.source.description,
-             "model_quantized": loaded.source.quantized, "weight_sha256": weight_hash(model),
-             "sample_ids_sha256": hashlib.sha256(ids.numpy().tobytes()).hexdigest(),
-             "sample_texts_sha256": drawn.texts_hash, "samples_available": drawn.n_available,
-             "dtype": config.dtype, "device": config.device, "depth": depths,
-             "model_layers": int(model.config.num_hidden_layers)}
-    return pd.concat(frames, ignore_index=True), extra
 
 
 TABLE_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip", "layer", "metric",
@@ -289,15 +245,6 @@ class Run:
 
     config: ExperimentConfig  # the sweep
     subsets: tuple[int, ...] = ()  # also summarize the first k samples for each k (column n_samples)
-
-
-def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | None = None,
-                   subsets: tuple[int, ...] = ()) -> StoredResult:
-    """The stored result of ``page`` for exactly ``config`` (and ``subsets``), computed and stored when missing;
-    a stored result is verified, its table checked by :func:`check_table`."""
-    store = store or ResultStore()
-    return store.load_or_compute(page, stored_parameters(config, subsets), lambda: run_sweep(config, subsets),
-                                 check_table)
 
 
 def stored_parameters(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> dict:

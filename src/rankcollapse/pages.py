@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rankcollapse import experiments, mask_design, setup_pages, theory, theory_layernorm
+from rankcollapse import experiments, mask_design, setup_pages, sweep, theory, theory_layernorm
 from rankcollapse.checks import check_int
 from rankcollapse.experiments import Run
 
@@ -102,12 +102,12 @@ def _large_models(parameters: dict) -> dict[str, dict]:
 
 def _run_all(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.StoredResult]:
     """Every sweep of a page, stored under the page's name."""
-    return {part: experiments.run_experiment(page, run.config, subsets=run.subsets) for part, run in runs.items()}
+    return {part: sweep.run_experiment(page, run.config, subsets=run.subsets) for part, run in runs.items()}
 
 
 def _run_as_parts(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.StoredResult]:
     """Every sweep stored under the page its part names (the pretrained panels reuse Fig. 2's and Fig. 3's results)."""
-    return {part: experiments.run_experiment(part, run.config, subsets=run.subsets) for part, run in runs.items()}
+    return {part: sweep.run_experiment(part, run.config, subsets=run.subsets) for part, run in runs.items()}
 
 
 # The pages' fixed choices (reconstructions named in PAPER.md §3 are parameters, not fixed here).
@@ -191,7 +191,7 @@ def configure(name: str, parameters: Mapping[str, object]) -> Mapping[str, objec
 
 def compute(name: str, **parameters) -> dict[str, experiments.StoredResult]:
     """The results page ``name`` shows for ``parameters``: stored ones when they exist, else computed
-    and stored (:func:`rankcollapse.experiments.run_experiment`), by part (``"main"`` for one sweep)."""
+    and stored (:func:`rankcollapse.sweep.run_experiment`), by part (``"main"`` for one sweep)."""
     entry = page(name)
     if entry.compute is None:
         raise ValueError(f"page {name!r} computes in its own module, not through the registry")

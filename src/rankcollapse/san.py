@@ -543,15 +543,20 @@ def layer_metrics(X: torch.Tensor, token_mask: torch.Tensor | None, dtype: torch
 CPU_BLOCK_BYTES = 8 * 2**20
 
 
-def samples_per_chunk(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype, memory_budget: int,
-                      device: torch.device = torch.device("cpu")) -> int:
-    """Samples per block: what fits the memory budget (bytes), from the largest live tensors of one layer
-    of one configuration, and on CPU at most a cache-sized block (CPU_BLOCK_BYTES of states)."""
+def bytes_per_sample(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype) -> int:
+    """Bytes one sample needs in a block: the largest live tensors of one layer of one configuration."""
     item = torch.finfo(dtype).bits // 8
     width = max(layer.d_model, layer.n_heads * layer.d_head)
-    per_sample = (3 * layer.n_heads * n_tokens * n_tokens * item + 12 * n_tokens * width * item
-                  + 6 * n_tokens * layer.d_model * 8)  # attention weights, q/k/v/out, metrics (float64)
-    block = memory_budget // per_sample
+    return (3 * layer.n_heads * n_tokens * n_tokens * item + 12 * n_tokens * width * item
+            + 6 * n_tokens * layer.d_model * 8)  # attention weights, q/k/v/out, metrics (float64)
+
+
+def samples_per_chunk(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype, memory_budget: int,
+                      device: torch.device = torch.device("cpu")) -> int:
+    """Samples per block: what fits the memory budget (bytes) by :func:`bytes_per_sample`, and on CPU at
+    most a cache-sized block (CPU_BLOCK_BYTES of states)."""
+    item = torch.finfo(dtype).bits // 8
+    block = memory_budget // bytes_per_sample(n_tokens, layer, dtype)
     if device.type == "cpu":
         block = min(block, CPU_BLOCK_BYTES // (n_tokens * layer.d_model * item))
     return max(1, block)

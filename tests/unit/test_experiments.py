@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rankcollapse import experiments, metrics, pages, san
+from rankcollapse import experiments, metrics, pages, san, sweep
 from rankcollapse.experiments import ExperimentConfig
 from rankcollapse.results import ResultStore
 
@@ -71,8 +71,8 @@ def _naive_layer(x: np.ndarray, layer: san.AttentionLayer, mask: np.ndarray) -> 
 def test_sweep_matches_a_naive_attention_layer():
     config = ExperimentConfig(weights=("initialized",), masks=("complete", "causal_sliding_window"), window=2,
                               norms=("none", "unit"), n_layers=2, n_samples=3, n_tokens=8, seed=3)
-    table, provenance = experiments.run_sweep(config)
-    loaded = experiments._loaded(config.model)
+    table, provenance = sweep.compute(config)
+    loaded = experiments.loaded_model(config.model)
     from rankcollapse import models_extract
 
     ids = experiments.samples(config.model, 3, 8, 3, "disjoint").input_ids  # [sample, token]
@@ -118,7 +118,7 @@ def test_stored_results_match_a_recomputation_of_their_first_layers(record):
     parameters = {k: tuple(v) if isinstance(v, list) else v for k, v in record["parameters"].items()
                   if k != "subsets"}
     config = replace(ExperimentConfig(**parameters), n_layers=2, full_transformer=False)
-    fresh, _ = experiments.run_sweep(config, tuple(record["parameters"].get("subsets", ())))
+    fresh, _ = sweep.compute(config, tuple(record["parameters"].get("subsets", ())))
     fresh = pd.read_csv(io.StringIO(fresh.to_csv(index=False)))  # the dtypes a stored table has (None -> NaN)
     stored = pd.read_csv(ResultStore().root / record["page"] / f"{record['key']}.csv")
     keys = ["weights", "mask", "temperature", "norm", "skip", "layer", "metric", "n_samples"]

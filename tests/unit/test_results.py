@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from rankcollapse import experiments, pages
+from rankcollapse import experiments, pages, sweep
 
 from rankcollapse.results import (DamagedResultError, ResultStore, add_table_hashes, canonical_parameters, result_key,
                                   summary_table)
@@ -183,11 +183,11 @@ def stored_copy(tmp_path):
 @pytest.mark.parametrize("damage", ["truncated CSV", "one number edited", "JSON deleted", "CSV deleted"])
 def test_damaged_stored_result_fails_its_page(stored_copy, damage, monkeypatch):
     store, config, csv = stored_copy
-    assert experiments.run_experiment("fig2", config, store).loaded  # the intact copy loads
-    monkeypatch.setattr(experiments, "run_sweep", lambda *a: pytest.fail("a damaged result must not be recomputed"))
+    assert sweep.run_experiment("fig2", config, store).loaded  # the intact copy loads
+    monkeypatch.setattr(sweep, "compute", lambda *a, **k: pytest.fail("a damaged result must not be recomputed"))
     DAMAGES[damage][0](csv, csv.with_suffix(".json"))
     with pytest.raises(DamagedResultError, match=csv.stem) as err:
-        experiments.run_experiment("fig2", config, store)
+        sweep.run_experiment("fig2", config, store)
     assert "and run: rankcollapse run fig2 " in str(err.value)
     assert str(err.value).endswith(f"-p n_samples {config.n_samples} -p n_tokens {config.n_tokens}")
 
@@ -198,10 +198,10 @@ def test_table_with_other_configurations_is_refused(stored_copy):
     parameters = canonical_parameters(experiments.stored_parameters(config))
     store.save("fig2", parameters, table[table["norm"] != "unit"], json.loads(csv.with_suffix(".json").read_text()))
     with pytest.raises(DamagedResultError, match=r"8 configurations missing \(first: .*'unit'.*\), 0 not asked for"):
-        experiments.run_experiment("fig2", config, store)
+        sweep.run_experiment("fig2", config, store)
     store.save("fig2", parameters, table.drop(columns="q10"), {})
     with pytest.raises(DamagedResultError, match="its columns are .*; expected .*q10"):
-        experiments.run_experiment("fig2", config, store)
+        sweep.run_experiment("fig2", config, store)
 
 
 def test_every_stored_result_is_intact():

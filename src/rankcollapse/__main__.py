@@ -1,0 +1,7 @@
+"""``python -m rankcollapse ...`` (and ``torchrun -m rankcollapse run ...``): the ``rankcollapse`` command."""
+
+import sys
+
+from rankcollapse.cli import main
+
+sys.exit(main())

@@ -1,0 +1,199 @@
+"""Long sweeps (rankcollapse.sweep): two gloo ranks store the single-process result; a run killed with
+SIGKILL and started again stores the uninterrupted result; the plan (size, time, memory) and the progress
+bar show when asked and never in a Jupyter kernel; a budget that cannot hold one block is refused."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from rankcollapse import cli, experiments, sweep
+from rankcollapse.results import ResultStore
+
+pytestmark = pytest.mark.models
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 16, "n_layers": 2}  # MiniLM, 4 x 16 tokens, 2 layers
+
+
+def _environment(results: Path, block: int) -> dict[str, str]:
+    src = str(Path(sweep.__file__).resolve().parents[1])
+    return {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(results), sweep.BLOCK_ENV: str(block),
+            "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]), sweep.PROGRESS_ENV: "0"}
+
+
+def _pairs(parameters: dict) -> list[str]:
+    return [a for name, value in parameters.items() for a in ("-p", name, repr(value))]
+
+
+def _stored(root: Path, page: str) -> tuple[pd.DataFrame, dict, Path]:
+    """The one result stored under ``root/page``: table, provenance, CSV path."""
+    (csv,) = sorted((root / page).glob("*.csv"))
+    table = pd.read_csv(csv, keep_default_na=False, na_values=[""])
+    return table, json.loads(csv.with_suffix(".json").read_text()), csv
+
+
+def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
+    """fig4 (SAN + the pretrained and initialized full transformer, every metric), float64: samples sharded
+    over 2 CPU ranks (torchrun, gloo) in blocks of 1, gathered to rank 0, equal to one process to 1e-12."""
+    monkeypatch.setenv(sweep.BLOCK_ENV, "1")
+    single = experiments.fig4(ResultStore(tmp_path / "single"), **TINY)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+               "-m", "rankcollapse", "compute", "fig4", *_pairs(TINY)]
+    done = subprocess.run(command, cwd=ROOT, env=_environment(tmp_path / "dist", 1), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table, provenance, csv = _stored(tmp_path / "dist", "fig4")
+    assert csv.stem == single.csv_path.stem  # the same key
+    assert provenance["world_size"] == 2 and single.provenance["world_size"] == 1
+    assert {k: v for k, v in provenance.items() if k in ("weight_sha256", "sample_ids_sha256", "depth")} == \
+        {k: v for k, v in single.provenance.items() if k in ("weight_sha256", "sample_ids_sha256", "depth")}
+    expected = pd.read_csv(single.csv_path, keep_default_na=False, na_values=[""])
+    assert set(table["variant"]) == {"SAN", "full transformer"}
+    pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-12, atol=1e-12)
+    assert not (tmp_path / "dist" / ".partial").exists()
+
+
+def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+    """SIGKILL after the first checkpoints: no result is left; the same command again finishes with a
+    table identical to an uninterrupted run's and deletes its checkpoints."""
+    parameters = {**TINY, "n_samples": 8}
+    env = _environment(tmp_path / "killed", 1)
+    command = [sys.executable, "-m", "rankcollapse", "compute", "fig2", *_pairs(parameters)]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    partial = tmp_path / "killed" / ".partial" / "fig2"
+    deadline = time.monotonic() + 900
+    while len(list(partial.glob("*/*.pt"))) < 3 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()[-3000:]
+    left = sorted(p.name for p in partial.glob("*/*.pt"))
+    assert 3 <= len(left) < 16, left  # killed halfway through 8 blocks x 2 weight sources
+    assert not list((tmp_path / "killed" / "fig2").glob("*.[cj]s*"))  # no CSV, no JSON: no result at all
+
+    again = subprocess.run(command, cwd=ROOT, env={**env, sweep.PROGRESS_ENV: "1"}, capture_output=True, text=True,
+                           timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming, {len(left)} of 16 units" in again.stderr
+    assert not (tmp_path / "killed" / ".partial").exists()
+
+    monkeypatch.setenv(sweep.BLOCK_ENV, "1")
+    uninterrupted = experiments.fig2(ResultStore(tmp_path / "whole"), **parameters)
+    resumed, _, csv = _stored(tmp_path / "killed", "fig2")
+    assert csv.stem == uninterrupted.csv_path.stem
+    expected = pd.read_csv(uninterrupted.csv_path, keep_default_na=False, na_values=[""])
+    pd.testing.assert_frame_equal(resumed, expected, check_exact=True)
+
+
+class _KernelStream:
+    """Stands in for ipykernel's stderr (what a notebook cell writes to in the book build)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+_KernelStream.__module__ = "ipykernel.iostream"
+
+
+def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsys, monkeypatch):
+    with sweep.report(True):
+        result = experiments.fig2(ResultStore(tmp_path / "asked"), **TINY)
+    err = capsys.readouterr().err
+    size = "fig2: 4 samples x (2 initialized + 2 pretrained) layers x 12 configurations = 192 sample.layer.configs"
+    assert size in err
+    assert "expected time" in err and "sample.layer.configs/s per process" in err
+    assert "GiB per process" in err and "available" in err
+    assert "24/24" in err and "block.config" in err  # the bar: 1 block x 2 weight sources x 12 configurations
+    assert result.provenance["block_samples"] == sweep.BLOCK_SAMPLES["cpu"]
+
+    monkeypatch.setenv(sweep.PROGRESS_ENV, "1")
+    kernel = _KernelStream()
+    monkeypatch.setattr(sys, "stderr", kernel)
+    assert not sweep.reporting()
+    with sweep.report(True):
+        experiments.fig2(ResultStore(tmp_path / "kernel"), **TINY)
+    assert kernel.text == ""
+    monkeypatch.undo()
+    monkeypatch.setenv(sweep.PROGRESS_ENV, "0")
+    assert not sweep.reporting()
+    experiments.fig2(ResultStore(tmp_path / "quiet"), **TINY)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_budget_that_cannot_hold_one_block_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(sweep.BUDGET_ENV, "1000")
+    with pytest.raises(ValueError, match=r"memory budget \(1,000 bytes, \$RANKCOLLAPSE_MEMORY_BUDGET\) cannot "
+                                         r"hold one block: one sample of 16 tokens at width 384 in float64 needs"):
+        experiments.fig2(ResultStore(tmp_path), **TINY)
+    assert not (tmp_path / "fig2").exists()
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the page must not be executed after a refusal")
+
+    monkeypatch.setattr("rankcollapse.runner.execute_page", fail)
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
+    assert cli.main(["run", "fig2", *_pairs(TINY), "--output", str(tmp_path / "run")]) == 2
+    assert "rankcollapse run: error: the memory budget" in capsys.readouterr().err
+
+
+def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameters(tmp_path):
+    config = experiments.ExperimentConfig(n_samples=10, full_transformer=True)
+    plan = sweep.units(config, 4)
+    assert [(u.start, u.stop) for u in plan if u.weights == "pretrained" and not u.full] == [(0, 4), (4, 8), (8, 10)]
+    assert len(plan) == 3 * 2 * 2 and len({u.name for u in plan}) == len(plan)
+    metrics = {"mu": torch.arange(6.0).reshape(3, 1, 2)}
+    sweep._Checkpoints(tmp_path, {"n_samples": 10}).save(plan[0], metrics)
+    assert torch.equal(sweep._Checkpoints(tmp_path, {"n_samples": 10}).load(plan[0])["mu"], metrics["mu"])
+    assert sweep._Checkpoints(tmp_path, {"n_samples": 11}).load(plan[0]) is None
+    assert sweep._Checkpoints(None, {"n_samples": 10}).load(plan[0]) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{plan[0].name}.pt"]  # atomic: no temporary left
+
+
+@pytest.mark.parametrize("variable, value, words", [
+    (sweep.BLOCK_ENV, "0", "RANKCOLLAPSE_BLOCK_SAMPLES must be an integer >= 1, got '0'"),
+    (sweep.BUDGET_ENV, "lots", "RANKCOLLAPSE_MEMORY_BUDGET must be a number of bytes >= 1, got 'lots'"),
+])
+def test_bad_settings_name_the_variable(variable, value, words, monkeypatch):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=words):
+        (sweep.block_samples if variable == sweep.BLOCK_ENV else lambda c: sweep.memory_budget())(
+            experiments.ExperimentConfig())
+
+
+def test_nproc_must_be_a_positive_integer(capsys):
+    assert cli.main(["run", "fig2", "--nproc", "0"]) == 2
+    assert "nproc must be an integer in [1, 4096], got 0" in capsys.readouterr().err
+
+
+def test_rankcollapse_run_computes_first_then_renders_the_stored_result(tmp_path, monkeypatch, capsys):
+    """``rankcollapse run fig2 --profile paper`` at a reduced size: plan and progress on stderr, one stored
+    result, and the executed page loads it instead of computing again."""
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path / "unused"))  # main() sets it; restored after
+    monkeypatch.delenv(sweep.PROGRESS_ENV, raising=False)
+    small = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 32}  # 12 layers: the page checks its claims
+    argv = ["run", "fig2", "--profile", "paper", *_pairs(small), "--output", str(tmp_path / "run")]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "fig2: 4 samples x (12 initialized + 6 pretrained) layers x 12 configurations" in err and "24/24" in err
+    table, provenance, _ = _stored(tmp_path / "results", "fig2")
+    assert provenance["parameters"]["overlap"] == "sentence_starts" and set(table["n_samples"]) == {4}
+    assert "loaded from the results store" in (tmp_path / "run" / "fig2.ipynb").read_text()
