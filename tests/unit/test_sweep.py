@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rankcollapse import cli, experiments, sweep
+from rankcollapse import cli, experiments, pages, sweep
 from rankcollapse.results import ResultStore
 
 pytestmark = pytest.mark.models
@@ -22,6 +22,12 @@ pytestmark = pytest.mark.models
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 16, "n_layers": 2}  # MiniLM, 4 x 16 tokens, 2 layers
 
+
+
+def _compute(page: str, root: Path, **parameters):
+    """The page's one sweep, computed (or loaded) in the store at ``root``."""
+    run = pages.configure(page, parameters)["main"]
+    return sweep.run_experiment(page, run.config, ResultStore(root), run.subsets)
 
 def _environment(results: Path, block: int) -> dict[str, str]:
     src = str(Path(sweep.__file__).resolve().parents[1])
@@ -44,7 +50,7 @@ def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
     """fig4 (SAN + the pretrained and initialized full transformer, every metric), float64: samples sharded
     over 2 CPU ranks (torchrun, gloo) in blocks of 1, gathered to rank 0, equal to one process to 1e-12."""
     monkeypatch.setenv(sweep.BLOCK_ENV, "1")
-    single = experiments.fig4(ResultStore(tmp_path / "single"), **TINY)
+    single = _compute("fig4", tmp_path / "single", **TINY)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                "-m", "rankcollapse", "compute", "fig4", *_pairs(TINY)]
     done = subprocess.run(command, cwd=ROOT, env=_environment(tmp_path / "dist", 1), capture_output=True, text=True,
@@ -86,7 +92,7 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     assert not (tmp_path / "killed" / ".partial").exists()
 
     monkeypatch.setenv(sweep.BLOCK_ENV, "1")
-    uninterrupted = experiments.fig2(ResultStore(tmp_path / "whole"), **parameters)
+    uninterrupted = _compute("fig2", tmp_path / "whole", **parameters)
     resumed, _, csv = _stored(tmp_path / "killed", "fig2")
     assert csv.stem == uninterrupted.csv_path.stem
     expected = pd.read_csv(uninterrupted.csv_path, keep_default_na=False, na_values=[""])
@@ -115,7 +121,7 @@ _KernelStream.__module__ = "ipykernel.iostream"
 
 def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsys, monkeypatch):
     with sweep.report(True):
-        result = experiments.fig2(ResultStore(tmp_path / "asked"), **TINY)
+        result = _compute("fig2", tmp_path / "asked", **TINY)
     err = capsys.readouterr().err
     size = "fig2: 4 samples x (2 initialized + 2 pretrained) layers x 12 configurations = 192 sample.layer.configs"
     assert size in err
@@ -129,12 +135,12 @@ def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsy
     monkeypatch.setattr(sys, "stderr", kernel)
     assert not sweep.reporting()
     with sweep.report(True):
-        experiments.fig2(ResultStore(tmp_path / "kernel"), **TINY)
+        _compute("fig2", tmp_path / "kernel", **TINY)
     assert kernel.text == ""
     monkeypatch.undo()
     monkeypatch.setenv(sweep.PROGRESS_ENV, "0")
     assert not sweep.reporting()
-    experiments.fig2(ResultStore(tmp_path / "quiet"), **TINY)
+    _compute("fig2", tmp_path / "quiet", **TINY)
     assert capsys.readouterr().err == ""
 
 
@@ -142,7 +148,7 @@ def test_a_budget_that_cannot_hold_one_block_is_refused(tmp_path, monkeypatch, c
     monkeypatch.setenv(sweep.BUDGET_ENV, "1000")
     with pytest.raises(ValueError, match=r"memory budget \(1,000 bytes, \$RANKCOLLAPSE_MEMORY_BUDGET\) cannot "
                                          r"hold one block: one sample of 16 tokens at width 384 in float64 needs"):
-        experiments.fig2(ResultStore(tmp_path), **TINY)
+        _compute("fig2", tmp_path, **TINY)
     assert not (tmp_path / "fig2").exists()
 
     def fail(*args, **kwargs):
