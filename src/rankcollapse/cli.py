@@ -79,7 +79,7 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     this process should render the page (rank 0, or no process group)."""
     import torch
 
-    from rankcollapse import checks, pages, sweep
+    from rankcollapse import checks, pages, runner, sweep
 
     checks.check_int("nproc", nproc, 1, 4096)
     if page not in pages.EXPERIMENT_PAGES:
@@ -99,7 +99,7 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     rank, _ = sweep.rank_and_world()
     try:  # in the book's root, as the page's own kernel: the same store, commit and provenance
         with sweep.report(show), contextlib.chdir(repo_root()):
-            pages.compute(page, **parameters)
+            pages.compute(page, **{**runner.page_parameters(pages.page(page).path(repo_root())), **parameters})
     finally:
         if started:
             torch.distributed.destroy_process_group()

@@ -142,3 +142,10 @@ def test_odd_values_of_every_fig2_parameter_are_planned_or_refused_in_one_line(v
             cli.plan_run("fig2", [(name, value)])
         except ValueError as err:
             assert str(err) and "\n" not in str(err), (name, value)
+
+
+def test_compute_uses_the_page_defaults_under_the_readers_parameters(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(pages, "compute", lambda name, **parameters: seen.update(parameters))
+    assert cli.compute_page("fig3", {"n_samples": 3}, show=False)
+    assert seen["temperatures"] == [0.015625, 1.0, 64.0] and seen["n_samples"] == 3
