@@ -257,7 +257,7 @@ def hue_colours(table, hue: str) -> dict:
     return dict(zip(names, palette))
 
 
-def _figure_legend(fig: Figure, axes, floor_cross: bool = False) -> None:
+def figure_legend(fig: Figure, axes, floor_cross: bool = False) -> None:
     """One legend for the whole figure, below the panels: the union of the panels' entries, plus an
     entry for the floor crosses when ``floor_cross``; two columns when the labels are short enough to
     keep the legend inside the text column."""
@@ -306,7 +306,7 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
             ax.autoscale_view(scalex=False)
         all_axes.extend(axes)
     crosses = any(isinstance(c, PathCollection) and len(c.get_offsets()) for ax in all_axes for c in ax.collections)
-    _figure_legend(fig, all_axes, floor_cross=crosses)
+    figure_legend(fig, all_axes, floor_cross=crosses)
     return fig
 
 
@@ -335,5 +335,5 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
             top = max(float(np.nanmax(line.get_ydata())) for ax in axes[i] for line in ax.get_lines())
             axes[i, 0].set_ylim(max(axes[i, 0].get_ylim()[0], 1e-20), 10 * top)  # below 1e-20 only underflow
     label_outer(axes.ravel(), len(col_values))
-    _figure_legend(fig, axes.ravel(), floor_cross=True)
+    figure_legend(fig, axes.ravel(), floor_cross=True)
     return fig

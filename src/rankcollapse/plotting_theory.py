@@ -1,9 +1,11 @@
 """The figures of the setup and theory pages, one function per kind of figure.
 
-Every figure is ``FIGURE_WIDTH`` inches wide, the width of the book's text column (672 px), with at most
-two panels per row and no text below 9 pt, so each label reads at 9 px or more on screen. Titles are
-short; captions go through ``{glue:figure}``. The book's theme, the rounding floor and the mask pictures
-come from :mod:`rankcollapse.plotting`.
+Every figure is drawn with :func:`rankcollapse.plotting.panel_grid`: one text column wide (672 px at the
+inline 110 dpi, so it is shown at its natural size), at most two panels per row, the theme's font sizes
+(11 pt and up, no smaller hand-set sizes) and legends below the panels or inside them, never beside
+them — so every text reads at 9 px or more on screen. Titles are short; captions go through
+``{glue:figure}``. The book's theme, the rounding floor, the shared legend and the mask pictures come
+from :mod:`rankcollapse.plotting`.
 
 Used by: ``book/setup.md`` and the four pages of ``book/theory/``.
 """
@@ -11,24 +13,24 @@ Used by: ``book/setup.md`` and the four pages of ``book/theory/``.
 from __future__ import annotations
 
 import math
+import textwrap
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator, NullFormatter
 from torch import Tensor
 
 from rankcollapse import plotting
 from rankcollapse.dynamics import CollapseSummary
 from rankcollapse.theory import quantile_band
 
-FIGURE_WIDTH = 7.0  # inches: the book's 672 px text column at 96 px per inch
-SMALL = 9  # points: the smallest text of any figure (legends, annotations)
 MASK_LABELS = {"complete": "complete", "causal": "causal", "sliding_window": "sliding window",
                "causal_sliding_window": "uni-directional window", "strided": "strided",
                "dilated_window": "dilated window", "global_window": "global + window", "random": "random sparse"}
+TITLE_CHARS = 28  # a longer panel title wraps: two panels share the 672 px column
 
 
 def tex_number(x: float) -> str:
@@ -54,14 +56,21 @@ def mask_grid(shown: dict[str, Tensor]) -> Figure:
 
     Shapes: every mask ``[token, token]`` bool.
     """
-    rows = math.ceil(len(shown) / 2)
-    fig, axes = plt.subplots(rows, 2, figsize=(FIGURE_WIDTH, 3.6 * rows), squeeze=False)
-    for ax, (name, mask) in zip(axes.flat, shown.items()):
+    fig, axes = plotting.panel_grid(len(shown), panel_height=3.3)
+    for ax, (name, mask) in zip(axes, shown.items()):
         plotting.draw_mask(ax, mask, MASK_LABELS.get(name, name))
-    for ax in axes.flat[len(shown):]:
-        ax.set_visible(False)
-    fig.tight_layout()
+    plotting.label_outer(axes, min(2, len(shown)))
+    for ax in axes:  # axis labels on the outer panels only, token indices on none (draw_mask hides them)
+        ax.tick_params(labelbottom=False, labelleft=False)
     return fig
+
+
+def legend_below(fig: Figure, axes) -> None:
+    """:func:`plotting.figure_legend` under the panels, with the figure made taller by the legend's height so
+    that the panels keep theirs."""
+    plotting.figure_legend(fig, axes)
+    height = fig.legends[-1].get_window_extent(fig.canvas.get_renderer()).height / fig.dpi  # inches
+    fig.set_figheight(fig.get_figheight() + height)
 
 
 def layer_log_axes(ax: Axes, ylabel: str) -> None:
@@ -71,52 +80,60 @@ def layer_log_axes(ax: Axes, ylabel: str) -> None:
     ax.set_ylabel(ylabel)
 
 
-def band_axes(ax: Axes, curves: dict[str, Tensor], dashed: dict[str, Tensor] | None = None,
+def band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object], dashed: dict[str, Tensor] | None = None,
               y_min: float = 0.0) -> None:
-    """Per label: the median over samples (thick), its 10-90 % band and optionally a dashed second curve's
-    median (e.g. mu of X itself next to the exact track), on a log y axis clipped at ``y_min``.
+    """Per label: the median over samples (thick, in ``colours[label]``), its 10-90 % band and optionally
+    a dashed second curve's median (e.g. mu of X itself next to the exact track), on a log y axis clipped
+    at ``y_min``.
 
     Shapes: every curve ``[sample, layer + 1]``.
     """
-    for k, (label, curve) in enumerate(curves.items()):
+    for label, curve in curves.items():
         q = quantile_band(curve).clamp(min=y_min) if y_min > 0 else quantile_band(curve)  # [3, layer + 1]
         t = torch.arange(q.shape[1])
-        ax.plot(t, q[1], color=f"C{k}", lw=2, label=label)
-        ax.fill_between(t, q[0], q[2], color=f"C{k}", alpha=0.2, lw=0)
+        ax.plot(t, q[1], color=colours[label], lw=2, label=label)
+        ax.fill_between(t, q[0], q[2], color=colours[label], alpha=0.2, lw=0)
         if dashed is not None and label in dashed:
-            ax.plot(t, quantile_band(dashed[label])[1].clamp(min=y_min), color=f"C{k}", lw=1, ls="--")
+            ax.plot(t, quantile_band(dashed[label])[1].clamp(min=y_min), color=colours[label], lw=1, ls="--")
     layer_log_axes(ax, r"$\mu(X^{(t)})$")
 
 
 def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_min: float = 0.0) -> Figure:
-    """One :func:`band_axes` panel per entry of ``panels`` (title -> mask -> run), stacked, each with its
-    rounding floor shaded and its own legend. ``exact``: the thick line is mu from the exact centred
-    tracking and mu of X itself is dashed; else mu of X alone.
+    """One :func:`band_axes` panel per entry of ``panels`` (title -> mask -> run), two per row with shared
+    axes, each with its rounding floor shaded; one legend below, a mask keeping its colour in every
+    panel. ``exact``: the thick line is mu from the exact centred tracking and mu of X itself is dashed
+    (a legend entry says so); else mu of X alone.
 
     Shapes: the runs' curves are ``[sample, layer + 1]``.
     """
-    fig, axes = plt.subplots(len(panels), 1, figsize=(FIGURE_WIDTH, 3.3 * len(panels)), squeeze=False, sharex=True)
-    for ax, (title, runs) in zip(axes[:, 0], panels.items()):
+    fig, axes = plotting.panel_grid(len(panels), panel_height=2.9, sharex=True, sharey=True)
+    labels = [mask_label(m, s.radius) for runs in panels.values() for m, s in runs.items()]
+    colours = plotting.hue_colours(pd.DataFrame({"mask": labels}), "mask")
+    for ax, (title, runs) in zip(axes, panels.items()):
         curves = {mask_label(m, s.radius): s.mu_exact if exact else s.mu_direct for m, s in runs.items()}
         dashed = {mask_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
-        band_axes(ax, curves, dashed, y_min)
+        band_axes(ax, curves, colours, dashed, y_min)
+        if exact:
+            ax.plot([], [], color="0.3", lw=1, ls="--", label=r"$\mu$ of $X$ itself (dashed)")
         plotting.draw_floor(ax, float(next(iter(runs.values())).floor.median()))
-        ax.set_title(title, fontsize=11)
-        ax.legend(fontsize=SMALL, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    for ax in axes[:-1, 0]:
-        ax.set_xlabel("")
-    fig.tight_layout()
+        ax.set_title(textwrap.fill(title, TITLE_CHARS))
+    for ax in axes:  # each panel's draw_floor fixed the shared limits to its own floor: span them all
+        ax.set_autoscaley_on(True)
+        ax.autoscale_view(scalex=False)
+    plotting.label_outer(axes, min(2, len(panels)))
+    legend_below(fig, axes)
     return fig
 
 
 def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) -> Figure:
-    """Theorem 1's rates: top, the measured rate of each mask with a center against its radius; below,
-    the sliding-window sweep (measured, and the linear case's ``-log|lambda_2|``) against the radius.
+    """Theorem 1's rates: left, the measured rate of each mask with a center against its radius; right,
+    the sliding-window sweep (measured, and the linear case's ``-log|lambda_2|``) against the radius, each
+    point labelled with its window; one legend below.
 
     Shapes: ``table`` indexed by mask with columns radius, rate; ``sweep`` indexed by window with
     columns radius, rate, linear rate.
     """
-    fig, (left, right) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 6.0))
+    fig, (left, right) = plotting.panel_grid(2, panel_height=2.9)
     applies = table[table["radius"].notna()]
     for k, (name, row) in enumerate(applies.iterrows()):
         left.scatter(int(row["radius"]), row["rate"], color=f"C{k}", marker="os^Dv<>p"[k % 8], s=50, zorder=3,
@@ -124,20 +141,20 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     left.set_yscale("log")
     left.set_xlabel("graph radius $r$")
     left.set_ylabel("rate per layer")
-    left.set_title("every mask with a center", fontsize=11)
-    left.legend(fontsize=SMALL, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    right.plot(sweep["radius"], sweep["rate"], "o-", label=f"measured, $d_{{QK}}$ = {temperature:g}")
-    right.plot(sweep["radius"], sweep["linear rate"].clip(upper=10), "s--", label=r"linear case $-\log|\lambda_2|$")
+    left.set_title("every mask with a center")
+    right.plot(sweep["radius"], sweep["rate"], "o-", color="0.15", label=f"sliding window, $d_{{QK}}$ = {temperature:g}")
+    right.plot(sweep["radius"], sweep["linear rate"].clip(upper=10), "s--", color="0.55",
+               label=r"linear case $-\log|\lambda_2|$")
     for window, row in sweep.iterrows():
-        right.annotate(f"w = {window}", (row["radius"], row["rate"]), fontsize=SMALL, xytext=(5, 4),
-                       textcoords="offset points")
+        right.annotate(f"$w$={window}", (row["radius"], row["rate"]), xytext=(6, 3), textcoords="offset points")
     right.set_yscale("log")
     right.yaxis.set_minor_formatter(NullFormatter())
-    right.set_xlabel("radius $r$ of the sliding window")
-    right.set_ylabel("rate per layer")
-    right.set_title("sliding window, varying $w$", fontsize=11)
-    right.legend(fontsize=SMALL, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    fig.tight_layout()
+    right.set_xlabel("radius $r$ of the window")
+    right.set_title("sliding window, varying $w$")
+    right.set_xlim(0.5, float(sweep["radius"].max()) + 1.5)  # room for the window labels
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    legend_below(fig, [left, right])
     return fig
 
 
@@ -146,16 +163,16 @@ def linear_figure(curves: dict[str, Tensor], linear: pd.DataFrame) -> Figure:
 
     Shapes: every curve ``[layer + 1]``; ``linear`` indexed by mask with column ``rate -log|lambda_2|``.
     """
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
+    fig, (ax,) = plotting.panel_grid(1, panel_height=2.9)
     for k, (name, median) in enumerate(curves.items()):
         rate = float(linear.loc[name, "rate -log|lambda_2|"])
         t = torch.arange(median.shape[0])
         label = rf"{MASK_LABELS.get(name, name)}: $|\lambda_2| = {math.exp(-rate):.3f}$"
         ax.plot(t, median, color=f"C{k}", lw=2, label=label)
         ax.plot(t, median[-1] * torch.exp(rate * (median.shape[0] - 1 - t)), color=f"C{k}", lw=1, ls=":")
+    ax.plot([], [], color="0.3", lw=1, ls=":", label=r"$|\lambda_2|^t$ (dotted)")
     layer_log_axes(ax, r"$\mu(X^{(t)})$")
-    ax.legend(fontsize=SMALL)
-    fig.tight_layout()
+    legend_below(fig, [ax])
     return fig
 
 
@@ -176,20 +193,18 @@ def proportion_bars(ax: Axes, table: pd.DataFrame, x: str, hue: str | None = Non
         ax.errorbar(position, part["fraction"], yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
                     fmt="none", color="black", lw=1)
     ax.set_xticks(range(len(groups)), [MASK_LABELS.get(g, str(g)) for g in groups])
-    if hue:
-        ax.legend(fontsize=SMALL)
 
 
 def contrast_figure(contrast: pd.DataFrame, collapse_tol: float, n_layers: int) -> Figure:
-    """Theorem 2's contrast: fraction of seeds not collapsed per mask and law of W_V.
+    """Theorem 2's contrast: fraction of seeds not collapsed per mask and law of W_V; one legend below.
 
     Shapes: ``contrast`` has columns mask, W_V, fraction (``not collapsed``), low, high.
     """
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.2))
+    fig, (ax,) = plotting.panel_grid(1, panel_height=2.7)
     proportion_bars(ax, contrast.rename(columns={"not collapsed": "fraction"}).assign(
         W_V=lambda frame: "$W_V$ " + frame["W_V"]), "mask", "W_V")
     ax.set_ylabel(f"fraction with $\\mu > {tex_number(collapse_tol)}$\nafter {n_layers} layers")
-    fig.tight_layout()
+    legend_below(fig, [ax])
     return fig
 
 
@@ -202,14 +217,14 @@ def circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points:
     """
     circle = torch.linspace(0, 2 * math.pi, 400, dtype=torch.float64)
     ax.plot(torch.cos(circle), torch.sin(circle), color="0.7", lw=1)
-    ax.scatter(torch.cos(arc), torch.sin(arc), color="C2", s=30, alpha=0.5, lw=0, label="starts that reach B")
+    ax.scatter(torch.cos(arc), torch.sin(arc), color="C2", s=30, alpha=0.5, lw=0, label="starts that reach $B$")
     for k in range(paths.shape[0]):
         ax.plot(paths[k, :, 0], paths[k, :, 1], color="C1" if bool(reaches_B[k]) else "C0", lw=0.8, marker=".", ms=4)
         ax.plot(paths[k, 0, 0], paths[k, 0, 1], marker="s", color="black", ms=4)
     for name, p in points.items():
         x, y = float(p[0]), float(p[1])
         ax.plot(x, y, marker="o", ms=7, color="black", mfc="white" if name.startswith("U") else "black", zorder=4)
-        ax.annotate(name, (x, y), xytext=(16 * x, 16 * y), textcoords="offset points", fontsize=11, weight="bold",
+        ax.annotate(name, (x, y), xytext=(16 * x, 16 * y), textcoords="offset points", weight="bold",
                     ha="center", va="center", zorder=5)  # outward from the circle
     ax.set_aspect("equal")
     ax.set_xlim(-1.4, 1.4)
@@ -218,25 +233,24 @@ def circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points:
 
 def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> Figure:
     """The paper's Fig. 1: left, both tokens without LayerNorm (they meet, stars); right, token 2 on the
-    circle with LayerNorm (:func:`circle_axes`) and token 1's path (red).
+    circle with LayerNorm (:func:`circle_axes`) and token 1's path (red); one legend below.
 
     Shapes: plain, normed ``[start, layer + 1, token, 2]``; reaches_B ``[start]``; arc ``[angle]``.
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.7))
+    fig, (left, right) = plotting.panel_grid(2, panel_height=3.0)
     for k in range(plain.shape[0]):
         for token, marker in ((0, "o"), (1, "s")):
             left.plot(plain[k, :, token, 0], plain[k, :, token, 1], color=f"C{k}", lw=0.8, marker=marker, ms=2.5)
         left.plot(float(plain[k, -1, 0, 0]), float(plain[k, -1, 0, 1]), marker="*", color=f"C{k}", ms=12, mec="black")
-    left.set_title("no LayerNorm", fontsize=11)
+    left.set_title("no LayerNorm")
     left.set_xlabel("$x_1$")
     left.set_ylabel("$x_2$")
     left.set_aspect("equal", adjustable="datalim")
     circle_axes(right, normed[:, :, 1], reaches_B, arc, points)
     right.plot(normed[0, :, 0, 0], normed[0, :, 0, 1], color="C3", lw=1.2, marker="o", ms=3, label="token 1")
-    right.set_title("with LayerNorm", fontsize=11)
+    right.set_title("with LayerNorm")
     right.set_xlabel("$x_1$")
-    right.legend(fontsize=SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
-    fig.tight_layout()
+    legend_below(fig, [right])
     return fig
 
 
@@ -246,7 +260,7 @@ def basin_figure(angles: Tensor, basin: Tensor, strip: Tensor, marks: dict[str, 
 
     Shapes: angles ``[angle]`` (radians), basin ``[theta1, theta2]`` bool, strip ``[theta2]`` bool.
     """
-    fig, (ax, ax_strip) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.4), gridspec_kw={"width_ratios": [1, 1.2]})
+    fig, (ax, ax_strip) = plotting.panel_grid(2, panel_height=2.9)
     ax.imshow(basin.numpy().T, origin="lower", extent=(0, 360, 0, 360), cmap="Greens", vmin=-0.3, vmax=1.2,
               interpolation="nearest", aspect="equal")
     ax.set_xlabel(r"token 1 starts at $\theta_1$ (°)")
@@ -254,37 +268,39 @@ def basin_figure(angles: Tensor, basin: Tensor, strip: Tensor, marks: dict[str, 
     ax.set_xticks([0, 180, 360])
     ax.set_yticks([0, 180, 360])
     ax.grid(False)
+    ax.set_title("full rank (dark) or collapse")
     ax_strip.plot(angles.numpy() * 180 / math.pi, strip.double().numpy(), drawstyle="steps-mid", color="C2")
     for label, value in marks.items():
         ax_strip.axvline(math.degrees(value) % 360, color="0.4", ls="--", lw=0.8)
-        ax_strip.annotate(label, (math.degrees(value) % 360, 1.06), ha="center", fontsize=11)
-    ax_strip.set_ylim(-0.1, 1.2)
-    ax_strip.set_yticks([0, 1], ["collapse", "full rank"])
-    ax_strip.set_xlabel(r"token 2 starts at $\theta_2$ (°), token 1 at $A$")
-    fig.tight_layout()
+        ax_strip.annotate(label, (math.degrees(value) % 360, 1.06), ha="center")
+    ax_strip.set_ylim(-0.1, 1.25)
+    ax_strip.set_xticks([0, 90, 180, 270, 360])
+    ax_strip.set_yticks([0, 1], ["collapse", "full\nrank"])
+    ax_strip.set_xlabel(r"token 2 starts at $\theta_2$ (°)")
+    ax_strip.set_title("token 1 starts at $A$")
     return fig
 
 
 def rotation_figure(paths: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> Figure:
-    """The counterexample with ``Z^T W_V Z``: :func:`circle_axes` alone.
+    """The counterexample with ``Z^T W_V Z``: :func:`circle_axes` alone (square, half the column).
 
     Shapes: paths ``[start, layer + 1, 2]``, reaches_B ``[start]``, arc ``[angle]``.
     """
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH / 2, 3.5))
+    fig, (ax,) = plotting.panel_grid(1, panel_height=3.0)
     circle_axes(ax, paths, reaches_B, arc, points)
     ax.set_xlabel("$x_1$")
     ax.set_ylabel("$x_2$")
-    fig.tight_layout()
     return fig
 
 
 def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, floor: float) -> Figure:
     """Left: the final rank's distribution with Wilson intervals; right: the median size of the last update
-    per final rank (exponential convergence to an equilibrium) down to the rounding ``floor`` (shaded).
+    per final rank (exponential convergence to an equilibrium) down to the rounding ``floor`` (shaded);
+    one legend below.
 
     Shapes: ``fractions`` indexed by rank; steps ``[sample, layer]``; final_ranks ``[sample]`` (-1: unsettled).
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.3))
+    fig, (left, right) = plotting.panel_grid(2, panel_height=2.8)
     proportion_bars(left, fractions.reset_index(), "rank")
     left.set_xlabel("rank of the final $X$")
     left.set_ylabel("fraction of starts")
@@ -295,24 +311,22 @@ def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, flo
             right.plot(t, group.median(dim=0).values.clamp(min=1e-17), color=f"C{k - 1}", lw=2, label=f"rank {k}")
     layer_log_axes(right, r"$\Vert X^{(t)} - X^{(t-1)} \Vert_F$")
     plotting.draw_floor(right, floor)
-    right.legend(fontsize=SMALL)
-    fig.tight_layout()
+    legend_below(fig, [right])
     return fig
 
 
 def threshold_figure(sweep: pd.DataFrame) -> Figure:
     """Fraction of random starts not collapsed against ``c / c*``, one line per width d, with the derived
-    threshold ``c / c* = 1`` dashed.
+    threshold ``c / c* = 1`` dashed; legend inside the panel.
 
     Shapes: ``sweep`` has columns d, ``c / c*``, fraction, low, high.
     """
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.2))
+    fig, (ax,) = plotting.panel_grid(1, panel_height=2.8)
     for k, (d, part) in enumerate(sweep.groupby("d")):
         ax.errorbar(part["c / c*"], part["fraction"], yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
                     marker="o", color=f"C{k}", lw=1.5, capsize=2, label=f"$d = {d}$")
     ax.axvline(1.0, color="0.3", ls="--", lw=1, label=r"$c = c^*$")
     ax.set_xlabel(r"$c / c^*$ with $c^* = \sqrt{a(2-a)/(d-1)}$")
     ax.set_ylabel("fraction not collapsed")
-    ax.legend(fontsize=SMALL)
-    fig.tight_layout()
+    ax.legend(loc="upper left")
     return fig

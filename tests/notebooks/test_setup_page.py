@@ -2,12 +2,13 @@
 
 import pytest
 
+from rankcollapse.plotting import MIN_TEXT_PX
 from rankcollapse.runner import execute_page, read_glue
 
 pytestmark = pytest.mark.notebook
 
 
-def test_setup_page_at_small_parameters(repo_root, tmp_path, figure_dir):
+def test_setup_page_at_small_parameters(repo_root, tmp_path, figure_dir, figure_text_px):
     out = execute_page(
         repo_root / "book" / "setup.md",
         {"n_tokens": 9, "window": 2, "table_n_tokens": [8, 9], "table_windows": [1, 2]},
@@ -19,6 +20,7 @@ def test_setup_page_at_small_parameters(repo_root, tmp_path, figure_dir):
     assert glued["setup_radius_sliding"] == 2  # ceil(4 / 2)
     assert glued["setup_radius_nmax_wmin"] == 8  # the table's largest N is now 9: ceil(8 / 1)
     assert (figure_dir / "fig-setup-masks.png").is_file()
+    assert figure_text_px()["fig-setup-masks"] >= MIN_TEXT_PX
 
 
 def test_page_without_parameters_cell_is_rejected(tmp_path):

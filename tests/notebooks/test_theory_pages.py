@@ -1,19 +1,26 @@
-"""The four theory pages run under papermill at tiny parameters; their glued numbers are checked."""
+"""The four theory pages run under papermill at tiny parameters; their glued numbers are checked and every
+figure's text reads at 9 px or more in the book's column."""
 
 import math
 
 import pytest
 
+from rankcollapse.plotting import MIN_TEXT_PX
 from rankcollapse.runner import execute_page, read_glue
 
 pytestmark = pytest.mark.notebook
+
+
+def _legible(sizes: dict[str, float], expected: set[str]) -> None:
+    assert set(sizes) == expected
+    assert min(sizes.values()) >= MIN_TEXT_PX, sizes
 
 
 def _run(repo_root, tmp_path, page: str, parameters: dict) -> dict:
     return read_glue(execute_page(repo_root / "book" / "theory" / page, parameters, tmp_path / f"{page}.ipynb"))
 
 
-def test_theorem1_page(repo_root, tmp_path, figure_dir):
+def test_theorem1_page(repo_root, tmp_path, figure_dir, figure_text_px):
     glued = _run(repo_root, tmp_path, "theorem1.md", {
         "n_tokens": 8, "d_model": 4, "n_layers": 30, "n_samples": 3, "window": 1, "stride": 3,
         "dilation": 2, "random_density": 0.5, "sweep_windows": [1, 4], "temperatures": [1.0, 4.0],
@@ -29,9 +36,10 @@ def test_theorem1_page(repo_root, tmp_path, figure_dir):
     assert glued["thm1_sweep_rate_wide"] > glued["thm1_sweep_rate_narrow"]
     assert glued["thm1_uni_vs_bi"] in ("faster", "slower")
     assert (figure_dir / "fig-theorem1-masks.png").is_file() and (figure_dir / "fig-theorem1-rates.svg").is_file()
+    _legible(figure_text_px(), {"fig-theorem1-masks", "fig-theorem1-rates", "fig-theorem1-linear"})
 
 
-def test_theorem2_page(repo_root, tmp_path, figure_dir):
+def test_theorem2_page(repo_root, tmp_path, figure_dir, figure_text_px):
     glued = _run(repo_root, tmp_path, "theorem2.md", {
         "n_tokens": 6, "d_model": 4, "n_layers": 40, "n_samples": 3, "window": 1,
         "contrast_n_tokens": 4, "contrast_layers": 200, "contrast_samples": 40,
@@ -41,9 +49,10 @@ def test_theorem2_page(repo_root, tmp_path, figure_dir):
     assert glued["thm2_contrast_d"] == 2 and glued["thm2_contrast_layers"] == 200
     assert glued["thm2_other_norms"].startswith("LayerNorm without affine")
     assert (figure_dir / "fig-theorem2-random.pdf").is_file()
+    _legible(figure_text_px(), {"fig-theorem2-orthogonal", "fig-theorem2-random"})
 
 
-def test_counterexample_page(repo_root, tmp_path, figure_dir):
+def test_counterexample_page(repo_root, tmp_path, figure_dir, figure_text_px):
     glued = _run(repo_root, tmp_path, "counterexample.md", {
         "n_layers": 40, "n_angles": 48, "basin_layers": 80, "mc_samples": 2000, "mc_layers": 80,
     })
@@ -55,9 +64,10 @@ def test_counterexample_page(repo_root, tmp_path, figure_dir):
     assert glued["ce_rotation_gap"] < 1e-12 and glued["ce_gap_plain"] < 1e-6
     assert glued["ce_arc_fraction"] == pytest.approx((270 - math.degrees(math.atan2(0.7307, -0.6827))) / 360, abs=1e-3)
     assert (figure_dir / "fig-counterexample-fig1.png").is_file()
+    _legible(figure_text_px(), {"fig-counterexample-fig1", "fig-counterexample-basins", "fig-counterexample-rotation"})
 
 
-def test_equilibria_page(repo_root, tmp_path, figure_dir):
+def test_equilibria_page(repo_root, tmp_path, figure_dir, figure_text_px):
     glued = _run(repo_root, tmp_path, "equilibria.md", {"n_samples": 600, "n_layers": 60, "sweep_factors": [0.9, 1.5],
                                                         "sweep_samples": 200, "sweep_layers": 200})
     assert glued["eq_max_rank"] == 3
@@ -67,3 +77,4 @@ def test_equilibria_page(repo_root, tmp_path, figure_dir):
     assert glued["eq_threshold"] == pytest.approx(math.sqrt(0.2 * 1.8 / 2))  # c* at d = 3, a = 0.2
     assert glued["eq_sweep_max_below"] == 0 and glued["eq_sweep_min_above"] > 0
     assert (figure_dir / "fig-equilibria-ranks.png").is_file() and (figure_dir / "fig-equilibria-threshold.svg").is_file()
+    _legible(figure_text_px(), {"fig-equilibria-ranks", "fig-equilibria-threshold"})
