@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rankcollapse import experiments, mask_design, setup_pages, theory, theory_layernorm
+from rankcollapse import decoders, experiments, mask_design, setup_pages, theory, theory_layernorm
 from rankcollapse.checks import check_int
 from rankcollapse.experiments import Run
 
@@ -150,6 +150,8 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          _fig2_and_fig3(), _run_as_parts, fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER),
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
          fixed={"masks": tuple(z.part for z in mask_design.ZOO), "norms": ("none",)}, profiles=_PAPER, **_E),
+    Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",
+         decoders.configure, fixed={"masks": ("causal", "causal_sliding_window"), **decoders.FIXED}, **_E),
     Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", _large_models),
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute in (_run_all, _run_as_parts))
