@@ -166,12 +166,15 @@ def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, 
     }
 
 
-def rmsnorm_decoders(rates: pd.DataFrame) -> dict[str, float | str]:
-    """Mean rates of pure attention per mask (words), and the last-layer ratio of μ/‖X‖_F to its first-layer
-    value of the pretrained full model and of the SAN with its own RMSNorm and skip, under the causal mask.
+def rmsnorm_decoders(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]:
+    """Mean rates of pure attention per mask (words); under the causal mask, the last-layer ratio of μ/‖X‖_F
+    to its first-layer value of the pretrained full model and of the SAN with its own RMSNorm and skip, and
+    the growth of the median ‖X‖_F of pretrained pure attention from X(0) to the last layer.
 
-    Shapes: ``rates`` one row per configuration (:func:`rankcollapse.decoders.rate_table`).
+    Shapes: ``rates`` one row per configuration (:func:`rankcollapse.decoders.rate_table`); ``causal`` the
+    tidy table of the causal sweep.
     """
+    pure_causal = dict(weights="pretrained", variant="SAN", mask="causal", norm="none", skip=False, stat="median")
     pure = rates[(rates["variant"] == "SAN") & (rates["norm"] == "none") & ~rates["skip"].astype(bool)]
     words = {w: "; ".join(f"{m} (radius {r}): {v:.3g}" for m, r, v in group[["mask", "radius", "mean rate"]].itertuples(index=False))
              for w, group in pure.groupby("weights", sort=False)}
@@ -181,4 +184,5 @@ def rmsnorm_decoders(rates: pd.DataFrame) -> dict[str, float | str]:
     return {"pure_rates_initialized": words.get("initialized", "not run"),
             "pure_rates_pretrained": words.get("pretrained", "not run"),
             "full_ratio": float(full.iloc[0]) if len(full) else float("nan"),
-            "own_ratio": float(own["ratio"].iloc[0]) if len(own) else float("nan")}
+            "own_ratio": float(own["ratio"].iloc[0]) if len(own) else float("nan"),
+            "pure_norm_growth": value(causal, "norm", **pure_causal) / value(causal, "norm", layer=0, **pure_causal)}

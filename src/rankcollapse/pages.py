@@ -151,7 +151,8 @@ PAGES: dict[str, Page] = {p.name: p for p in (
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
          fixed={"masks": tuple(z.part for z in mask_design.ZOO), "norms": ("none",)}, profiles=_PAPER, **_E),
     Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",
-         decoders.configure, fixed={"masks": ("causal", "causal_sliding_window"), **decoders.FIXED}, **_E),
+         decoders.configure, fixed={"masks": ("causal", "causal_sliding_window"), **decoders.FIXED},
+         profiles={"paper": {**PAPER_SCALE, "model": "pkg:smollm2"}}, **_E),
     Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", _large_models),
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute in (_run_all, _run_as_parts))

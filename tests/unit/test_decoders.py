@@ -82,10 +82,12 @@ def test_claims_fail_when_rmsnorm_lets_mu_collapse():
 
 
 def test_findings_name_rates_and_ratios():
-    found = findings.rmsnorm_decoders(_rates(0.1, np.linspace(0.4, 0.2, 31)))
+    rates = _rates(0.1, np.linspace(0.4, 0.2, 31))
+    found = findings.rmsnorm_decoders(rates, _result("causal", None, 0.6, np.full(31, 0.4)).table)
     assert found["pure_rates_initialized"].startswith("causal (radius 1): 0.6;")
     assert "causal_sliding_window 4 (radius 16): 0.1" in found["pure_rates_pretrained"]
     assert found["full_ratio"] == pytest.approx(0.2 / (0.4 - 0.2 / 30)) == found["own_ratio"]
+    assert found["pure_norm_growth"] == 1.0  # the synthetic tokens keep norm 1
 
 
 @needs_smollm2
