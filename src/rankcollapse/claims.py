@@ -277,3 +277,35 @@ def _radius_order(pure: pd.DataFrame, weights: str) -> Claim:
     return Claim("Local masks slow collapse, at a rate set by the radius", "Theorem 1",
                  f"{weights} weights, pure attention: rank correlation of radius and mean rate per layer",
                  verdict, f"{correlation:.2f} ({words})")
+
+
+def sliding_window_model(rates: pd.DataFrame) -> list[Claim]:
+    """Does a local window slow collapse in a trained sliding-window model? Mean rates of the all-local and
+    as-trained runs against the all-global one, for pure attention and for the model's own norms + skip.
+
+    Shapes: ``rates`` one row per configuration (:func:`rankcollapse.decoders.rate_table`), parts
+    ``as_trained``, ``all_global``, ``all_local``.
+    """
+    san = rates[rates["variant"] == "SAN"]
+    rows = []
+    pure = san[(san["norm"] == "none") & ~san["skip"]]
+    verdict, number = _count(pure.assign(mask=pure["part"]), COLLAPSES, "runs collapse")
+    rows.append(Claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
+                      "pretrained, pure attention: μ/‖X‖_F as trained, all global, all local", verdict, number))
+    for norm, skip, words in (("none", False, "pure attention"), ("model", True, "SAN + skip + its own norms")):
+        own = san[(san["norm"] == norm) & (san["skip"] == skip)].set_index("part")
+        rate = own["mean rate"]
+        for part, name in (("all_local", "all local"), ("as_trained", "as trained")):
+            if (own.loc[[part, "all_global"], "verdict"] == verdicts.CURVE_VERDICTS[3]).all():
+                verdict = FLOOR
+            else:
+                verdict = HOLDS if rate[part] < 0.9 * rate["all_global"] else FAILS
+            ratio = rate[part] / rate["all_global"] if rate["all_global"] else math.nan
+            rows.append(Claim("Local (sliding-window) masks slow collapse", "Theorem 1, response",
+                              f"pretrained, {words}: mean rate per layer, {name} against all global",
+                              verdict, f"{rate[part]:.3g} vs {rate['all_global']:.3g} ({ratio:.2f}×)"))
+    kept = san[(san["norm"] == "model") & san["skip"]]
+    verdict, number = _count(kept.assign(mask=kept["part"]), STABLE, "runs keep μ/‖X‖_F")
+    rows.append(Claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
+                      "pretrained, SAN + skip + its own norms", verdict, number))
+    return rows

