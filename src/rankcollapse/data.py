@@ -120,7 +120,8 @@ def candidates(tokenizer, n_tokens: int = 128, overlap: str = "disjoint",
     return found
 
 
-def _concatenated_candidates(tokenizer, n_tokens: int, articles: list[tuple[str, str]]) -> list[tuple[str, str, list[int]]]:
+def _concatenated_candidates(tokenizer, n_tokens: int,
+                             articles: list[tuple[str, str]]) -> list[tuple[str, str, list[int]]]:
     """(sample id, text, token ids) of each disjoint run of consecutive leads, joined by a blank line, that
     reaches ``n_tokens`` (token counts of the leads alone find where a run may end; the joined text decides)."""
     lengths = [len(ids) for ids in tokenizer([text for _, text in articles], add_special_tokens=False)["input_ids"]]

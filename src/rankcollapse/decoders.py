@@ -58,9 +58,10 @@ def configure(parameters: dict) -> dict[str, Run]:
 
 
 def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
-    """One row per configuration of every part: its ``part`` (the key of ``results``), weights, variant, mask (with its window), norm, skip, the
-    mask's radius at the run's ``n_tokens``, the curve verdict of μ/‖X‖_F (median over samples), its
-    ``mean rate`` per layer, its ``late rate`` and ``words``; ``curve`` keeps the CurveVerdict.
+    """One row per configuration of every part: its ``part`` (the key of ``results``), weights, variant,
+    mask (with its window), norm, skip, the mask's radius at the run's ``n_tokens``, the curve verdict of
+    μ/‖X‖_F (median over samples), its ``mean rate`` per layer, its ``late rate`` and ``words``; ``curve``
+    keeps the CurveVerdict.
 
     Shapes: ``results`` part -> result, as :func:`configure` names them.
     """

@@ -176,7 +176,8 @@ def rmsnorm_decoders(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, flo
     """
     pure_causal = dict(weights="pretrained", variant="SAN", mask="causal", norm="none", skip=False, stat="median")
     pure = rates[(rates["variant"] == "SAN") & (rates["norm"] == "none") & ~rates["skip"].astype(bool)]
-    words = {w: "; ".join(f"{m} (radius {r}): {v:.3g}" for m, r, v in group[["mask", "radius", "mean rate"]].itertuples(index=False))
+    columns = ["mask", "radius", "mean rate"]
+    words = {w: "; ".join(f"{m} (radius {r}): {v:.3g}" for m, r, v in group[columns].itertuples(index=False))
              for w, group in pure.groupby("weights", sort=False)}
     pre = rates[rates["weights"] == "pretrained"]
     full = pre[pre["variant"] == "full transformer"]["ratio"]
