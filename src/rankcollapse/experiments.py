@@ -46,6 +46,7 @@ STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
                  "sigma_min", "sigma_min_floor", "mean_abs_cosine")  # "exact": 1 where mu is tracked below the floor
 MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
+MAX_TOKENS = 8192  # longest sequence of a sweep (a model's own limit is checked by experiment_config)
 # build_mask keywords each mask takes (ExperimentConfig.mask_options); the random mask needs both of its own.
 MASK_OPTIONS = {"dilated_window": ("dilation",), "global_window": ("n_global",), "strided": ("causal",),
                 "random": ("density", "seed")}
@@ -66,30 +67,32 @@ class ExperimentConfig:
     n_samples: int = 16  # Wikipedia samples
     n_tokens: int = 32  # tokens per sample (exactly)
     seed: int = 0  # selects the samples and the initialized weights
-    overlap: str = "disjoint"  # how samples are cut from the leads (rankcollapse.data.OVERLAP_NAMES)
+    overlap: str = "disjoint"  # how samples are cut from the leads (rankcollapse.data.CUT_NAMES)
     init: str = "torch"  # initialized weights: "torch" (U(+-1/sqrt(d)), the response) or "hf" (N(0, 0.02))
     dtype: str = "float64"  # dtype of the hidden states: "float64" or "float32"
     device: str = "cpu"  # "cpu" or "cuda"
     full_transformer: bool = False  # add the Hugging Face forward of the whole model as a reference
     geometry: bool = False  # also rank, sigma_min and mean |cos| (one SVD per layer); else mu, norm, floor only
     mask_options: tuple[tuple[str, object], ...] = ()  # (keyword, value) pairs of MASK_OPTIONS for every mask
+    model_windows: bool = True  # pretrained layers keep the model's own sliding windows (False: drop them)
 
     def __post_init__(self) -> None:
         check_choices("weights", self.weights, WEIGHT_SOURCES)
         check_choices("masks", self.masks, rc_masks.MASK_NAMES)
         check_choices("norms", self.norms, NORM_NAMES)
         check_choices("skips", self.skips, (False, True))
+        check_choice("model_windows", self.model_windows, (False, True))
         if not isinstance(self.temperatures, tuple) or not self.temperatures:
             raise ValueError(f"temperatures must be a non-empty tuple of numbers > 0 or None, got {self.temperatures!r}")
         for t in self.temperatures:
             check_temperature("temperatures", t, allow_none=True)
-        check_int("n_tokens", self.n_tokens, 2, 512)
+        check_int("n_tokens", self.n_tokens, 2, MAX_TOKENS)
         check_int("n_samples", self.n_samples, 1, MAX_SAMPLES)
         check_int("n_layers", self.n_layers, 1, 4096)
         check_int("seed", self.seed, 0, 2**31 - 1)
         if any(m in WINDOWED_MASKS for m in self.masks):
             check_int("window", self.window, 1, self.n_tokens - 1)
-        check_choice("overlap", self.overlap, rc_data.OVERLAP_NAMES)
+        check_choice("overlap", self.overlap, rc_data.CUT_NAMES)
         check_choice("init", self.init, san.INIT_NAMES)
         check_choice("dtype", self.dtype, tuple(rc_metrics.DTYPES))
         if self.device.split(":")[0] not in ("cpu", "cuda"):
@@ -248,11 +251,14 @@ class Run:
 
 
 def stored_parameters(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> dict:
-    """The parameters a sweep is stored under: every field, ``subsets`` when given, and ``mask_options``
-    only when set (so results stored before that field existed keep their keys)."""
+    """The parameters a sweep is stored under: every field, ``subsets`` when given, ``mask_options`` only
+    when set and ``model_windows`` only when False (so results stored before those fields existed keep
+    their keys)."""
     parameters = {**asdict(config), **({"subsets": list(subsets)} if subsets else {})}
     if not config.mask_options:
         del parameters["mask_options"]
+    if config.model_windows:
+        del parameters["model_windows"]
     return parameters
 
 

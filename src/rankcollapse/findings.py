@@ -116,7 +116,7 @@ def weights_gap(table: pd.DataFrame, hue: str) -> float:
     return float(np.maximum(ratio, 1 / ratio).median())
 
 
-def _rank_correlation(x: pd.Series, y: pd.Series) -> float:
+def rank_correlation(x: pd.Series, y: pd.Series) -> float:
     """Spearman's rank correlation (Pearson's on ranks, ties averaged); NaN pairs dropped."""
     keep = x.notna() & y.notna()
     return float(x[keep].rank().corr(y[keep].rank()))
@@ -137,12 +137,12 @@ def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, 
     pairs = (table[causal].assign(rate=rate[causal])
              .merge(table[bidirectional].assign(rate=rate[bidirectional]), on="radius", suffixes=("_uni", "_bi")))
     ratios = pairs["rate_uni"] / pairs["rate_bi"]
-    by_radius = _rank_correlation(table.loc[connected, "radius"].astype(float), rate[connected])
-    causal_by_radius = _rank_correlation(table.loc[causal, "radius"].astype(float), rate[causal])
+    by_radius = rank_correlation(table.loc[connected, "radius"].astype(float), rate[connected])
+    causal_by_radius = rank_correlation(table.loc[causal, "radius"].astype(float), rate[causal])
     return {
         "n_masks": len(table), "n_connected": int(connected.sum()),
         "by_radius": by_radius,
-        "by_lambda": _rank_correlation(table.loc[connected, "uniform |λ₂|"], rate[connected]),
+        "by_lambda": rank_correlation(table.loc[connected, "uniform |λ₂|"], rate[connected]),
         "causal_min": float(rate[causal].min()), "causal_max": float(rate[causal].max()),
         "causal_radius_min": int(table.loc[causal, "radius"].min()),
         "causal_radius_max": int(table.loc[causal, "radius"].max()),
@@ -164,3 +164,26 @@ def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, 
         "fastest_share": 100 * float(table.loc[fastest, "edge share"]),
         "fastest_over_complete": float(rate[fastest]) / complete_rate,
     }
+
+
+def rmsnorm_decoders(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]:
+    """Mean rates of pure attention per mask (words); under the causal mask, the last-layer ratio of μ/‖X‖_F
+    to its first-layer value of the pretrained full model and of the SAN with its own RMSNorm and skip, and
+    the growth of the median ‖X‖_F of pretrained pure attention from X(0) to the last layer.
+
+    Shapes: ``rates`` one row per configuration (:func:`rankcollapse.decoders.rate_table`); ``causal`` the
+    tidy table of the causal sweep.
+    """
+    pure_causal = dict(weights="pretrained", variant="SAN", mask="causal", norm="none", skip=False, stat="median")
+    pure = rates[(rates["variant"] == "SAN") & (rates["norm"] == "none") & ~rates["skip"].astype(bool)]
+    columns = ["mask", "radius", "mean rate"]
+    words = {w: "; ".join(f"{m} (radius {r}): {v:.3g}" for m, r, v in group[columns].itertuples(index=False))
+             for w, group in pure.groupby("weights", sort=False)}
+    pre = rates[rates["weights"] == "pretrained"]
+    full = pre[pre["variant"] == "full transformer"]["ratio"]
+    own = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "model") & pre["skip"].astype(bool)]
+    return {"pure_rates_initialized": words.get("initialized", "not run"),
+            "pure_rates_pretrained": words.get("pretrained", "not run"),
+            "full_ratio": float(full.iloc[0]) if len(full) else float("nan"),
+            "own_ratio": float(own["ratio"].iloc[0]) if len(own) else float("nan"),
+            "pure_norm_growth": value(causal, "norm", **pure_causal) / value(causal, "norm", layer=0, **pure_causal)}

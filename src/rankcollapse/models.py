@@ -274,8 +274,16 @@ def max_tokens(config) -> int | None:
     return int(limit) - (config.pad_token_id + 1 if config.model_type in ("mpnet", "roberta") else 0)
 
 
+# The longest sequence of each packaged model (max_tokens of its config), so that a page whose results are
+# stored checks its n_tokens without the model's package; tests/unit/test_models.py checks it against the configs.
+PACKAGED_MAX_TOKENS = {"minilm": 512, "mpnet": 512, "smollm2": 8192, "gemma3": 32768}
+
+
 @functools.lru_cache(maxsize=8)
 def _spec_max_tokens(spec: str) -> int | None:
+    packaged = spec.removeprefix("pkg:") if spec.startswith("pkg:") else None
+    if packaged in PACKAGED_MAX_TOKENS:
+        return PACKAGED_MAX_TOKENS[packaged]
     return max_tokens(model_config(spec))
 
 

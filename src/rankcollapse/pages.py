@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rankcollapse import experiments, mask_design, setup_pages, sweep, theory, theory_layernorm
+from rankcollapse import decoders, experiments, mask_design, setup_pages, sweep, theory, theory_layernorm
 from rankcollapse.checks import check_int
 from rankcollapse.experiments import Run
 
@@ -121,6 +121,7 @@ SKIP = dict(norms=("none", "model"), skips=(False, True), full_transformer=True)
 G1 = dict(weights=("initialized",))
 
 _PAPER = {"paper": PAPER_SCALE}
+WINDOW_PAPER_SAMPLES = 900  # the corpus holds about 1000 concatenated runs of 1024 Gemma tokens, not 3000
 _E = dict(compute=_run_all)
 PAGES: dict[str, Page] = {p.name: p for p in (
     Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ", _own_config(setup_pages.SetupConfig)),
@@ -150,6 +151,12 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          _fig2_and_fig3(), _run_as_parts, fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER),
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
          fixed={"masks": tuple(z.part for z in mask_design.ZOO), "norms": ("none",)}, profiles=_PAPER, **_E),
+    Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",
+         decoders.configure, fixed={"masks": ("causal", "causal_sliding_window"), **decoders.FIXED},
+         profiles={"paper": {**PAPER_SCALE, "model": "pkg:smollm2"}}, **_E),
+    Page("sliding_window_model", "book/beyond/sliding_window_model.md", "Beyond: a real sliding-window model (Gemma-3)",
+         decoders.window_configure, fixed={"parts": decoders.WINDOW_PARTS, **decoders.WINDOW_FIXED},
+         profiles={"paper": {"n_samples": WINDOW_PAPER_SAMPLES, "n_tokens": 1024}}, **_E),
     Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", _large_models),
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute in (_run_all, _run_as_parts))

@@ -228,7 +228,7 @@ class _Work:
                     if self.names is None or k in self.names}
         result = san.run_san(self.x0(unit.start, unit.stop), self.layers(unit.weights), self.configs,
                              dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
-                             memory_budget=memory_budget)
+                             memory_budget=memory_budget, use_model_windows=c.model_windows)
         return result.metrics
 
     def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]],

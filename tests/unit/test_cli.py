@@ -29,7 +29,7 @@ def never_executes(monkeypatch):
     (["run", "fig2", "-p", "model", "3"], "parameter 'model' must be a string"),
     (["run", "fig2", "-p", "window", "40"], r"window must be an integer in [1, 31], got 40"),
     (["run", "fig2", "-p", "dtype", "float16"], "dtype must be one of 'float64', 'float32'; got 'float16'"),
-    (["run", "fig3", "-p", "n_tokens", "1"], "n_tokens must be an integer in [2, 512], got 1"),
+    (["run", "fig3", "-p", "n_tokens", "1"], "n_tokens must be an integer in [2, 8192], got 1"),
     (["run", "sample_size", "-p", "n_samples_small", "128"], "n_samples_small must be an integer in [1, 127]"),
     (["run", "skip_connections", "-p", "n_layers_deep", "0"], "n_layers_deep must be an integer in [1, 4096]"),
     (["run", "fig4", "--profile", "huge"], "unknown profile 'huge'; profiles are: default, paper"),

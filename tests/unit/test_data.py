@@ -81,3 +81,14 @@ def test_bad_overlap_and_missing_package(tokenizer, monkeypatch):
 def test_sentence_starts():
     assert data.sentence_starts("It rains. The sky is grey! 3 birds sing.") == [0, 10, 27]
     assert data.sentence_starts('He said "no." Then (at 5) he left.') == [0, 14]
+
+
+def test_concatenated_runs_join_consecutive_leads_without_sharing_text(tokenizer):
+    leads = [(f"A{k}", f"Article {k} is short. It has two sentences.") for k in range(9)]
+    each = len(tokenizer(leads[0][1], add_special_tokens=False)["input_ids"])
+    found = data.candidates(tokenizer, 2 * each + 2, "concatenated", leads)  # needs three leads a run
+    assert [sid for sid, _, _ in found] == ["A0+2", "A3+2", "A6+2"]
+    for _, text, ids in found:
+        assert len(ids) == 2 * each + 2 and "\n\nArticle" in text
+        assert tokenizer(text, truncation=True, max_length=2 * each + 2)["input_ids"] == ids
+    assert found[1][1].startswith("Article 3 ")

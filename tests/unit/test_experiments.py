@@ -24,7 +24,7 @@ pytestmark = pytest.mark.models
     ("temperatures", (-1.0,), "temperatures must be a finite number > 0"),
     ("window", 32, r"window must be an integer in \[1, 31\]"),
     ("n_samples", 0, r"n_samples must be an integer in \[1, "),
-    ("n_tokens", 1, r"n_tokens must be an integer in \[2, 512\]"),
+    ("n_tokens", 1, r"n_tokens must be an integer in \[2, 8192\]"),
     ("dtype", "float16", "dtype must be one of 'float64', 'float32'"),
     ("device", "tpu", "device must be 'cpu' or 'cuda'"),
     ("overlap", "random", "overlap must be one of"),
@@ -128,3 +128,10 @@ def test_stored_results_match_a_recomputation_of_their_first_layers(record):
     assert len(merged) == len(pick(fresh)) > 0
     for stat in ("mean", "median", "q90"):
         assert np.allclose(merged[f"{stat}_stored"], merged[f"{stat}_fresh"], rtol=1e-9, atol=1e-12)
+
+
+def test_model_windows_is_stored_only_when_dropped():
+    assert "model_windows" not in experiments.stored_parameters(ExperimentConfig())  # earlier keys unchanged
+    assert experiments.stored_parameters(ExperimentConfig(model_windows=False))["model_windows"] is False
+    with pytest.raises(ValueError, match="model_windows must be one of False, True"):
+        ExperimentConfig(model_windows="no")

@@ -116,3 +116,12 @@ def test_unsupported_family_is_named():
 
     with pytest.raises(ValueError, match="bert, mpnet, gpt2, llama, gemma3_text"):
         models_extract.model_family(Fake())
+
+
+@pytest.mark.parametrize("name", list(models.PACKAGED_MAX_TOKENS))
+def test_packaged_max_tokens_match_the_model_configs(name):
+    try:
+        config = models.model_config(f"pkg:{name}")
+    except ValueError as err:
+        pytest.skip(f"package of pkg:{name} not installed: {err}")
+    assert models.PACKAGED_MAX_TOKENS[name] == models.max_tokens(config)

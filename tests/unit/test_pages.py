@@ -67,7 +67,9 @@ def test_bad_parameters_are_refused_with_one_message(name, parameters, words):
 def test_paper_profile_lists_the_experiment_pages():
     assert pages.pages_with_profile("paper") == pages.EXPERIMENT_PAGES
     assert {"fig2", "sample_size", "appendix_g1"} <= set(pages.EXPERIMENT_PAGES)
-    assert all(e.profiles["paper"]["n_samples"] == 3000 for e in pages.PAGES.values() if e.profiles)
+    assert all(e.profiles["paper"]["n_samples"] == 3000 for e in pages.PAGES.values()
+               if e.profiles and e.name != "sliding_window_model")  # its long samples: about 1000 in the corpus
+    assert pages.profile_parameters("sliding_window_model", "paper")["n_samples"] == pages.WINDOW_PAPER_SAMPLES
 
 
 def _imports(path: Path) -> set[str]:

