@@ -184,9 +184,14 @@ def pages_with_profile(profile: str) -> tuple[str, ...]:
 
 
 def registry_table() -> list[dict[str, str]]:
-    """One row per page, for the reproduce page: name, title, source, what the paper profile sets."""
-    return [{"page": e.name, "title": e.title, "source": e.source,
-             "paper profile": ", ".join(f"{k} = {v}" for k, v in e.profiles.get("paper", {}).items()) or "—"}
+    """One row per page, for the reproduce page: name, title and the scale its paper profile sets."""
+    def scale(profile: Mapping[str, object]) -> str:
+        if not profile:
+            return "—"
+        words = f"{profile['n_samples']} × {profile['n_tokens']}"
+        return words + (f", {profile['n_layers']} layers" if "n_layers" in profile else "")
+
+    return [{"page": e.name, "title": e.title, "paper profile": scale(e.profiles.get("paper", {}))}
             for e in PAGES.values()]
 
 
