@@ -265,7 +265,7 @@ def max_tokens(config) -> int | None:
     RoBERTa-style encoders (MPNet, RoBERTa number positions from ``pad_token_id + 1``); None when unbounded.
 
     >>> from transformers import BertConfig, MPNetConfig
-    >>> max_tokens(BertConfig()), max_tokens(MPNetConfig())
+    >>> max_tokens(BertConfig()), max_tokens(MPNetConfig(max_position_embeddings=514))  # all-mpnet-base-v2's
     (512, 512)
     """
     limit = getattr(config, "max_position_embeddings", None)

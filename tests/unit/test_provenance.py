@@ -29,11 +29,12 @@ def test_book_root_is_found_from_below_and_required(book, tmp_path_factory, monk
 def test_figures_and_results_carry_the_same_record(book):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])
+    ax.set_xlabel("layer")  # a figure needs text: its export records the smallest font (legibility)
     figure = json.loads(plotting.export_figure(fig, "fig-test-line", {"n": 2})["json"].read_text())
     plt.close(fig)
     result = ResultStore(book / "results").load_or_compute(
         "fig2", {"n": 2}, lambda: (pd.DataFrame({"layer": [0], "mean": [1.0]}), {"dtype": "float64"})).provenance
-    assert set(figure) == RECORD_FIELDS and RECORD_FIELDS <= set(result)
+    assert set(figure) == RECORD_FIELDS | {"legibility"} and RECORD_FIELDS <= set(result)
     assert figure["parameters"] == result["parameters"] == {"n": 2}
     for field in RECORD_FIELDS - {"parameters", "created_utc"}:
         assert figure[field] == result[field], field
