@@ -237,24 +237,23 @@ def check_table(table: pd.DataFrame, parameters: dict) -> None:
         missing, extra = sorted(map(str, expected - present)), sorted(map(str, present - expected))
         raise ValueError(f"{len(missing)} configurations missing{(' (first: ' + missing[0] + ')') if missing else ''}, "
                          f"{len(extra)} not asked for{(' (first: ' + extra[0] + ')') if extra else ''}")
-    samples = {p["n_samples"], *p.get("subsets", [])}
-    if set(table["n_samples"]) != samples:
-        raise ValueError(f"sample counts {sorted(set(table['n_samples']))}, expected {sorted(samples)}")
+    if set(table["n_samples"]) != {p["n_samples"]}:
+        raise ValueError(f"sample counts {sorted(set(table['n_samples']))}, expected {p['n_samples']}")
 
 
 @dataclass(frozen=True)
 class Run:
-    """One sweep a page computes: its configuration and the sample subsets also summarized."""
+    """One sweep a page computes, and the page it is stored under when that is another page's (a page
+    showing another page's sweeps, e.g. the pretrained panels and the sample-size page show Fig. 2's)."""
 
     config: ExperimentConfig  # the sweep
-    subsets: tuple[int, ...] = ()  # also summarize the first k samples for each k (column n_samples)
+    page: str | None = None  # stored under this page's results; None: the computing page's own
 
 
-def stored_parameters(config: ExperimentConfig, subsets: tuple[int, ...] = ()) -> dict:
-    """The parameters a sweep is stored under: every field, ``subsets`` when given, ``mask_options`` only
-    when set and ``model_windows`` only when False (so results stored before those fields existed keep
-    their keys)."""
-    parameters = {**asdict(config), **({"subsets": list(subsets)} if subsets else {})}
+def stored_parameters(config: ExperimentConfig) -> dict:
+    """The parameters a sweep is stored under: every field, ``mask_options`` only when set and
+    ``model_windows`` only when False (so results stored before those fields existed keep their keys)."""
+    parameters = asdict(config)
     if not config.mask_options:
         del parameters["mask_options"]
     if config.model_windows:

@@ -17,7 +17,7 @@ Used by: every experiment and response page (``pages.compute``), :mod:`rankcolla
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rankcollapse import decoders, experiments, mask_design, setup_pages, sweep, theory, theory_layernorm
@@ -62,24 +62,27 @@ def _own_config(config_class: type) -> Callable[[dict], dict[str, object]]:
     return configure
 
 
-def _fig2_and_fig3(**shared) -> Callable[[dict], dict[str, Run]]:
+def _fig2_and_fig3(stored_as_figures: bool = False, **shared) -> Callable[[dict], dict[str, Run]]:
     """``configure`` of a page showing the Fig. 2 and Fig. 3 sweeps of the same parameters (the
-    ``temperatures`` parameter belongs to the Fig. 3 sweep only)."""
+    ``temperatures`` parameter belongs to the Fig. 3 sweep only); ``stored_as_figures``: the very sweeps of
+    the Fig. 2 and Fig. 3 pages, stored as theirs."""
     def configure(parameters: dict) -> dict[str, Run]:
         own = {k: v for k, v in parameters.items() if k not in PAGE_ONLY}
         temperatures = {"temperatures": own.pop("temperatures")} if "temperatures" in own else {}
-        return {"fig2": Run(experiments.experiment_config(own, **shared, **FIG2)),
-                "fig3": Run(experiments.experiment_config({**own, **temperatures}, **shared, **FIG3))}
+        return {"fig2": Run(experiments.experiment_config(own, **shared, **FIG2), "fig2" if stored_as_figures else None),
+                "fig3": Run(experiments.experiment_config({**own, **temperatures}, **shared, **FIG3),
+                            "fig3" if stored_as_figures else None)}
     return configure
 
 
 def _sample_size(parameters: dict) -> dict[str, Run]:
-    """The large sample and, as a subset of the same run, the first ``n_samples_small`` samples."""
+    """Fig. 2's sweep on the first ``n_samples_small`` samples and on all ``n_samples`` (the first k samples
+    of a larger draw are the draw of k, so the small sample is part of the large one), stored as Fig. 2's."""
     own = {k: v for k, v in parameters.items() if k not in (*PAGE_ONLY, "n_samples_small")}
-    config = experiments.experiment_config(own, **SAMPLE_SIZE)
+    large = experiments.experiment_config(own, **FIG2)
     small = parameters.get("n_samples_small", 32)
-    check_int("n_samples_small", small, 1, config.n_samples - 1)
-    return {"main": Run(config, subsets=(small,))}
+    check_int("n_samples_small", small, 1, large.n_samples - 1)
+    return {"large": Run(large, "fig2"), "small": Run(replace(large, n_samples=small), "fig2")}
 
 
 def _skip_connections(parameters: dict) -> dict[str, Run]:
@@ -101,13 +104,8 @@ def _large_models(parameters: dict) -> dict[str, dict]:
 
 
 def _run_all(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.StoredResult]:
-    """Every sweep of a page, stored under the page's name."""
-    return {part: sweep.run_experiment(page, run.config, subsets=run.subsets) for part, run in runs.items()}
-
-
-def _run_as_parts(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.StoredResult]:
-    """Every sweep stored under the page its part names (the pretrained panels reuse Fig. 2's and Fig. 3's results)."""
-    return {part: sweep.run_experiment(part, run.config, subsets=run.subsets) for part, run in runs.items()}
+    """Every sweep of a page, stored under the page's name or the page the run names."""
+    return {part: sweep.run_experiment(run.page or page, run.config) for part, run in runs.items()}
 
 
 # The pages' fixed choices (reconstructions named in PAPER.md §3 are parameters, not fixed here).
@@ -116,7 +114,6 @@ def _run_as_parts(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.S
 FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))
 FIG4 = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)
-SAMPLE_SIZE = dict(norms=("none", "model"))
 SKIP = dict(norms=("none", "model"), skips=(False, True), full_transformer=True)
 G1 = dict(weights=("initialized",))
 
@@ -144,11 +141,11 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          _fig2_and_fig3(**G1), fixed={**G1, "fig2": FIG2, "fig3": FIG3},
          profiles={"paper": {**PAPER_SCALE, "n_layers": 128}}, **_E),
     Page("sample_size", "book/response/sample_size.md", "Response: 32 vs 3000 samples", _sample_size,
-         fixed=SAMPLE_SIZE, profiles={"paper": {**PAPER_SCALE, "n_samples_small": 32}}, **_E),
+         fixed=FIG2, profiles={"paper": {**PAPER_SCALE, "n_samples_small": 32}}, **_E),
     Page("skip_connections", "book/response/skip_connections.md", "Response: skip connections",
          _skip_connections, fixed=SKIP, profiles={"paper": {**PAPER_SCALE, "n_layers_deep": 128}}, **_E),
     Page("pretrained_panels", "book/response/pretrained_panels.md", "Response: corrected pretrained panels",
-         _fig2_and_fig3(), _run_as_parts, fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER),
+         _fig2_and_fig3(stored_as_figures=True), fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER, **_E),
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
          fixed={"masks": tuple(z.part for z in mask_design.ZOO), "norms": ("none",)}, profiles=_PAPER, **_E),
     Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",
@@ -159,7 +156,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          profiles={"paper": {"n_samples": WINDOW_PAPER_SAMPLES, "n_tokens": 1024}}, **_E),
     Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", _large_models),
 )}
-EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute in (_run_all, _run_as_parts))
+EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)
 
 
 def page(name: str) -> Page:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 
 import pandas as pd
 from IPython.display import Markdown
@@ -50,18 +50,24 @@ def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, ob
 
 def page_results(name: str, parameters: Mapping[str, object]) -> dict[str, StoredResult]:
     """The results page ``name`` shows: computed (or loaded) for exactly ``parameters``, then, when the
-    page's ``show_largest_stored`` is true, the largest stored run of the same experiment instead."""
+    page's ``show_largest_stored`` is true, its parts at the largest scale stored (:func:`largest_stored`)."""
     results = pages.compute(name, **{k: v for k, v in parameters.items() if k not in pages.PAGE_ONLY})
     if parameters.get("show_largest_stored", False):
-        results = {part: largest_stored(result) for part, result in results.items()}
+        results = largest_stored(results)
     return results
 
 
-def largest_stored(result: StoredResult, store: ResultStore | None = None) -> StoredResult:
-    """The largest stored result (samples x tokens, then model depth) of the same page and the same
-    experiment as ``result`` -- equal in every parameter but SCALE_PARAMETERS -- or ``result`` itself."""
+def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | None = None) -> dict[str, StoredResult]:
+    """Every part of a page at the largest scale (samples x tokens, then model depth) at which all of them
+    are stored, or ``results`` themselves.
+
+    The scale is that of a stored run of the same experiment as the part with the most samples (equal in
+    every parameter but SCALE_PARAMETERS). Every part moves to it; a part computed on fewer samples than
+    that part (the sample-size page's small sample) keeps its own sample count. So a page never mixes scales.
+    """
     store = store or ResultStore()
-    page, own = result.provenance["page"], result.provenance["parameters"]
+    anchor = max(results.values(), key=lambda r: r.provenance["parameters"]["n_samples"]).provenance
+    own = anchor["parameters"]
 
     def same(p: dict) -> bool:
         return {k: v for k, v in p.items() if k not in SCALE_PARAMETERS} == \
@@ -70,10 +76,26 @@ def largest_stored(result: StoredResult, store: ResultStore | None = None) -> St
     def size(record: dict) -> tuple[int, int]:
         return record["parameters"]["n_samples"] * record["parameters"]["n_tokens"], record.get("model_layers", 0)
 
-    best = max((r for r in store.entries(page) if same(r["parameters"])), key=size, default=None)
-    if best is None or size(best) <= size(result.provenance):
-        return result
-    return store.load(page, best["parameters"], check_table)
+    def at_scale(part: dict, scale: dict) -> dict:
+        keep = {} if part["n_samples"] == own["n_samples"] else {"n_samples": part["n_samples"]}
+        return {**part, **{k: v for k, v in scale.items() if k in part}, **keep}
+
+    larger = sorted((r for r in store.entries(anchor["page"]) if same(r["parameters"]) and size(r) > size(anchor)),
+                    key=size, reverse=True)
+    for record in larger:
+        scale = {k: record["parameters"][k] for k in SCALE_PARAMETERS if k in record["parameters"]}
+        moved = {part: store.load(r.provenance["page"], at_scale(r.provenance["parameters"], scale), check_table)
+                 for part, r in results.items()}
+        if all(r is not None for r in moved.values()):
+            return moved
+    return dict(results)
+
+
+def sample_pair(results: Mapping[str, StoredResult]) -> StoredResult:
+    """The sample-size page's one result: the ``large`` run with the ``small`` run's rows added (column
+    ``n_samples`` tells them apart); provenance and file are the large run's."""
+    large, small = results["large"], results["small"]
+    return replace(large, table=pd.concat([small.table, large.table], ignore_index=True))
 
 
 # ---------------------------------------------------------------- words

@@ -88,15 +88,12 @@ def recompute_command(page: str, parameters: dict | None) -> str:
     >>> recompute_command("fig2", {"model": "pkg:mpnet", "n_layers": 12, "n_samples": 32, "n_tokens": 128,
     ...                            "seed": 0, "window": 4, "masks": ["complete"]})
     'rankcollapse run fig2 -p model pkg:mpnet -p n_layers 12 -p n_samples 32 -p n_tokens 128'
-    >>> recompute_command("sample_size", {"n_samples": 8, "subsets": [4]})
-    'rankcollapse run sample_size -p n_samples 8 -p n_samples_small 4'
     """
     if parameters is None:
         return f"rankcollapse run {page} with the parameters it was computed for"
     pairs = [(name, value) for name, value in parameters.items()
              if name in _COMMAND_ALWAYS or (name in _COMMAND_DEFAULTS and value != _COMMAND_DEFAULTS[name])]
-    pairs += [("n_samples_small", k) for k in parameters.get("subsets", [])]
-    order = [*_COMMAND_DEFAULTS, *_COMMAND_ALWAYS, "n_samples_small"]
+    order = [*_COMMAND_DEFAULTS, *_COMMAND_ALWAYS]
     pairs.sort(key=lambda pair: order.index(pair[0]))
     return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(str(value))}" for name, value in pairs)])
 

@@ -231,8 +231,7 @@ class _Work:
                              memory_budget=memory_budget, use_model_windows=c.model_windows)
         return result.metrics
 
-    def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]],
-                 subsets: tuple[int, ...]) -> pd.DataFrame:
+    def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> pd.DataFrame:
         """The tidy table from every unit's metrics (keyed by unit name), exactly as one call would give it."""
         c, frames = self.config, []
         blocks = sorted({(u.start, u.stop) for u in plan})
@@ -245,9 +244,7 @@ class _Work:
                 pieces = [computed[Unit(kind, full, *b).name] for b in blocks]
                 metrics = {name: torch.cat([p[name] for p in pieces], dim=-1)  # [layer + 1, config, sample]
                            for name in pieces[0]}
-                for k in (*subsets, c.n_samples):
-                    subset = {name: v[..., :k] for name, v in metrics.items()}  # [layer + 1, config, k]
-                    frames.append(experiments.summarize(subset, labels, c.n_tokens, self.d_model))
+                frames.append(experiments.summarize(metrics, labels, c.n_tokens, self.d_model))
         return pd.concat(frames, ignore_index=True)
 
 
@@ -404,11 +401,10 @@ def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budge
 # ---------------------------------------------------------------- computing and storing
 
 
-def compute(config: experiments.ExperimentConfig, subsets: tuple[int, ...] = (), *, label: str = "sweep",
+def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
             partial: Path | None = None) -> tuple[pd.DataFrame, dict] | None:
     """The sweep's tidy table and the provenance the store adds to it: this rank's units, resumed from
-    ``partial`` when given, gathered to rank 0; None on the other ranks. ``subsets``: also summarize the
-    first k samples for each k (column ``n_samples`` tells them apart)."""
+    ``partial`` when given, gathered to rank 0; None on the other ranks."""
     from tqdm import tqdm
 
     rank, world = rank_and_world()
@@ -418,7 +414,7 @@ def compute(config: experiments.ExperimentConfig, subsets: tuple[int, ...] = (),
     plan = make_plan(work, label, plan_units, block, budget, timed=show)
     if show:
         print(plan.text(), file=sys.stderr, flush=True)
-    checkpoints = _Checkpoints(partial, {"parameters": {**asdict(config), "subsets": list(subsets)},
+    checkpoints = _Checkpoints(partial, {"parameters": asdict(config),
                                          "block": block, "folder": None if partial is None else partial.name})
     mine = plan_units[rank::world]
     computed = {u.name: m for u in mine if (m := checkpoints.load(u)) is not None}
@@ -435,7 +431,7 @@ def compute(config: experiments.ExperimentConfig, subsets: tuple[int, ...] = (),
     gathered = _gather(computed)
     if rank != 0:
         return None
-    table = work.assemble(plan_units, {k: v for part in gathered for k, v in part.items()}, subsets)
+    table = work.assemble(plan_units, {k: v for part in gathered for k, v in part.items()})
     ids, model = work.drawn.input_ids, work.loaded.model
     extra = {"model_spec": config.model, "model_description": work.loaded.source.description,
              "model_quantized": work.loaded.source.quantized, "weight_sha256": experiments.weight_hash(model),
@@ -447,21 +443,20 @@ def compute(config: experiments.ExperimentConfig, subsets: tuple[int, ...] = (),
     return table, extra
 
 
-def run_experiment(page: str, config: experiments.ExperimentConfig, store: ResultStore | None = None,
-                   subsets: tuple[int, ...] = ()) -> StoredResult:
-    """The stored result of ``page`` for exactly ``config`` (and ``subsets``), verified
+def run_experiment(page: str, config: experiments.ExperimentConfig, store: ResultStore | None = None) -> StoredResult:
+    """The stored result of ``page`` for exactly ``config``, verified
     (:func:`rankcollapse.experiments.check_table`); else computed (:func:`compute`: resumable from its
     checkpoints, shared over the ranks of a process group) and stored by rank 0 with its provenance. Every
     rank returns rank 0's result."""
     store = store or ResultStore()
-    parameters = experiments.stored_parameters(config, subsets)
+    parameters = experiments.stored_parameters(config)
     rank, _ = rank_and_world()
     found = _broadcast(store.load(page, parameters, experiments.check_table) if rank == 0 else None)
     if found is not None:
         return found
     start = time.perf_counter()
     partial = partial_folder(store, page, parameters)
-    out = compute(config, subsets, label=page, partial=partial)
+    out = compute(config, label=page, partial=partial)
     result = None
     if rank == 0:
         table, extra = out

@@ -38,6 +38,8 @@ def test_samples_have_exactly_n_tokens_and_are_deterministic(tokenizer, articles
     assert a.sample_ids == b.sample_ids and a.texts_hash == b.texts_hash and (a.input_ids == b.input_ids).all()
     assert a.sample_ids != c.sample_ids and a.texts_hash != c.texts_hash
     assert len(set(a.sample_ids)) == 20
+    first = data.sample_token_ids(tokenizer, n_samples=7, n_tokens=64, seed=5, articles=articles)
+    assert first.sample_ids == a.sample_ids[:7] and (first.input_ids == a.input_ids[:7]).all()  # the sample-size page
 
 
 def test_samples_stay_inside_one_article_from_a_sentence_start(tokenizer, articles):

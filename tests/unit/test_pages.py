@@ -3,6 +3,7 @@ contents is registered, profiles fit the pages' parameters, and the package has 
 
 import ast
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,13 @@ def test_experiment_pages_keep_their_fixed_choices_and_take_the_readers_paramete
     skip = pages.configure("skip_connections", {"n_layers": 6, "n_layers_deep": 40, "show_largest_stored": True})
     assert skip["shallow"].config.n_layers == 6 and skip["deep"].config.n_layers == 40
     assert skip["deep"].config.weights == ("initialized",) and skip["shallow"].config.skips == (False, True)
-    assert pages.configure("sample_size", {"n_samples": 64, "n_samples_small": 8})["main"].subsets == (8,)
+    pair = pages.configure("sample_size", {"n_samples": 64, "n_samples_small": 8})
+    assert pair["large"].page == pair["small"].page == "fig2"  # Fig. 2's very sweeps, stored as Fig. 2's
+    assert replace(pair["small"].config, n_samples=64) == pair["large"].config == pages.configure(
+        "fig2", {"n_samples": 64, "n_tokens": 32, "n_layers": 12})["main"].config
+    assert pair["small"].config.n_samples == 8
+    panels = pages.configure("pretrained_panels", {})
+    assert panels["fig2"].page == "fig2" and panels["fig3"].page == "fig3" and g1["fig2"].page is None
 
 
 @pytest.mark.parametrize("name, parameters, words", [

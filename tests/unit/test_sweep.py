@@ -27,7 +27,7 @@ TINY = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 16, "n_layers": 2}  #
 def _compute(page: str, root: Path, **parameters):
     """The page's one sweep, computed (or loaded) in the store at ``root``."""
     run = pages.configure(page, parameters)["main"]
-    return sweep.run_experiment(page, run.config, ResultStore(root), run.subsets)
+    return sweep.run_experiment(page, run.config, ResultStore(root))
 
 def _environment(results: Path, block: int) -> dict[str, str]:
     src = str(Path(sweep.__file__).resolve().parents[1])
@@ -76,12 +76,13 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     partial = tmp_path / "killed" / ".partial" / "fig2"
     deadline = time.monotonic() + 900
-    while len(list(partial.glob("*/*.pt"))) < 3 and process.poll() is None and time.monotonic() < deadline:
+    finished = lambda: sorted(p.name for p in partial.glob("*/*.pt") if not p.name.startswith("."))  # noqa: E731
+    while len(finished()) < 3 and process.poll() is None and time.monotonic() < deadline:  # not the writer's temporaries
         time.sleep(0.02)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()[-3000:]
-    left = sorted(p.name for p in partial.glob("*/*.pt") if not p.name.startswith("."))  # a kill mid-write leaves a temporary
+    left = finished()  # a kill mid-write leaves a temporary, which resume ignores
     assert 3 <= len(left) < 16, left  # killed halfway through 8 blocks x 2 weight sources
     assert not list((tmp_path / "killed" / "fig2").glob("*.[cj]s*"))  # no CSV, no JSON: no result at all
 

@@ -1,0 +1,55 @@
+"""Which stored results a page shows: its parts move together to the largest scale at which all are stored."""
+
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from rankcollapse import pages, report
+from rankcollapse.experiments import STATISTICS, TABLE_COLUMNS, stored_parameters
+from rankcollapse.results import ResultStore
+
+
+def _store(store: ResultStore, config, page: str = "fig2"):
+    """A stored result of ``config`` whose table is one row per configuration (enough for check_table)."""
+    parameters = stored_parameters(config)
+    rows = [dict(weights=w, variant="SAN", mask=m, window=config.window, temperature=None, norm=n, skip=s,
+                 layer=0, metric="mu", **{k: 1.0 for k in STATISTICS}, n_samples=config.n_samples)
+            for w in config.weights for m in config.masks for n in config.norms for s in config.skips]
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    return store.save(page, parameters, table, {"model_layers": 12})
+
+
+@pytest.fixture
+def pair():
+    runs = pages.configure("sample_size", {"model": "pkg:minilm", "n_samples": 8, "n_samples_small": 4,
+                                           "n_tokens": 16, "n_layers": 2})
+    return runs["large"].config, runs["small"].config
+
+
+def test_the_parts_of_a_page_move_to_the_largest_scale_where_all_are_stored(tmp_path, pair):
+    store = ResultStore(tmp_path)
+    large, small = pair
+    shown = {"large": _store(store, large), "small": _store(store, small)}
+    assert report.largest_stored(shown, store) == shown  # nothing larger stored
+    _store(store, replace(large, n_samples=64, n_tokens=32, dtype="float32"))  # larger, but its small is missing
+    assert report.largest_stored(shown, store) == shown
+    _store(store, replace(small, n_tokens=32, dtype="float32"))
+    moved = report.largest_stored(shown, store)
+    assert moved["large"].provenance["parameters"]["n_samples"] == 64
+    assert moved["small"].provenance["parameters"]["n_samples"] == 4  # the small sample keeps its count
+    assert {r.provenance["parameters"]["dtype"] for r in moved.values()} == {"float32"}
+    assert {r.provenance["parameters"]["n_tokens"] for r in moved.values()} == {32}
+    _store(store, replace(large, n_samples=640, temperatures=(2.0,)))  # another experiment: never shown
+    assert report.largest_stored(shown, store)["large"].provenance["parameters"]["n_samples"] == 64
+
+
+def test_parts_on_the_same_samples_move_together(tmp_path, pair):
+    store = ResultStore(tmp_path)
+    large, _ = pair
+    other = replace(large, norms=("none",))  # a second part, e.g. appendix_g1's Fig. 3 sweep
+    shown = {"a": _store(store, large), "b": _store(store, other)}
+    _store(store, replace(large, n_samples=32))
+    _store(store, replace(other, n_samples=32))
+    moved = report.largest_stored(shown, store)
+    assert [r.provenance["parameters"]["n_samples"] for r in moved.values()] == [32, 32]
