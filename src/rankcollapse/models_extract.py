@@ -183,7 +183,9 @@ def extract_layers(model: torch.nn.Module, n_tokens: int = 512) -> list[Attentio
                 rope_scale=float(getattr(rope, f"{kind}_attention_scaling")), window=_window(attn.sliding_window))
             if getattr(attn, "attn_logit_softcapping", None) is not None:
                 raise ValueError("attention logit soft-capping is not supported by the SAN engine")
-        layers.append(AttentionLayer(**{**layer.__dict__, **_own_norms(model, i)}).to(torch.float64))
+        own = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v  # a float64 model's .to() is no copy
+               for k, v in {**layer.__dict__, **_own_norms(model, i)}.items()}
+        layers.append(AttentionLayer(**own).to(torch.float64))
     return layers
 
 

@@ -562,6 +562,7 @@ def samples_per_chunk(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype, 
     return max(1, block)
 
 
+@torch.no_grad()  # never differentiated: no autograd graph over samples x layers
 def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANConfig, ...] | list[SANConfig], *,
             token_mask: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
             device: str | torch.device = "cpu", memory_budget: int = 2**30,

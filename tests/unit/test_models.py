@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 import torch
 
-from rankcollapse import models, models_extract
+from rankcollapse import models, models_extract, san
 
 
 def test_unknown_packaged_spec_lists_the_allowed_ones():
@@ -108,6 +108,12 @@ def test_local_folder_spec_loads_and_extracts(tmp_path):
     layers = models_extract.extract_layers(loaded.model)
     assert len(layers) == 2 and layers[0].W_Q.shape == (2, 16, 8) and layers[0].W_Q.dtype == torch.float64
     assert torch.equal(layers[1].b_O.float(), loaded.model.encoder.layer[1].attention.output.dense.bias)
+    double = loaded.model.double()  # .to(float64) of a float64 parameter is the parameter itself
+    copies = models_extract.extract_layers(double)
+    assert not copies[0].W_O.requires_grad and copies[0].b_O.data_ptr() != double.encoder.layer[0].attention.output.dense.bias.data_ptr()
+    grad_layer = san.AttentionLayer(**{**copies[0].__dict__, "W_Q": copies[0].W_Q.clone().requires_grad_()})
+    out = san.run_san(torch.randn(2, 4, 16, dtype=torch.float64), [grad_layer] * 3, [san.SANConfig()])
+    assert not out.metrics["mu"].requires_grad  # the engine keeps no autograd graph (memory flat in layers)
 
 
 def test_unsupported_family_is_named():
