@@ -40,6 +40,12 @@ def cell_parameters(name: str, namespace: Mapping[str, object]) -> dict[str, obj
     return {k: namespace[k] for k in names}
 
 
+def page_config(name: str, namespace: Mapping[str, object]) -> object:
+    """The checked configuration of a page that computes in its own module (the theory, setup and data
+    pages), from its parameters cell's current values, through the registry."""
+    return pages.configure(name, cell_parameters(name, namespace))["main"]
+
+
 def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, object], dict[str, StoredResult]]:
     """What every experiment page does first: the book's plot theme, its parameters (:func:`cell_parameters`)
     and the results it shows (:func:`page_results`)."""

@@ -7,7 +7,8 @@ registry builds it from a reader's parameters before running the page. Each page
 (``theorem1(config) -> Theorem1Result``) and shows the tables, curves and ``numbers`` (the values its
 prose glues) of the result. The LayerNorm counterexample and the equilibria live in
 :mod:`rankcollapse.theory_layernorm`, the setup and data pages in :mod:`rankcollapse.setup_pages`; the
-helpers every page uses (:func:`page_config`, :func:`timed`) are here.
+timing helper every page uses (:func:`timed`) is here; a page gets its config from
+:func:`rankcollapse.report.page_config` (through the registry).
 
 Used by: ``book/theory/theorem1.md``, ``book/theory/theorem2.md`` and the modules above.
 """
@@ -16,8 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -36,16 +36,6 @@ MAX_SEED = 2**63 - 1  # torch.Generator seeds
 
 
 PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")  # the paper's four masks
-
-
-def page_config(config_class: type, values: Mapping[str, object]):
-    """The config of a page from its parameter cell's values (``values`` may hold other names too).
-
-    >>> page_config(Theorem1Config, {**{f.name: f.default for f in fields(Theorem1Config)},
-    ...                              "sweep_windows": [1, 2], "unrelated": 1}).sweep_windows
-    (1, 2)
-    """
-    return config_class(**{f.name: values[f.name] for f in fields(config_class)})
 
 
 def _check_system(config: object) -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rankcollapse import counterexample as ce
-from rankcollapse import setup_pages, theory
+from rankcollapse import pages, setup_pages, theory
 from rankcollapse import theory_layernorm as layernorm
 from rankcollapse.runner import page_parameters
 
@@ -34,7 +34,8 @@ def test_config_defaults_are_the_page_parameters(config_class):
     cell = page_parameters(ROOT / PAGES[config_class])
     defaults = {k: _plain(v) for k, v in asdict(config_class()).items()}
     assert defaults == cell
-    assert theory.page_config(config_class, {**cell, "other": 1}) == config_class()  # lists become tuples
+    name = next(n for n, page in pages.PAGES.items() if page.source == PAGES[config_class])
+    assert pages.configure(name, cell)["main"] == config_class()  # through the registry; lists become tuples
 
 
 BAD = [
