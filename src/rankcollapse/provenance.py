@@ -4,7 +4,7 @@ and the atomic writer both use.
 Every exported figure (:func:`rankcollapse.plotting.export_figure`) and every stored result
 (:meth:`rankcollapse.results.ResultStore.load_or_compute`) carries the same :func:`provenance_record`:
 the parameters, the rankcollapse, PyTorch and Python versions, the git commit, the creation time and the
-hardware. This module imports neither matplotlib nor pandas, so the results store and the command line
+hardware. A long run's checkpoints are keyed by the package's source instead (:func:`source_sha256`). This module imports neither matplotlib nor pandas, so the results store and the command line
 need no plotting stack.
 
 Used by: :mod:`rankcollapse.plotting`, :mod:`rankcollapse.results`, :mod:`rankcollapse.cli`,
@@ -14,6 +14,7 @@ Used by: :mod:`rankcollapse.plotting`, :mod:`rankcollapse.results`, :mod:`rankco
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import platform
 import subprocess
@@ -33,6 +34,17 @@ def book_root(start: Path | None = None) -> Path:
         if (folder / "_toc.yml").is_file():
             return folder
     raise FileNotFoundError(f"no _toc.yml at or above {here}: run pages from inside the book")
+
+
+def source_sha256() -> str:
+    """sha256 of the package's source (every ``.py`` file of :mod:`rankcollapse`, by relative path): what
+    the checkpoints of a long run share with the code that resumes it. Commits that change only pages,
+    results or documents keep it, so they never orphan a run's finished units."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def git_commit(root: Path) -> str:

@@ -12,8 +12,9 @@ one call over all samples gives, so the summary table does not depend on how the
   the per-sample metrics are gathered to rank 0, which summarizes and stores the one result (same key,
   same provenance, plus ``world_size``). NCCL on GPUs, gloo on CPU; each rank uses ``cuda:LOCAL_RANK``.
 * **Resume**: each finished unit is written atomically to
-  ``<results>/.partial/<page>/<result key>-<commit>/<unit>.pt`` with the full parameters inside, so a
-  checkpoint can only be reused by the same parameters, block and code; a run killed at any point and
+  ``<results>/.partial/<page>/<result key>-<source hash>/<unit>.pt`` with the full parameters and the
+  PyTorch version inside, so a checkpoint can only be reused by the same parameters, block, package source
+  and PyTorch (a commit that changes only pages or results keeps it); a run killed at any point and
   started again with the same command computes only the missing units, then stores the result (CSV, then
   the JSON that makes it visible) and deletes the folder.
 * **Plan**: before it starts, a run prints its size (samples x layers x configurations), the expected
@@ -56,7 +57,7 @@ import torch.distributed as dist
 from rankcollapse import experiments, san
 from rankcollapse import metrics as rc_metrics
 from rankcollapse.checks import check_int
-from rankcollapse.provenance import atomic_write, book_root, git_commit, provenance_record
+from rankcollapse.provenance import atomic_write, provenance_record, source_sha256
 from rankcollapse.results import ResultStore, StoredResult, canonical_parameters, result_key
 
 BLOCK_SAMPLES = {"cpu": 64, "cuda": 1024}  # samples per unit of work (checkpoint granularity) per device type
@@ -252,13 +253,9 @@ class _Work:
 
 
 def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
-    """Where a result's finished units wait: keyed by the result key and the code's commit."""
-    try:
-        commit = git_commit(book_root())
-    except FileNotFoundError:
-        commit = "unknown"
-    head, _, dirty = commit.partition("-")
-    return store.root / ".partial" / page / f"{result_key(page, parameters)}-{head[:12]}{'-' + dirty if dirty else ''}"
+    """Where a result's finished units wait: keyed by the result key and the package's source
+    (:func:`rankcollapse.provenance.source_sha256`), so a commit that changes no code keeps them."""
+    return store.root / ".partial" / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
 
 
 class _Checkpoints:
@@ -414,7 +411,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
     plan = make_plan(work, label, plan_units, block, budget, timed=show)
     if show:
         print(plan.text(), file=sys.stderr, flush=True)
-    checkpoints = _Checkpoints(partial, {"parameters": asdict(config),
+    checkpoints = _Checkpoints(partial, {"parameters": asdict(config), "torch": torch.__version__,
                                          "block": block, "folder": None if partial is None else partial.name})
     mine = plan_units[rank::world]
     computed = {u.name: m for u in mine if (m := checkpoints.load(u)) is not None}

@@ -64,3 +64,18 @@ def test_store_and_command_line_do_not_import_the_plotting_stack(module):
     code = f"import sys, {module}; print(sorted(m for m in ('matplotlib', 'seaborn', 'rankcollapse.plotting') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_source_hash_follows_the_package_code_only(tmp_path, monkeypatch):
+    """Checkpoints survive commits that change no code: the hash reads the package's .py files only."""
+    package = tmp_path / "rankcollapse"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(provenance, "__file__", str(package / "provenance.py"))
+    first = provenance.source_sha256()
+    (tmp_path / "page.md").write_text("prose")
+    (package / "notes.txt").write_text("not code")
+    assert provenance.source_sha256() == first
+    (package / "a.py").write_text("x = 2\n")
+    assert provenance.source_sha256() != first
+    assert len(provenance.source_sha256()) == 64
