@@ -451,13 +451,14 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
     found = _broadcast(store.load(page, parameters, experiments.check_table) if rank == 0 else None)
     if found is not None:
         return found
-    start = time.perf_counter()
+    start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
     partial = partial_folder(store, page, parameters)
     out = compute(config, label=page, partial=partial)
     result = None
     if rank == 0:
         table, extra = out
-        provenance = {**provenance_record(None), **extra, "wall_time_s": round(time.perf_counter() - start, 3)}
+        provenance = {**origin, **extra, "source_sha256": source_sha256(),
+                      "wall_time_s": round(time.perf_counter() - start, 3)}
         provenance.pop("parameters")
         result = store.save(page, parameters, table, provenance)
         shutil.rmtree(partial, ignore_errors=True)
