@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from rankcollapse import cli, experiments, pages, sweep
+from rankcollapse.provenance import source_sha256
 from rankcollapse.results import ResultStore
 
 pytestmark = pytest.mark.models
@@ -94,8 +95,9 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
 
     monkeypatch.setenv(sweep.BLOCK_ENV, "1")
     uninterrupted = _compute("fig2", tmp_path / "whole", **parameters)
-    resumed, _, csv = _stored(tmp_path / "killed", "fig2")
+    resumed, record, csv = _stored(tmp_path / "killed", "fig2")
     assert csv.stem == uninterrupted.csv_path.stem
+    assert record["source_sha256"] == source_sha256() and record["git_commit"] == uninterrupted.provenance["git_commit"]
     expected = pd.read_csv(uninterrupted.csv_path, keep_default_na=False, na_values=[""])
     pd.testing.assert_frame_equal(resumed, expected, check_exact=True)
 
