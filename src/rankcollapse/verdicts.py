@@ -39,7 +39,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import torch
 
+from rankcollapse.dynamics import fit_decay_rate
 from rankcollapse.metrics import FLOOR_BAND, FLOOR_OF
 
 COLLAPSE_RATE = 0.05  # per layer: faster late decay (a factor below e^-0.05 = 0.95 a layer) counts as collapse
@@ -153,8 +155,11 @@ def late_rate(values, layers) -> float | None:
     layers = np.asarray(layers, dtype=np.int64)
     if len(layers) < 2:
         return None
-    logs = np.log(np.asarray(values, dtype=np.float64)[layers])
-    return float(-np.polyfit(layers.astype(np.float64), logs, 1)[0])
+    keep = np.zeros(len(values), dtype=bool)
+    keep[layers] = True
+    with np.errstate(divide="ignore"):  # a curve at exactly 0 outside ``layers``
+        logs = np.log(np.asarray(values, dtype=np.float64))
+    return fit_decay_rate(torch.from_numpy(logs), torch.from_numpy(keep))
 
 
 def curve_verdict(values, floor) -> CurveVerdict:
