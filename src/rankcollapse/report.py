@@ -212,7 +212,7 @@ def scale_words(result: StoredResult) -> str:
     tokens = ("" if n_tokens == paper["n_tokens"] else f", {n_tokens} of {paper['n_tokens']} tokens"
               if n_tokens < paper["n_tokens"] else f", {n_tokens} tokens where the response has {paper['n_tokens']}")
     model = p["model_description"].split(" (")[0].split("/")[-1]
-    return (f"{params['n_samples']} samples × {params['n_tokens']} tokens ({share:.2g} % of the response's "
+    return (f"{params['n_samples']} samples × {params['n_tokens']} tokens ({share:.3g} % of the response's "
             f"{paper['n_samples']} samples{tokens}), {model}, {p['device'].upper()}, {params['dtype']}")
 
 
