@@ -9,7 +9,7 @@ dtype of ``--dtypes`` (float32 and float64), 12 layers x 8 configurations (4 mas
 * **engine**: ``rankcollapse.san.run_san`` (metrics mu, mu/||X||, ||X|| after every layer), the pure-attention
   configurations tracked exactly (the default; the complete mask stays direct);
 * **engine-direct**: the same with exact tracking off (``exact_mu=False``): the script prints the overhead;
-* **engine+all**: the same with every metric (SVDs for rank and sigma_min, pairwise cosines), ``--all-samples``;
+* **engine+all**: the same with every metric (rank and sigma_min from Gram eigenvalues, SVD where unresolved; pairwise cosines), ``--all-samples``;
 * **straightforward** (Dong et al.'s way): per configuration, a Hugging Face eager BertModel forward with
   the MLP and the skip removed (the mask as a 4-D additive mask), ``output_hidden_states`` and
   ``output_attentions`` for all samples, the same metrics computed afterwards; run twice, with every
@@ -31,7 +31,7 @@ throughput is merged into ``benchmarks/throughput.json`` under ``<device>|<dtype
 :mod:`rankcollapse.sweep` reads it to predict a run's wall time before it starts.
 
 Expected runtime on 2 shared CPU cores: about 30 minutes with the defaults (the straightforward way
-dominates); the engine with every metric (float32 only) is slow because of the batched float64 SVDs.
+dominates); about 8 minutes idle with ``--samples 16``.
 """
 
 from __future__ import annotations
