@@ -220,9 +220,11 @@ def scale_note(result: StoredResult) -> str:
     """One sentence under a figure: scale, model, hardware, time and commit of the result, and where it is."""
     p = result.provenance
     origin = "loaded from the results store" if result.loaded else "computed by this build"
+    resumed = (f" (the last of its sessions; {p['compute_time_s']:.0f} s of computation in all, "
+               f"{p['units_resumed']} units resumed from checkpoints)" if p.get("units_resumed") else "")
     return (f"Scale of this run: {scale_words(result)}; pretrained model {p['model_description']} "
             f"(`{p['parameters']['model']}`, depth {p['model_layers']}); computed on {p['hardware']} in "
-            f"{p['wall_time_s']:.0f} s at commit {p['git_commit'][:12]}; {origin} "
+            f"{p['wall_time_s']:.0f} s{resumed} at commit {p['git_commit'][:12]}; {origin} "
             f"(`results/{result.csv_path.parent.name}/{result.csv_path.name}`).")
 
 

@@ -12,11 +12,13 @@ one call over all samples gives, so the summary table does not depend on how the
   the per-sample metrics are gathered to rank 0, which summarizes and stores the one result (same key,
   same provenance, plus ``world_size``). NCCL on GPUs, gloo on CPU; each rank uses ``cuda:LOCAL_RANK``.
 * **Resume**: each finished unit is written atomically to
-  ``<results>/.partial/<page>/<result key>-<source hash>/<unit>.pt`` with the full parameters and the
-  PyTorch version inside, so a checkpoint can only be reused by the same parameters, block, package source
+  ``<results>/.partial/<page>/<result key>-<source hash>/<unit>.pt`` with the full parameters, the
+  PyTorch version and its compute seconds inside, so a checkpoint can only be reused by the same parameters, block, package source
   and PyTorch (a commit that changes only pages or results keeps it); a run killed at any point and
   started again with the same command computes only the missing units, then stores the result (CSV, then
-  the JSON that makes it visible) and deletes the folder.
+  the JSON that makes it visible) and deletes the folder. The result's ``compute_time_s`` sums its
+  units' seconds over every process and session, ``units_resumed`` counts those taken from checkpoints,
+  and ``wall_time_s`` is the last session's.
 * **Plan**: before it starts, a run prints its size (samples x layers x configurations), the expected
   wall time from the measured throughput (``benchmarks/throughput.json``, written by
   ``benchmarks/bench_san.py``; else a quick timing of one small block) and the memory it needs, and
@@ -259,23 +261,25 @@ def partial_folder(store: ResultStore, page: str, parameters: dict, source: str)
 
 
 class _Checkpoints:
-    """Finished units in ``folder`` (None: none kept), each file carrying the parameters it belongs to."""
+    """Finished units in ``folder`` (None: none kept), each file carrying the parameters it belongs to and
+    the seconds its computation took."""
 
     def __init__(self, folder: Path | None, identity: dict) -> None:
         self.folder, self.identity = folder, canonical_parameters(identity)
 
-    def load(self, unit: Unit) -> dict[str, torch.Tensor] | None:
+    def load(self, unit: Unit) -> tuple[dict[str, torch.Tensor], float] | None:
+        """The unit's metrics and compute seconds, or None when it has no checkpoint of this identity."""
         path = None if self.folder is None else self.folder / f"{unit.name}.pt"
         if path is None or not path.is_file():
             return None
         record = torch.load(path, weights_only=True)
         if record.get("identity") != self.identity or record.get("unit") != unit.name:
             return None
-        return record["metrics"]
+        return record["metrics"], record["seconds"]
 
-    def save(self, unit: Unit, metrics: dict[str, torch.Tensor]) -> None:
+    def save(self, unit: Unit, metrics: dict[str, torch.Tensor], seconds: float) -> None:
         if self.folder is not None:
-            record = {"identity": self.identity, "unit": unit.name, "metrics": metrics}
+            record = {"identity": self.identity, "unit": unit.name, "metrics": metrics, "seconds": seconds}
             atomic_write(self.folder / f"{unit.name}.pt", lambda tmp: torch.save(record, tmp))
 
 
@@ -414,7 +418,9 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
     checkpoints = _Checkpoints(partial, {"parameters": asdict(config), "torch": torch.__version__,
                                          "block": block, "folder": None if partial is None else partial.name})
     mine = plan_units[rank::world]
-    computed = {u.name: m for u in mine if (m := checkpoints.load(u)) is not None}
+    resumed = {u.name: found for u in mine if (found := checkpoints.load(u)) is not None}
+    computed = {name: metrics for name, (metrics, _) in resumed.items()}
+    seconds = {name: s for name, (_, s) in resumed.items()}  # unit -> compute seconds, across sessions
     if show and computed:
         print(f"{label}: resuming, {len(computed)} of {len(mine)} units of this process from {partial}",
               file=sys.stderr, flush=True)
@@ -422,13 +428,15 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
     with tqdm(total=sum(map(width, mine)), desc=label, unit="block.config", disable=not show, file=sys.stderr,
               mininterval=1.0, initial=sum(width(u) for u in mine if u.name in computed)) as bar:
         for unit in (u for u in mine if u.name not in computed):
+            start = time.perf_counter()
             computed[unit.name] = work.compute(unit, budget)
-            checkpoints.save(unit, computed[unit.name])
+            seconds[unit.name] = time.perf_counter() - start
+            checkpoints.save(unit, computed[unit.name], seconds[unit.name])
             bar.update(width(unit))
-    gathered = _gather(computed)
+    gathered = _gather((computed, seconds, len(resumed)))
     if rank != 0:
         return None
-    table = work.assemble(plan_units, {k: v for part in gathered for k, v in part.items()})
+    table = work.assemble(plan_units, {k: v for part, _, _ in gathered for k, v in part.items()})
     ids, model = work.drawn.input_ids, work.loaded.model
     extra = {"model_spec": config.model, "model_description": work.loaded.source.description,
              "model_quantized": work.loaded.source.quantized, "weight_sha256": experiments.weight_hash(model),
@@ -436,7 +444,10 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
              "sample_texts_sha256": work.drawn.texts_hash, "samples_available": work.drawn.n_available,
              "dtype": config.dtype, "device": config.device,
              "depth": {kind: len(work.layers(kind)) for kind in config.weights},
-             "model_layers": int(model.config.num_hidden_layers), "world_size": world, "block_samples": block}
+             "model_layers": int(model.config.num_hidden_layers), "world_size": world, "block_samples": block,
+             # the units' compute time summed over processes and resumed sessions (wall_time_s: this session)
+             "compute_time_s": round(sum(s for _, part, _ in gathered for s in part.values()), 3),
+             "units_resumed": sum(n for _, _, n in gathered)}
     return table, extra
 
 

@@ -53,3 +53,16 @@ def test_parts_on_the_same_samples_move_together(tmp_path, pair):
     _store(store, replace(other, n_samples=32))
     moved = report.largest_stored(shown, store)
     assert [r.provenance["parameters"]["n_samples"] for r in moved.values()] == [32, 32]
+
+
+def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
+    large, _ = pair
+    common = {"model_layers": 12, "model_description": "MiniLM", "hardware": "CPU x86_64, 2 cores",
+              "device": "cpu", "wall_time_s": 1201.8, "git_commit": "67f324776d9ae82e"}
+    one = ResultStore(tmp_path / "one").save("fig2", stored_parameters(large), _store(ResultStore(tmp_path / "t"), large).table,
+                                             {**common, "compute_time_s": 1190.0, "units_resumed": 0})
+    assert "in 1202 s at commit 67f324776d9a;" in report.scale_note(one)
+    resumed = ResultStore(tmp_path / "two").save("fig2", stored_parameters(large), one.table,
+                                                 {**common, "compute_time_s": 4410.4, "units_resumed": 68})
+    assert ("in 1202 s (the last of its sessions; 4410 s of computation in all, 68 units resumed from checkpoints)"
+            in report.scale_note(resumed))

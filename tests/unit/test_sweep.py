@@ -86,6 +86,8 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     left = finished()  # a kill mid-write leaves a temporary, which resume ignores
     assert 3 <= len(left) < 16, left  # killed halfway through 8 blocks x 2 weight sources
     assert not list((tmp_path / "killed" / "fig2").glob("*.[cj]s*"))  # no CSV, no JSON: no result at all
+    killed_seconds = sum(torch.load(p, weights_only=True)["seconds"] for p in partial.glob("*/*.pt")
+                         if not p.name.startswith("."))
 
     again = subprocess.run(command, cwd=ROOT, env={**env, sweep.PROGRESS_ENV: "1"}, capture_output=True, text=True,
                            timeout=900)
@@ -98,6 +100,9 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     resumed, record, csv = _stored(tmp_path / "killed", "fig2")
     assert csv.stem == uninterrupted.csv_path.stem
     assert record["source_sha256"] == source_sha256() and record["git_commit"] == uninterrupted.provenance["git_commit"]
+    assert record["units_resumed"] == len(left) and uninterrupted.provenance["units_resumed"] == 0
+    assert record["compute_time_s"] > killed_seconds > 0  # the killed session's units count, and the new ones
+    assert 0 < uninterrupted.provenance["compute_time_s"] <= uninterrupted.provenance["wall_time_s"]
     expected = pd.read_csv(uninterrupted.csv_path, keep_default_na=False, na_values=[""])
     pd.testing.assert_frame_equal(resumed, expected, check_exact=True)
 
@@ -169,8 +174,9 @@ def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameter
     assert [(u.start, u.stop) for u in plan if u.weights == "pretrained" and not u.full] == [(0, 4), (4, 8), (8, 10)]
     assert len(plan) == 3 * 2 * 2 and len({u.name for u in plan}) == len(plan)
     metrics = {"mu": torch.arange(6.0).reshape(3, 1, 2)}
-    sweep._Checkpoints(tmp_path, {"n_samples": 10}).save(plan[0], metrics)
-    assert torch.equal(sweep._Checkpoints(tmp_path, {"n_samples": 10}).load(plan[0])["mu"], metrics["mu"])
+    sweep._Checkpoints(tmp_path, {"n_samples": 10}).save(plan[0], metrics, 2.5)
+    loaded, seconds = sweep._Checkpoints(tmp_path, {"n_samples": 10}).load(plan[0])
+    assert torch.equal(loaded["mu"], metrics["mu"]) and seconds == 2.5
     assert sweep._Checkpoints(tmp_path, {"n_samples": 11}).load(plan[0]) is None
     assert sweep._Checkpoints(None, {"n_samples": 10}).load(plan[0]) is None
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{plan[0].name}.pt"]  # atomic: no temporary left
