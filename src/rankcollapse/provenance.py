@@ -14,6 +14,7 @@ Used by: :mod:`rankcollapse.plotting`, :mod:`rankcollapse.results`, :mod:`rankco
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import os
 import platform
@@ -36,15 +37,21 @@ def book_root(start: Path | None = None) -> Path:
     raise FileNotFoundError(f"no _toc.yml at or above {here}: run pages from inside the book")
 
 
-def source_sha256() -> str:
-    """sha256 of the package's source (every ``.py`` file of :mod:`rankcollapse`, by relative path): what
-    the checkpoints of a long run share with the code that resumes it. Commits that change only pages,
-    results or documents keep it, so they never orphan a run's finished units."""
-    package = Path(__file__).resolve().parent
+def package_sha256(package: Path) -> str:
+    """sha256 of every ``.py`` file under ``package``, by relative path (nothing else counts)."""
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+@functools.cache
+def source_sha256() -> str:
+    """:func:`package_sha256` of :mod:`rankcollapse`: what the checkpoints of a long run share with the
+    code that resumes it. Commits that change only pages, results or documents keep it, so they never
+    orphan a run's finished units. Hashed once per process, when :mod:`rankcollapse.sweep` is imported,
+    so it names the code the process loaded even when the files are edited during a long run."""
+    return package_sha256(Path(__file__).resolve().parent)
 
 
 def git_commit(root: Path) -> str:

@@ -62,6 +62,8 @@ from rankcollapse.checks import check_int
 from rankcollapse.provenance import atomic_write, provenance_record, source_sha256
 from rankcollapse.results import ResultStore, StoredResult, canonical_parameters, result_key
 
+source_sha256()  # hash the code this process runs now, before a long run's files can change
+
 BLOCK_SAMPLES = {"cpu": 64, "cuda": 1024}  # samples per unit of work (checkpoint granularity) per device type
 BLOCK_ENV = "RANKCOLLAPSE_BLOCK_SAMPLES"
 BUDGET_ENV = "RANKCOLLAPSE_MEMORY_BUDGET"

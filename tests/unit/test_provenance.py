@@ -4,6 +4,7 @@ the command line need no plotting stack."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib
 
@@ -66,16 +67,24 @@ def test_store_and_command_line_do_not_import_the_plotting_stack(module):
     assert out.strip() == "[]"
 
 
-def test_source_hash_follows_the_package_code_only(tmp_path, monkeypatch):
+def test_source_hash_follows_the_package_code_only(tmp_path):
     """Checkpoints survive commits that change no code: the hash reads the package's .py files only."""
     package = tmp_path / "rankcollapse"
     package.mkdir()
     (package / "a.py").write_text("x = 1\n")
-    monkeypatch.setattr(provenance, "__file__", str(package / "provenance.py"))
-    first = provenance.source_sha256()
+    first = provenance.package_sha256(package)
     (tmp_path / "page.md").write_text("prose")
     (package / "notes.txt").write_text("not code")
-    assert provenance.source_sha256() == first
+    assert provenance.package_sha256(package) == first
     (package / "a.py").write_text("x = 2\n")
-    assert provenance.source_sha256() != first
-    assert len(provenance.source_sha256()) == 64
+    assert provenance.package_sha256(package) != first
+    assert len(first) == 64
+
+
+def test_the_source_hash_names_the_code_loaded_not_the_files_edited_since(tmp_path, monkeypatch):
+    """A long run records the hash of the code it runs: later calls in the process return the first one."""
+    loaded = provenance.source_sha256()
+    assert loaded == provenance.package_sha256(Path(provenance.__file__).resolve().parent)
+    (tmp_path / "a.py").write_text("edited = True\n")
+    monkeypatch.setattr(provenance, "__file__", str(tmp_path / "provenance.py"))  # as if every file changed
+    assert provenance.source_sha256() == loaded
