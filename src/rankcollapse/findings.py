@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rankcollapse.experiments import value
+from rankcollapse.experiments import STATISTICS, value
 
 
 def fig2(table: pd.DataFrame) -> dict[str, float | int]:
@@ -68,14 +68,33 @@ def appendix_g1(table: pd.DataFrame) -> dict[str, float | int]:
             "n_layers": int(table["layer"].max())}
 
 
+CURVE = ["weights", "variant", "mask", "window", "temperature", "norm", "skip"]  # one configuration's labels
+
+
+def _sample_pivot(table: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
+    """μ's mean, median and band width (q90 / q10) per curve and layer >= 1, one column per sample count,
+    and the two sample counts (small, large)."""
+    mu = table[(table["metric"] == "mu") & (table["layer"] >= 1)].copy()
+    mu["width"] = mu["q90"] / mu["q10"]
+    pivot = mu.pivot_table(index=[*CURVE, "layer"], columns="n_samples", values=["mean", "median", "width"],
+                           dropna=False).dropna(how="all")
+    small, large = sorted(set(table["n_samples"]))
+    return pivot, int(small), int(large)
+
+
+def sample_mean_ratios(table: pd.DataFrame) -> pd.DataFrame:
+    """Per curve and layer, the mean of μ over the small sample divided by its mean over the large one, as
+    a tidy table with metric ``mean_ratio`` (every statistic column holds the ratio: a line, no band)."""
+    pivot, small, large = _sample_pivot(table)
+    ratios = (pivot["mean"][small] / pivot["mean"][large]).rename("ratio").reset_index()
+    return ratios.assign(metric="mean_ratio", n_samples=large, **{s: ratios["ratio"] for s in STATISTICS}) \
+        .drop(columns="ratio")
+
+
 def sample_size(table: pd.DataFrame) -> dict[str, float | int]:
     """How far the small sample's summaries move from the large sample's, over every curve and layer:
     the factor (>= 1) between their means and between their medians, and the ratio of band widths."""
-    mu = table[(table["metric"] == "mu") & (table["layer"] >= 1)].copy()
-    mu["width"] = mu["q90"] / mu["q10"]
-    pivot = mu.pivot_table(index=["weights", "mask", "norm", "layer"], columns="n_samples",
-                           values=["mean", "median", "width"])
-    small, large = sorted(set(table["n_samples"]))
+    pivot, small, large = _sample_pivot(table)
 
     def factor(stat: str) -> pd.Series:
         ratio = pivot[stat][small] / pivot[stat][large]
@@ -83,7 +102,7 @@ def sample_size(table: pd.DataFrame) -> dict[str, float | int]:
 
     return {"small": int(small), "large": int(large), "max_mean_ratio": float(factor("mean").max()),
             "median_mean_ratio": float(factor("mean").median()), "max_median_ratio": float(factor("median").max()),
-            "worst_layer": int(factor("mean").idxmax()[3]),
+            "worst_layer": int(factor("mean").idxmax()[-1]),
             "band_ratio": float((pivot["width"][large] / pivot["width"][small]).median())}
 
 

@@ -121,6 +121,7 @@ AXIS_LABELS = {
     "sigma_min": r"$\sigma_{\min}(X)$",
     "mean_abs_cosine": r"mean $|\cos(x_i, x_j)|$",
     "dong_ratio": r"$\|X - 1 x^\top\|\,/\,\|X\|$",
+    "mean_ratio": r"$\bar\mu_{\mathrm{first}}\,/\,\bar\mu_{\mathrm{all}}$",
 }
 
 

@@ -18,7 +18,7 @@ from IPython.display import Markdown
 from myst_nb import glue
 
 from rankcollapse import claims as rc_claims
-from rankcollapse import pages, plotting
+from rankcollapse import findings, pages, plotting
 from rankcollapse.experiments import check_table
 from rankcollapse.norms import NORM_LABELS
 from rankcollapse.provenance import book_root
@@ -163,16 +163,33 @@ def _figure_parameters(result: StoredResult) -> dict:
             "result": result.provenance["key"], "pretrained_weight_sha256": result.provenance["weight_sha256"]}
 
 
-def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm") -> None:
+def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm",
+                      ratio: bool = False) -> None:
     """The per-layer curves of ``metric`` (rows: weight sources; columns: masks; one curve per ``hue``
     value of HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``.
-    With ``hue="n_samples"`` the smaller sample's curves are dashed (they may hide behind the others)."""
+    With ``hue="n_samples"`` the smaller sample's curves are dashed (they may hide behind the others);
+    ``ratio``: the metric is a ratio, drawn with a dotted line at 1, on a linear axis where all its
+    values lie within a factor 2 of each other (log ticks would then show only 10^0)."""
     table = _labelled(result, hue)
     small = table["n_samples"] == table["n_samples"].min()
     dashed = tuple(table.loc[small, "label"].unique()) if hue == "n_samples" and not small.all() else ()
     fig = plotting.layer_curve_grid(table, metric, col="mask_title", hue="label",
                                     titles=weight_titles(result.provenance), dashed=dashed)
+    values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), "mean"]
+    linear = ratio and values.max() <= 2 * values.min()
+    for ax in fig.axes if ratio else ():
+        ax.axhline(1.0, color="0.3", lw=1.0, ls=":", zorder=0)
+        if linear:
+            ax.set_yscale("linear")
+            ax.relim()
+            ax.autoscale_view(scalex=False)
     plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
+
+
+def glue_sample_ratio_figure(pair: StoredResult, stem: str) -> None:
+    """The sample-size pair (:func:`sample_pair`): per layer, the mean of μ over the small sample over its
+    mean over the large one (:func:`rankcollapse.findings.sample_mean_ratios`), a dotted line at 1."""
+    glue_layer_figure(replace(pair, table=findings.sample_mean_ratios(pair.table)), "mean_ratio", stem, ratio=True)
 
 
 def glue_geometry_figure(result: StoredResult, stem: str) -> None:

@@ -12,7 +12,7 @@ PAGES = {
     "book/experiments/fig3.html": ["fig-fig3-mu"],
     "book/experiments/fig4.html": ["fig-fig4-geometry"],
     "book/experiments/appendix_g1.html": ["fig-appendix-g1-fig2", "fig-appendix-g1-fig3"],
-    "book/response/sample_size.html": ["fig-sample-size-mu"],
+    "book/response/sample_size.html": ["fig-sample-size-mu", "fig-sample-size-ratio"],
     "book/response/skip_connections.html": ["fig-skip-connections-mu"],
     "book/response/pretrained_panels.html": ["fig-pretrained-panels-fig2", "fig-pretrained-panels-fig3"],
 }

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from rankcollapse import pages, report
+from rankcollapse import findings, pages, report
 from rankcollapse.experiments import STATISTICS, TABLE_COLUMNS, stored_parameters
 from rankcollapse.results import ResultStore
 
@@ -66,3 +66,18 @@ def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
                                                  {**common, "compute_time_s": 4410.4, "units_resumed": 68})
     assert ("in 1202 s (the last of its sessions; 4410 s of computation in all, 68 units resumed from checkpoints)"
             in report.scale_note(resumed))
+
+
+def test_the_sample_ratio_is_the_small_mean_over_the_large_mean_per_curve_and_layer():
+    rows = [dict(weights="initialized", variant="SAN", mask=mask, window=window, temperature=None, norm="none",
+                 skip=False, layer=layer, metric="mu", mean=mean, std=0.0, median=mean, q10=mean / 2, q90=mean * 2,
+                 min=0.0, max=1.0, n_samples=n)
+            for mask, window in (("complete", None), ("sliding_window", 4))
+            for layer in (0, 1, 2)
+            for n, mean in ((32, 3.0 * (layer + 1) * (2 if mask == "complete" else 1)), (3000, 1.5 * (layer + 1)))]
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    ratios = findings.sample_mean_ratios(table)
+    assert len(ratios) == 4 and set(ratios["layer"]) == {1, 2}  # layer 0 (X(0)) has no place on the log axis
+    assert dict(zip(ratios["mask"], ratios["mean"])) == {"complete": 4.0, "sliding_window": 2.0}
+    assert (ratios[["median", "q10", "q90"]].to_numpy() == ratios[["mean"]].to_numpy()).all()  # a line, no band
+    assert findings.sample_size(table)["max_mean_ratio"] == 4.0
