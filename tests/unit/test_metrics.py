@@ -185,3 +185,25 @@ def test_full_rank_and_collapsed_float32_states_need_no_svd(monkeypatch):
     out = metrics.all_metrics(collapsed)  # sigma_min certified below its floor: no SVD needed
     assert out["numerical_rank"].tolist() == [1, 1, 1]
     assert metrics.below_floor(out["sigma_min"], out["sigma_min_floor"]).all()
+
+
+def test_the_small_lapack_problems_run_on_one_cpu_thread_and_the_count_is_restored(monkeypatch):
+    """eigvalsh and svdvals of the batched 128 x 128 problems run single-threaded on CPU (two threads only
+    wait on each other when the cores are shared); the caller's thread count comes back, even on error."""
+    seen = []
+    eigvalsh, svdvals = torch.linalg.eigvalsh, torch.linalg.svdvals
+    monkeypatch.setattr(torch.linalg, "eigvalsh", lambda *a, **k: seen.append(torch.get_num_threads()) or eigvalsh(*a, **k))
+    monkeypatch.setattr(torch.linalg, "svdvals", lambda *a, **k: seen.append(torch.get_num_threads()) or svdvals(*a, **k))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        X = torch.randn(3, 16, 8, dtype=torch.float32)
+        metrics.all_metrics(X)
+        metrics.all_metrics(X.double())  # float64 states: the SVD route
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 2
+        monkeypatch.setattr(torch.linalg, "svdvals", lambda *a, **k: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            metrics.all_metrics(X.double())
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
