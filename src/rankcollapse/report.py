@@ -175,8 +175,9 @@ def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str 
     dashed = tuple(table.loc[small, "label"].unique()) if hue == "n_samples" and not small.all() else ()
     fig = plotting.layer_curve_grid(table, metric, col="mask_title", hue="label",
                                     titles=weight_titles(result.provenance), dashed=dashed)
-    values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), "mean"]
-    linear = ratio and values.max() <= 2 * values.min()
+    if ratio:
+        values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), "mean"]
+        linear = values.max() <= 2 * values.min()
     for ax in fig.axes if ratio else ():
         ax.axhline(1.0, color="0.3", lw=1.0, ls=":", zorder=0)
         if linear:

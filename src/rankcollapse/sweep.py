@@ -256,10 +256,10 @@ class _Work:
 # ---------------------------------------------------------------- checkpoints
 
 
-def partial_folder(store: ResultStore, page: str, parameters: dict, source: str) -> Path:
-    """Where a result's finished units wait: keyed by the result key and the package's ``source`` hash
+def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
+    """Where a result's finished units wait: keyed by the result key and the package's source hash
     (:func:`rankcollapse.provenance.source_sha256`), so a commit that changes no code keeps them."""
-    return store.root / ".partial" / page / f"{result_key(page, parameters)}-{source[:12]}"
+    return store.root / ".partial" / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
 
 
 class _Checkpoints:
@@ -465,13 +465,12 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
     if found is not None:
         return found
     start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
-    source = source_sha256()
-    partial = partial_folder(store, page, parameters, source)
+    partial = partial_folder(store, page, parameters)
     out = compute(config, label=page, partial=partial)
     result = None
     if rank == 0:
         table, extra = out
-        provenance = {**origin, **extra, "source_sha256": source,
+        provenance = {**origin, **extra, "source_sha256": source_sha256(),
                       "wall_time_s": round(time.perf_counter() - start, 3)}
         provenance.pop("parameters")
         result = store.save(page, parameters, table, provenance)
