@@ -22,7 +22,7 @@ from rankcollapse import findings, pages, plotting
 from rankcollapse.experiments import check_table
 from rankcollapse.norms import NORM_LABELS
 from rankcollapse.provenance import book_root
-from rankcollapse.results import ResultStore, StoredResult
+from rankcollapse.results import ResultStore, StoredResult, compute_seconds
 from rankcollapse.runner import page_parameters
 
 # Parameters that change a run's scale but not what it computes: a stored run that differs only in these
@@ -293,7 +293,9 @@ def rerun_block(name: str, parameters: Mapping[str, object] | object, seconds: f
     return "\n".join(lines)
 
 
-def rerun_result_block(name: str, parameters: Mapping[str, object], result: StoredResult) -> str:
-    """:func:`rerun_block` with the stored wall time and hardware of ``result``."""
-    p = result.provenance
-    return rerun_block(name, parameters, p.get("wall_time_s"), p.get("hardware"))
+def rerun_result_block(name: str, parameters: Mapping[str, object], results: Mapping[str, StoredResult]) -> str:
+    """:func:`rerun_block` with the stored cost of the page's results (every part's
+    :func:`~rankcollapse.results.compute_seconds`, summed) and the hardware of its first part."""
+    seconds = [compute_seconds(r.provenance) for r in results.values()]
+    first = next(iter(results.values())).provenance
+    return rerun_block(name, parameters, None if None in seconds else sum(seconds), first.get("hardware"))

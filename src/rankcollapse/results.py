@@ -269,13 +269,23 @@ def add_table_hashes(store: ResultStore, check: TableCheck) -> list[Path]:
     return updated
 
 
+def compute_seconds(provenance: dict) -> float | None:
+    """What a stored result cost: ``compute_time_s`` (its units' seconds summed over every session of a
+    resumed run) where recorded, else ``wall_time_s`` (results stored before resumes were counted).
+
+    >>> compute_seconds({"wall_time_s": 10.0, "compute_time_s": 250.0})
+    250.0
+    """
+    return provenance.get("compute_time_s", provenance.get("wall_time_s"))
+
+
 def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
     """One row per stored result: page, scale, model, the settings that tell it apart, where and how long it ran.
 
     ``settings`` lists the parameters (other than scale and model) whose values differ between the stored
     results of the same page, so two runs of one page at one scale never show as identical rows. Columns:
     page, result (the key), scale (samples×tokens×layers), model, settings, ran on (hardware and
-    dtype), wall time (s), commit. Used by book/reproduce.md.
+    dtype), compute time (s) (:func:`compute_seconds`), commit. Used by book/reproduce.md.
     """
     store = store or ResultStore()
     pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
@@ -294,5 +304,5 @@ def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
                          "scale": f"{p.get('n_samples')}×{p.get('n_tokens')}×{p.get('n_layers')}",
                          "model": p.get("model"), "settings": settings or "–",
                          "ran on": f"{r.get('hardware')}, {r.get('dtype')}",
-                         "wall time (s)": r.get("wall_time_s"), "commit": str(r.get("git_commit", ""))[:8]})
+                         "compute time (s)": compute_seconds(r), "commit": str(r.get("git_commit", ""))[:8]})
     return pd.DataFrame(rows)

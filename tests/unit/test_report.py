@@ -81,3 +81,16 @@ def test_the_sample_ratio_is_the_small_mean_over_the_large_mean_per_curve_and_la
     assert dict(zip(ratios["mask"], ratios["mean"])) == {"complete": 4.0, "sliding_window": 2.0}
     assert (ratios[["median", "q10", "q90"]].to_numpy() == ratios[["mean"]].to_numpy()).all()  # a line, no band
     assert findings.sample_size(table)["max_mean_ratio"] == 4.0
+
+
+def test_the_rerun_block_states_the_cost_of_every_part(tmp_path, pair):
+    large, small = pair
+    table = _store(ResultStore(tmp_path / "t"), large).table
+    common = {"hardware": "CPU x86_64, 2 cores", "git_commit": "abc"}
+    store = ResultStore(tmp_path / "s")
+    results = {"large": store.save("fig2", stored_parameters(large), table,
+                                   {**common, "wall_time_s": 100.0, "compute_time_s": 3000.0, "units_resumed": 9}),
+               "small": store.save("fig2", stored_parameters(small), table, {**common, "wall_time_s": 20.0})}
+    block = report.rerun_result_block("sample_size", {"n_samples": 8}, results)
+    # the resumed part counts every session (3000 s), the other its wall time: 3020 s in all
+    assert "Its computation took 3020 s on CPU x86_64, 2 cores (50.3 min)" in block

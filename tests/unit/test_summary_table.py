@@ -29,6 +29,16 @@ def test_runs_differing_only_in_configuration_are_told_apart(tmp_path):
 
 def test_columns_fit_a_text_column(tmp_path):
     table = summary_table(_store(tmp_path))
-    assert list(table.columns) == ["page", "result", "scale", "model", "settings", "ran on", "wall time (s)",
-                                   "commit"]
+    assert list(table.columns) == ["page", "result", "scale", "model", "settings", "ran on",
+                                   "compute time (s)", "commit"]
     assert table.loc[table["page"] == "pageB", "scale"].tolist() == ["16×32×8"]
+
+
+def test_resumed_runs_show_their_whole_compute_time(tmp_path):
+    store = _store(tmp_path)
+    resumed = {"hardware": "CPU x, 2 cores", "dtype": "float32", "wall_time_s": 10.0, "compute_time_s": 250.0,
+               "units_resumed": 3, "git_commit": "abc"}
+    store.save("pageC", BASE, TABLE, resumed)
+    times = summary_table(store).set_index("page")["compute time (s)"]
+    assert times["pageC"] == 250.0  # every session's units, not the last session's 10 s
+    assert times["pageB"] == 1.5  # a result without compute_time_s shows its wall time
