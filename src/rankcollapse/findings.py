@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from rankcollapse.experiments import STATISTICS, value
+from rankcollapse.verdicts import COLLAPSE_RATE
 
 
 def fig2(table: pd.DataFrame) -> dict[str, float | int]:
@@ -143,46 +144,85 @@ def rank_correlation(x: pd.Series, y: pd.Series) -> float:
 
 def mask_design(table: pd.DataFrame, weights: str = "initialized") -> dict[str, float | int | str]:
     """How well radius and uniform |λ₂| order the measured rates, the causal windows' spread, uni- against
-    bidirectional windows of equal radius, the masks without a radius, and the fastest sparse mask.
+    bidirectional windows of equal radius, the masks without a radius, the fastest sparse mask, and which
+    masks collapse at all (curve verdict "collapses"; the others' rates are not read as rates of collapse).
 
     Shapes: ``table`` one row per zoo mask (:func:`rankcollapse.mask_design.design_table`).
     """
     rate = table[f"rate, {weights}"]
+    collapses = table[f"verdict, {weights}"] == "collapses"
     connected = table["radius"].notna()
     causal = table["mask"].str.startswith("causal window")
     complete_rate = float(rate[table["mask"] == "complete"].iloc[0])
-    fastest = rate[table["mask"] != "complete"].idxmax()
+    sparse = table["mask"] != "complete"
+    fastest = rate[sparse].idxmax()
     bidirectional = table["mask"].str.startswith("window ±") & ~table["mask"].str.contains("+", regex=False)
-    pairs = (table[causal].assign(rate=rate[causal])
-             .merge(table[bidirectional].assign(rate=rate[bidirectional]), on="radius", suffixes=("_uni", "_bi")))
-    ratios = pairs["rate_uni"] / pairs["rate_bi"]
+    pairs = (table[causal].assign(rate=rate[causal], collapses=collapses[causal])
+             .merge(table[bidirectional].assign(rate=rate[bidirectional], collapses=collapses[bidirectional]),
+                    on="radius", suffixes=("_uni", "_bi")))
+    both = pairs[pairs["collapses_uni"] & pairs["collapses_bi"]]
+    ratios = both["rate_uni"] / both["rate_bi"]
     by_radius = rank_correlation(table.loc[connected, "radius"].astype(float), rate[connected])
     causal_by_radius = rank_correlation(table.loc[causal, "radius"].astype(float), rate[causal])
+    sparse_min, sparse_max = float(rate[sparse].min()), float(rate[fastest])
     return {
         "n_masks": len(table), "n_connected": int(connected.sum()),
+        "n_collapsing": int(collapses.sum()),
+        "collapse_words": _collapse_words(table["mask"], collapses),
         "by_radius": by_radius,
         "by_lambda": rank_correlation(table.loc[connected, "uniform |λ₂|"], rate[connected]),
         "causal_min": float(rate[causal].min()), "causal_max": float(rate[causal].max()),
         "causal_radius_min": int(table.loc[causal, "radius"].min()),
         "causal_radius_max": int(table.loc[causal, "radius"].max()),
         "causal_by_radius": causal_by_radius,
-        "causal_order": ("the radius orders them" if causal_by_radius < -1 + 1e-9 else
+        "causal_order": ("none of them collapses" if not collapses[causal].any() else
+                         "the radius orders them" if causal_by_radius < -1 + 1e-9 else
                          "the radius orders them only roughly" if causal_by_radius <= -0.5 else
                          "the radius does not order them"),
         "global_rate": float(rate[table["mask"] == "window ±1 + 1 global"].iloc[0]),
         "window1_rate": float(rate[table["mask"] == "window ±1"].iloc[0]),
         "n_pairs": len(pairs),
-        "uni_vs_bi": ("more slowly than" if (ratios < 1).all() else "faster than" if (ratios > 1).all()
-                      else "sometimes faster, sometimes more slowly than"),
-        "uni_over_bi_min": float(ratios.min()), "uni_over_bi_max": float(ratios.max()),
+        "uni_vs_bi": _uni_vs_bi(ratios, len(pairs), pairs[["rate_uni", "rate_bi"]].to_numpy()),
         "unconnected": ", ".join(table.loc[~connected, "mask"]) or "none",
         "unconnected_rate_max": float(rate[~connected].max()) if (~connected).any() else float("nan"),
         "complete_rate": complete_rate,
-        "sparse_min": float(rate[table["mask"] != "complete"].min()), "sparse_max": float(rate[fastest]),
+        "sparse_min": sparse_min, "sparse_max": sparse_max,
+        "sparse_spread": ("the slowest of them does not collapse" if not collapses[sparse].all() else
+                          "the choice among sparse masks barely changes the rate" if sparse_max < 1.5 * sparse_min
+                          else f"a factor {sparse_max / sparse_min:.2g} between the slowest and the fastest"),
         "fastest": str(table.loc[fastest, "mask"]),
         "fastest_share": 100 * float(table.loc[fastest, "edge share"]),
         "fastest_over_complete": float(rate[fastest]) / complete_rate,
     }
+
+
+def _collapse_words(names: pd.Series, collapses: pd.Series) -> str:
+    """Which masks collapse (curve verdict), in words; with the reason Theorem 1 allows the others.
+
+    Shapes: ``names``, ``collapses`` one entry per zoo mask.
+    """
+    if collapses.all():
+        return "every mask collapses"
+    return (f"only {int(collapses.sum())} of the {len(names)} masks collapse ({', '.join(names[collapses]) or 'none'}); "
+            f"for the other {int((~collapses).sum())} ({', '.join(names[~collapses])}) μ/‖X‖_F neither reaches "
+            f"the rounding floor nor decays faster than {COLLAPSE_RATE}/layer in the later layers. Theorem 1 "
+            "allows this: its bound contracts more slowly the larger the radius r and the smaller the least "
+            "attention weight ε, so over a few layers it promises almost nothing when r is large or trained "
+            "attention is sharp")
+
+
+def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:
+    """Words for uni- against bidirectional windows of equal radius, compared only where both collapse.
+
+    Shapes: ``ratios`` one rate ratio (uni over bi) per pair where both collapse; ``rates`` [pair, 2].
+    """
+    if ratios.empty:
+        return (f"does not collapse, and neither does the bidirectional one (rates {rates.min():.2g} to "
+                f"{rates.max():.2g} per layer), so there is nothing to compare")
+    order = ("more slowly than" if (ratios < 1).all() else "faster than" if (ratios > 1).all()
+             else "sometimes faster, sometimes more slowly than")
+    where = "" if len(ratios) == n_pairs else f" in the {len(ratios)} pairs where both collapse"
+    return f"collapses {order} the bidirectional one (rate ratio {ratios.min():.2f} to {ratios.max():.2f}{where})"
 
 
 def rmsnorm_decoders(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from rankcollapse import dynamics, experiments
+from rankcollapse import dynamics, experiments, verdicts
 from rankcollapse import masks as rc_masks
 from rankcollapse.experiments import Run
 from rankcollapse.results import StoredResult
@@ -98,8 +98,19 @@ def decay_rate(table: pd.DataFrame, weights: str) -> float:
     return dynamics.fit_decay_rate(torch.log(torch.tensor(by_metric["relative_mu"])), valid)
 
 
+def curve_verdict(table: pd.DataFrame, weights: str) -> str:
+    """The book's curve verdict (:func:`rankcollapse.verdicts.curve_verdict`: "collapses", "stable", ...) of the
+    median μ/‖X‖_F of one weight source of a one-mask sweep, the verdict every claims table uses.
+
+    Shapes: ``table`` is a tidy experiments table (:func:`rankcollapse.experiments.summarize`).
+    """
+    rows = table[(table["weights"] == weights) & (table["variant"] == "SAN")]
+    return str(verdicts.table_verdicts(rows)["verdict"].iloc[0])
+
+
 def design_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
-    """One row per zoo mask: edges, radius (None: not quasi-strongly connected), uniform |λ₂|, rates.
+    """One row per zoo mask: edges, radius (None: not quasi-strongly connected), uniform |λ₂|, rates and
+    curve verdicts (``rate, <weights>``, ``verdict, <weights>``).
 
     Shapes: ``results`` part -> result, as :func:`configure` names them.
     """
@@ -111,5 +122,6 @@ def design_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
         graph = rc_masks.describe_mask(mask)
         rows.append({"mask": z.label, "edges": graph.n_edges, "edge share": graph.n_edges / n_tokens ** 2,
                      "radius": graph.radius, "uniform |λ₂|": uniform_second_eigenvalue(mask),
-                     **{f"rate, {w}": decay_rate(result.table, w) for w in result.provenance["parameters"]["weights"]}})
+                     **{f"rate, {w}": decay_rate(result.table, w) for w in result.provenance["parameters"]["weights"]},
+                     **{f"verdict, {w}": curve_verdict(result.table, w) for w in result.provenance["parameters"]["weights"]}})
     return pd.DataFrame(rows)

@@ -14,6 +14,7 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 FONT_PT = 10  # smallest font in these figures (>= 9 pt at the 672 px column for a 7 in figure)
 COLOURS = {"complete / causal": "#1b9e77", "bidirectional window": "#7570b3", "uni-directional window": "#d95f02",
@@ -38,33 +39,44 @@ def mask_kind(label: str) -> str:
 def rate_radius_figure(table: pd.DataFrame) -> Figure:
     """Collapse rate against radius (log-log; symlog when a rate is not positive), one panel per weight
     source, point area ∝ edges; masks without a radius (not quasi-strongly connected) sit at the right,
-    marked "none".
+    marked "none". Where the table has ``verdict, <weights>``, a mask whose curve does not collapse is drawn
+    hollow: its rate is a fit to a curve that stays put, not a rate of collapse.
 
-    Shapes: ``table`` one row per mask with columns ``mask, edges, radius`` and ``rate, <weights>``.
+    Shapes: ``table`` one row per mask with columns ``mask, edges, radius``, ``rate, <weights>`` and
+    optionally ``verdict, <weights>``.
     """
     rate_columns = [c for c in table.columns if c.startswith("rate, ")]
     radius = table["radius"].astype(float)
     top = float(radius.max()) if radius.notna().any() else 1.0
     x = radius.fillna(top * 2.5)  # the "none" position, right of every radius
     fig, axes = plt.subplots(1, len(rate_columns), figsize=(7.0, 3.6), sharey=True, squeeze=False)
+    any_hollow = False
     for ax, column in zip(axes[0], rate_columns):
+        verdict = column.replace("rate, ", "verdict, ")
+        collapses = table[verdict] == "collapses" if verdict in table else pd.Series(True, index=table.index)
         for kind, colour in COLOURS.items():
-            rows = table["mask"].map(mask_kind) == kind
-            ax.scatter(x[rows], table.loc[rows, column], s=12 + 200 * table.loc[rows, "edges"] / table["edges"].max(),
-                       color=colour, alpha=0.75, edgecolor="black", linewidth=0.5, label=kind)
+            for filled in (True, False):
+                rows = (table["mask"].map(mask_kind) == kind) & (collapses == filled)
+                ax.scatter(x[rows], table.loc[rows, column], s=12 + 200 * table.loc[rows, "edges"] / table["edges"].max(),
+                           facecolor=colour if filled else "none", edgecolor="black" if filled else colour,
+                           alpha=0.75 if filled else 1.0, linewidth=0.5 if filled else 1.5)
+        any_hollow = any_hollow or not collapses.all()
         ax.set_xscale("log")
         ax.set_yscale("log" if (table[rate_columns] > 0).all().all() else "symlog", **(
             {} if (table[rate_columns] > 0).all().all() else {"linthresh": 0.01}))
-        ticks = sorted({t for t in (1, 2, 4, 8, 16, 32) if t < top} | {int(top)}) + [top * 2.5]
+        ticks = sorted({2**k for k in range(12) if 2**k < top / 1.5} | {int(top)}) + [top * 2.5]
         ax.set_xticks(ticks, [*(str(t) for t in ticks[:-1]), "none"], fontsize=FONT_PT)
         ax.minorticks_off()
         ax.set_xlabel("radius r", fontsize=FONT_PT)
         ax.set_title(column.removeprefix("rate, ") + " weights", fontsize=FONT_PT + 1)
         ax.tick_params(labelsize=FONT_PT)
     axes[0][0].set_ylabel("rate of μ/‖X‖ per layer", fontsize=FONT_PT)
-    legend = axes[0][-1].legend(fontsize=FONT_PT, loc="best", frameon=False)
-    for handle in legend.legend_handles:
-        handle.set_sizes([40])
+    handles = [Line2D([], [], ls="", marker="o", ms=7, mfc=colour, mec="black", mew=0.5, alpha=0.75, label=kind)
+               for kind, colour in COLOURS.items()]
+    if any_hollow:
+        handles.append(Line2D([], [], ls="", marker="o", ms=7, mfc="none", mec="grey", mew=1.5,
+                              label="hollow: does not collapse"))
+    axes[0][-1].legend(handles=handles, fontsize=FONT_PT, loc="best", frameon=False)
     fig.tight_layout()
     return fig
 

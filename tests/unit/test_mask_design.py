@@ -76,14 +76,36 @@ def test_findings_name_the_order_and_the_fastest_sparse_mask():
                  "dilated"],
         "edges": [100, 20, 50, 40, 25, 45, 30], "edge share": [1.0, 0.2, 0.5, 0.4, 0.25, 0.45, 0.3],
         "radius": [1, 9, 3, 3, 9, 1, None], "uniform |λ₂|": [0.0, 0.5, 0.5, 0.9, 0.95, 0.7, 1.0],
-        "rate, initialized": [2.0, 0.1, 1.2, 0.5, 0.2, 0.8, 0.05]})
+        "rate, initialized": [2.0, 0.1, 1.2, 0.5, 0.2, 0.8, 0.05], "verdict, initialized": ["collapses"] * 7})
     found = findings.mask_design(table)
     assert found["causal_order"] == "the radius orders them" and found["causal_by_radius"] == pytest.approx(-1.0)
     assert found["fastest"] == "causal window 4" and found["unconnected"] == "dilated"
     assert found["sparse_min"] == 0.05 and found["sparse_max"] == 1.2 and found["fastest_share"] == 50 and found["fastest_over_complete"] == pytest.approx(0.6)
+    assert found["sparse_spread"] == "a factor 24 between the slowest and the fastest"
     assert found["by_radius"] < 0 and found["global_rate"] == 0.8 and found["window1_rate"] == 0.2
-    assert found["n_pairs"] == 2 and found["uni_vs_bi"] == "sometimes faster, sometimes more slowly than"
-    assert found["uni_over_bi_min"] == pytest.approx(0.5) and found["uni_over_bi_max"] == pytest.approx(2.4)
+    assert found["n_pairs"] == 2 and found["collapse_words"] == "every mask collapses"
+    assert found["uni_vs_bi"] == ("collapses sometimes faster, sometimes more slowly than the bidirectional one "
+                                  "(rate ratio 0.50 to 2.40)")
+
+
+def test_rates_of_masks_that_do_not_collapse_are_not_compared():
+    """Pretrained MPNet at 128 tokens: windows keep μ/‖X‖_F (rates near 0, of either sign); their ratios mean
+    nothing, and the page says which masks do not collapse instead of ordering them."""
+    table = pd.DataFrame({
+        "mask": ["complete", "causal window 1", "causal window 4", "window ±1", "window ±2", "window ±1 + 1 global",
+                 "random"],
+        "edge share": [1.0, 0.02, 0.04, 0.02, 0.04, 0.04, 0.15], "radius": [1, 127, 32, 64, 32, 1, 2],
+        "uniform |λ₂|": [0.0, 0.5, 0.5, 0.99, 0.99, 0.75, 0.3],
+        "rate, pretrained": [0.8, -0.0013, -0.0042, -0.002, -0.0038, 0.008, 0.09],
+        "verdict, pretrained": ["collapses", "stable", "stable", "stable", "stable", "stable", "collapses"]})
+    found = findings.mask_design(table, "pretrained")
+    assert found["n_collapsing"] == 2 and found["collapse_words"].startswith(
+        "only 2 of the 7 masks collapse (complete, random); for the other 5 (causal window 1, causal window 4, "
+        "window ±1, window ±2, window ±1 + 1 global) μ/‖X‖_F neither reaches the rounding floor")
+    assert found["causal_order"] == "none of them collapses"
+    assert found["uni_vs_bi"] == ("does not collapse, and neither does the bidirectional one (rates -0.0042 to "
+                                  "-0.0038 per layer), so there is nothing to compare")
+    assert found["sparse_spread"] == "the slowest of them does not collapse"
 
 
 def test_sortable_table_carries_values_and_its_script():
@@ -99,3 +121,15 @@ def test_figure_fits_the_column_with_legible_fonts():
     width = fig.get_figwidth()
     sizes = [t.get_fontsize() for t in fig.findobj(lambda o: hasattr(o, "get_fontsize") and o.get_text())]
     assert width <= 7.0 and min(sizes) * 672 / (width * 96) >= 9  # points at the 672 px column
+
+
+def test_masks_that_do_not_collapse_are_drawn_hollow_and_named_in_the_legend():
+    table = pd.DataFrame({"mask": ["complete", "causal window 2", "window ±1"], "edges": [64, 15, 20],
+                          "radius": [1, 4, 8], "rate, pretrained": [0.5, 0.1, -0.002],
+                          "verdict, pretrained": ["collapses", "collapses", "stable"]})
+    fig = plotting_beyond.rate_radius_figure(table)
+    hollow = [c for c in fig.axes[0].collections if len(c.get_offsets()) and not c.get_facecolor().any()]
+    assert [list(c.get_offsets()[:, 0]) for c in hollow] == [[8.0]]  # the window that stays put, alone
+    assert "hollow: does not collapse" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    fig = plotting_beyond.rate_radius_figure(table.drop(columns="verdict, pretrained"))
+    assert "hollow: does not collapse" not in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
