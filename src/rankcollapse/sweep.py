@@ -154,6 +154,23 @@ class Unit:
         return f"{self.weights}-{'full' if self.full else 'san'}-{self.start}-{self.stop}"
 
 
+def check_finite(metrics: dict[str, torch.Tensor], labels: list[dict], dtype: str) -> None:
+    """One ValueError when a unit's metrics hold inf or NaN: its hidden states overflowed (e.g. pretrained
+    SmolLM2 without any norm grows about 15x a layer and leaves float32's range after 17 layers). The
+    message names the first such configuration and layer and, for float32, the dtype that holds them.
+
+    Shapes: metrics each [layer + 1, config, sample]; labels one dict per config.
+    """
+    for name, values in metrics.items():
+        bad = ~torch.isfinite(values)
+        if bad.any():
+            layer, config, _ = (int(i) for i in bad.nonzero()[0])
+            what = ", ".join(f"{k} {v}" for k, v in labels[config].items() if v is not None)
+            advice = "; run it with -p dtype float64" if dtype == "float32" else ""
+            raise ValueError(f"{what}: {name} is not finite from layer {layer} on (the hidden states overflowed "
+                             f"in {dtype}){advice}")
+
+
 def block_samples(config: experiments.ExperimentConfig) -> int:
     """Samples per unit: ``$RANKCOLLAPSE_BLOCK_SAMPLES``, else BLOCK_SAMPLES of the device type."""
     text = os.environ.get(BLOCK_ENV)
@@ -229,11 +246,14 @@ class _Work:
         if unit.full:
             ids = self.drawn.input_ids[unit.start:unit.stop].to(c.device)  # [sample, token]
             full = models_extract.full_transformer_metrics(self.reference(unit.weights), ids)  # [layer + 1, sample]
-            return {k: v[:c.n_layers + 1, None].cpu() for k, v in full.items()
-                    if self.names is None or k in self.names}
+            metrics = {k: v[:c.n_layers + 1, None].cpu() for k, v in full.items()
+                       if self.names is None or k in self.names}
+            check_finite(metrics, [{"weights": unit.weights, "variant": "full transformer"}], c.dtype)
+            return metrics
         result = san.run_san(self.x0(unit.start, unit.stop), self.layers(unit.weights), self.configs,
                              dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
                              memory_budget=memory_budget, use_model_windows=c.model_windows)
+        check_finite(result.metrics, experiments.config_labels(self.configs, unit.weights), c.dtype)
         return result.metrics
 
     def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> pd.DataFrame:

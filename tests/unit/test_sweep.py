@@ -212,3 +212,19 @@ def test_rankcollapse_run_computes_first_then_renders_the_stored_result(tmp_path
     table, provenance, _ = _stored(tmp_path / "results", "fig2")
     assert provenance["parameters"]["overlap"] == "sentence_starts" and set(table["n_samples"]) == {4}
     assert "loaded from the results store" in (tmp_path / "run" / "fig2.ipynb").read_text()
+
+
+def test_overflowed_states_are_refused_naming_configuration_layer_and_dtype():
+    labels = [{"weights": "pretrained", "variant": "SAN", "mask": "causal", "window": None, "norm": "none"},
+              {"weights": "pretrained", "variant": "SAN", "mask": "causal", "window": None, "norm": "rms"}]
+    norm = torch.ones(31, 2, 4, dtype=torch.float64)  # [layer + 1, config, sample]
+    rank = torch.full((31, 2, 4), 128)  # integer metrics are always finite
+    sweep.check_finite({"norm": norm, "numerical_rank": rank}, labels, "float32")  # finite: nothing to say
+    norm[18:, 0, 2] = float("inf")
+    norm[25:, 0, :] = float("nan")
+    with pytest.raises(ValueError, match=r"^weights pretrained, variant SAN, mask causal, norm none: norm is not "
+                                         r"finite from layer 18 on \(the hidden states overflowed in float32\); "
+                                         r"run it with -p dtype float64$"):
+        sweep.check_finite({"norm": norm, "numerical_rank": rank}, labels, "float32")
+    with pytest.raises(ValueError, match=r"overflowed in float64\)$"):
+        sweep.check_finite({"norm": norm}, labels, "float64")
