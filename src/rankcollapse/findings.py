@@ -225,10 +225,14 @@ def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:
     return f"collapses {order} the bidirectional one (rate ratio {ratios.min():.2f} to {ratios.max():.2f}{where})"
 
 
+BLOW_UP = 10.0  # a median ||X||_F growing by more than this factor over the layers "blows up"
+
+
 def rmsnorm_decoders(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]:
     """Mean rates of pure attention per mask (words); under the causal mask, the last-layer ratio of μ/‖X‖_F
-    to its first-layer value of the pretrained full model and of the SAN with its own RMSNorm and skip, and
-    the growth of the median ‖X‖_F of pretrained pure attention from X(0) to the last layer.
+    to its first-layer value of the pretrained full model, of the SAN with its own RMSNorm and skip and of
+    pure attention, the growth of the median ‖X‖_F of pretrained pure attention from X(0) to the last layer,
+    and the heading its verdict and growth choose (collapses / blows up: growth above ``BLOW_UP`` / neither).
 
     Shapes: ``rates`` one row per configuration (:func:`rankcollapse.decoders.rate_table`); ``causal`` the
     tidy table of the causal sweep.
@@ -241,8 +245,15 @@ def rmsnorm_decoders(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, flo
     pre = rates[rates["weights"] == "pretrained"]
     full = pre[pre["variant"] == "full transformer"]["ratio"]
     own = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "model") & pre["skip"].astype(bool)]
+    growth = value(causal, "norm", **pure_causal) / value(causal, "norm", layer=0, **pure_causal)
+    curve = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "none") & ~pre["skip"].astype(bool)]
+    collapses = len(curve) > 0 and curve["verdict"].iloc[0] == "collapses"
     return {"pure_rates_initialized": words.get("initialized", "not run"),
             "pure_rates_pretrained": words.get("pretrained", "not run"),
             "full_ratio": float(full.iloc[0]) if len(full) else float("nan"),
             "own_ratio": float(own["ratio"].iloc[0]) if len(own) else float("nan"),
-            "pure_norm_growth": value(causal, "norm", **pure_causal) / value(causal, "norm", layer=0, **pure_causal)}
+            "pure_norm_growth": growth,
+            "pure_ratio": float(curve["ratio"].iloc[0]) if len(curve) else float("nan"),
+            "pure_heading": ("Pretrained pure attention collapses here." if collapses else
+                             "Pretrained pure attention does not collapse here, it blows up." if growth > BLOW_UP
+                             else "Pretrained pure attention neither collapses nor blows up here.")}

@@ -88,6 +88,21 @@ def test_findings_name_rates_and_ratios():
     assert "causal_sliding_window 4 (radius 16): 0.1" in found["pure_rates_pretrained"]
     assert found["full_ratio"] == pytest.approx(0.2 / (0.4 - 0.2 / 30)) == found["own_ratio"]
     assert found["pure_norm_growth"] == 1.0  # the synthetic tokens keep norm 1
+    # pure attention decays at 0.6 a layer: the heading says it collapses, not that it blows up
+    assert found["pure_heading"] == "Pretrained pure attention collapses here."
+    assert found["pure_ratio"] == pytest.approx(np.exp(-0.6 * 29))
+
+
+def test_the_pure_attention_heading_follows_verdict_and_norm_growth():
+    causal = _result("causal", None, 0.0, np.full(31, 0.4))  # pure attention stays at 0.5: no collapse
+    rates = decoders.rate_table({decoders.CAUSAL: causal})
+    assert findings.rmsnorm_decoders(rates, causal.table)["pure_heading"] == (
+        "Pretrained pure attention neither collapses nor blows up here.")
+    grown = causal.table.copy()
+    pure = (grown["weights"] == "pretrained") & (grown["norm"] == "none") & ~grown["skip"] & (grown["metric"] == "norm")
+    grown.loc[pure, "median"] = 15.0 ** grown.loc[pure, "layer"].astype(float)  # about 15x a layer, as SmolLM2
+    assert findings.rmsnorm_decoders(rates, grown)["pure_heading"] == (
+        "Pretrained pure attention does not collapse here, it blows up.")
 
 
 @needs_smollm2
