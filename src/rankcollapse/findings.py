@@ -216,6 +216,8 @@ def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:
 
     Shapes: ``ratios`` one rate ratio (uni over bi) per pair where both collapse; ``rates`` [pair, 2].
     """
+    if n_pairs == 0:
+        return "has no bidirectional window of the same radius at this sequence length"
     if ratios.empty:
         return (f"does not collapse, and neither does the bidirectional one (rates {rates.min():.2g} to "
                 f"{rates.max():.2g} per layer), so there is nothing to compare")

@@ -133,3 +133,12 @@ def test_masks_that_do_not_collapse_are_drawn_hollow_and_named_in_the_legend():
     assert "hollow: does not collapse" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     fig = plotting_beyond.rate_radius_figure(table.drop(columns="verdict, pretrained"))
     assert "hollow: does not collapse" not in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_without_windows_of_equal_radius_there_is_nothing_to_pair():
+    table = pd.DataFrame({"mask": ["complete", "causal window 1", "window ±1", "window ±1 + 1 global"],
+                          "edge share": [1.0, 0.1, 0.2, 0.3], "radius": [1, 9, 5, 1], "uniform |λ₂|": [0.0, 0.5, 0.9, 0.7],
+                          "rate, initialized": [2.0, 0.5, 0.6, 0.9], "verdict, initialized": ["collapses"] * 4})
+    found = findings.mask_design(table)
+    assert found["n_pairs"] == 0
+    assert found["uni_vs_bi"] == "has no bidirectional window of the same radius at this sequence length"
