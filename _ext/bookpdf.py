@@ -67,7 +67,7 @@ def print_pdf(folder: Path, target: Path, timeout_ms: int = 120_000) -> int:
     from playwright.sync_api import sync_playwright
     from pypdf import PdfReader
 
-    from rankcollapse.provenance import atomic_write
+    from rankcollapse.experiments.provenance import atomic_write
 
     root_doc = yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]
     (folder / "whole-book.html").write_text((folder / f"{root_doc}.html").read_text(encoding="utf8"), encoding="utf8")

@@ -98,7 +98,7 @@ def export_notebooks(app: Sphinx, exception: Exception | None) -> None:
     """Write ``<outdir>/_notebooks/<page>.ipynb`` for every page that the build executed."""
     if exception is not None or app.builder.name != "html":
         return
-    from rankcollapse.provenance import atomic_write, git_commit
+    from rankcollapse.experiments.provenance import atomic_write, git_commit
 
     executed = Path(app.outdir).parent / "jupyter_execute"
     cache_dir = Path(app.config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")

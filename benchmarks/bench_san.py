@@ -6,7 +6,7 @@ For each model size (``bert-base``: N=128, d=768, 12 heads; ``minilm``: N=128, d
 dtype of ``--dtypes`` (float32 and float64), 12 layers x 8 configurations (4 masks x {no norm, LayerNorm}) x
 ``--samples`` random X(0):
 
-* **engine**: ``rankcollapse.san.run_san`` (metrics mu, mu/||X||, ||X|| after every layer), the pure-attention
+* **engine**: ``rankcollapse.engine.san.run_san`` (metrics mu, mu/||X||, ||X|| after every layer), the pure-attention
   configurations tracked exactly (the default; the complete mask stays direct);
 * **engine-direct**: the same with exact tracking off (``exact_mu=False``): the script prints the overhead;
 * **engine+all**: the same with every metric (rank and sigma_min from Gram eigenvalues, SVD where unresolved; pairwise cosines), ``--all-samples``;
@@ -28,7 +28,7 @@ way run the same weights on the same X(0), and their mu curves are compared (flo
 Each (size, dtype) ends with one line: the engine's share of its own matmul reference and its speed-up over
 the faster straightforward run, against the goals (>= 85 % of matmul, >= 1.3x at BERT-base). The engine's
 throughput is merged into ``benchmarks/throughput.json`` under ``<device>|<dtype>|<d_model>``, where
-:mod:`rankcollapse.sweep` reads it to predict a run's wall time before it starts.
+:mod:`rankcollapse.experiments.sweep` reads it to predict a run's wall time before it starts.
 
 Expected runtime on 2 shared CPU cores: about 30 minutes with the defaults (the straightforward way
 dominates); about 8 minutes idle with ``--samples 16``.
@@ -47,14 +47,16 @@ from pathlib import Path
 
 import torch
 
-from rankcollapse import metrics, norms, san
-from rankcollapse.models_extract import extract_layers
+from rankcollapse.core import metrics
+from rankcollapse.core import norms
+from rankcollapse.engine import san
+from rankcollapse.hf.extract import extract_layers
 
 DIMS = {"bert-base": (768, 12), "minilm": (384, 12)}
 MASKS = (("complete", None), ("causal", None), ("sliding_window", 8), ("causal_sliding_window", 8))
 NORMS = ("none", "layernorm")
 N_TOKENS = 128
-THROUGHPUT_FILE = Path(__file__).resolve().parent / "throughput.json"  # read by rankcollapse.sweep
+THROUGHPUT_FILE = Path(__file__).resolve().parent / "throughput.json"  # read by rankcollapse.experiments.sweep
 
 
 def configs(exact_mu: bool = True) -> tuple[san.SANConfig, ...]:
@@ -178,7 +180,7 @@ def spawn(method: str, dims: str, n_samples: int, n_layers: int, batch: int = 32
 
 def device_kind() -> str:
     """The key of this machine's rows in THROUGHPUT_FILE: the GPU's name, else ``cpu-<cores>``."""
-    from rankcollapse.sweep import device_kind as kind
+    from rankcollapse.experiments.sweep import device_kind as kind
 
     return kind(torch.device("cpu"))
 

@@ -13,7 +13,9 @@ import argparse
 
 import torch
 
-from rankcollapse import data, models, models_extract
+from rankcollapse.experiments import data
+from rankcollapse.hf import load as models
+from rankcollapse.hf import extract as models_extract
 
 
 def main() -> None:

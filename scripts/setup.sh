@@ -32,7 +32,7 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 
 # jupyter-cache keys notebooks on their code cells only: drop it when the helper package changed.
-src_hash=$(cat src/rankcollapse/*.py requirements.txt requirements-models.txt | sha256sum | cut -c1-16)
+src_hash=$(cat $(find src/rankcollapse -name "*.py" | sort) requirements.txt requirements-models.txt | sha256sum | cut -c1-16)
 if [ -d _build/.jupyter_cache ] && [ "$(cat _build/.src-hash 2>/dev/null)" != "$src_hash" ]; then
   echo "== helper package changed: clearing the notebook execution cache"
   rm -rf _build/.jupyter_cache

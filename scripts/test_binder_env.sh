@@ -25,7 +25,7 @@ echo "== binder/postBuild: $(( installed - start )) s"
 test -f "$HOME/.jupyter/labconfig/default_setting_overrides.json"
 grep -q '"markdown": "Jupytext Notebook"' "$HOME/.jupyter/labconfig/default_setting_overrides.json"
 (cd "$work/repo" && python -c "import sys; from pathlib import Path; import rankcollapse
-from rankcollapse.runner import execute_page
+from rankcollapse.book.runner import execute_page
 assert Path(rankcollapse.__file__).is_relative_to(Path.cwd()), rankcollapse.__file__  # the copy's package
 execute_page(sys.argv[1], {}, Path(sys.argv[2]))" "$page" "$work/executed.ipynb")
 end=$(date +%s)

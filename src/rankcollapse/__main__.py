@@ -2,6 +2,6 @@
 
 import sys
 
-from rankcollapse.cli import main
+from rankcollapse.book.cli import main
 
 sys.exit(main())

@@ -11,7 +11,9 @@ import importlib.util
 import pytest
 import torch
 
-from rankcollapse import models, models_extract, san
+from rankcollapse.hf import load as models
+from rankcollapse.hf import extract as models_extract
+from rankcollapse.engine import san
 
 
 
@@ -84,7 +86,7 @@ def test_full_transformer_metrics_match_hidden_states():
     got = models_extract.full_transformer_metrics(model, input_ids, batch_size=2)
     hidden = model(input_ids=input_ids, output_hidden_states=True).hidden_states  # small: fine in a test
     assert got["mu"].shape == (4, 5)
-    from rankcollapse import metrics
+    from rankcollapse.core import metrics
     for t in range(3):  # GPT-2 applies ln_f to the last entry of hidden_states; layer outputs before it
         torch.testing.assert_close(got["mu"][t], metrics.mu(hidden[t]), rtol=1e-6, atol=0)
 

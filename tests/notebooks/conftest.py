@@ -6,7 +6,7 @@ import json
 import pytest
 from PIL import Image
 
-from rankcollapse.plotting import COLUMN_PX, screen_text_px
+from rankcollapse.book.plotting.common import COLUMN_PX, screen_text_px
 
 
 @pytest.fixture(autouse=True)

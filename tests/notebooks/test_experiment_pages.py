@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rankcollapse.runner import execute_page, read_glue
+from rankcollapse.book.runner import execute_page, read_glue
 
 pytestmark = [pytest.mark.notebook, pytest.mark.models]
 

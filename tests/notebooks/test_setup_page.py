@@ -2,8 +2,8 @@
 
 import pytest
 
-from rankcollapse.plotting import MIN_TEXT_PX
-from rankcollapse.runner import execute_page, read_glue
+from rankcollapse.book.plotting.common import MIN_TEXT_PX
+from rankcollapse.book.runner import execute_page, read_glue
 
 pytestmark = pytest.mark.notebook
 

@@ -10,7 +10,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from rankcollapse import __version__
-from rankcollapse.plotting import MIN_TEXT_PX, screen_text_px
+from rankcollapse.book.plotting.common import MIN_TEXT_PX, screen_text_px
 
 SITE = Path(__file__).resolve().parents[2] / "_build" / "html"
 

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from rankcollapse.plotting_beyond import sortable_table
+from rankcollapse.book.plotting.beyond import sortable_table
 
 pytestmark = pytest.mark.site
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from rankcollapse.plotting import COLUMN_PX
+from rankcollapse.book.plotting.common import COLUMN_PX
 
 pytestmark = pytest.mark.site
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rankcollapse import claims
+from rankcollapse.verdicts import claims
 
 EPS = np.finfo(np.float64).eps
 LAYERS = np.arange(13)

@@ -10,7 +10,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rankcollapse import cli, pages, runner
+from rankcollapse.book import cli
+from rankcollapse.book import registry as pages
+from rankcollapse.book import runner
 
 
 @pytest.fixture

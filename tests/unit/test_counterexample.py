@@ -1,12 +1,12 @@
-"""Unit tests for rankcollapse.counterexample: fixed points, basins, equilibria of every rank."""
+"""Unit tests for rankcollapse.theory.counterexample: fixed points, basins, equilibria of every rank."""
 
 import math
 
 import pytest
 import torch
 
-from rankcollapse import counterexample as ce
-from rankcollapse import metrics
+from rankcollapse.theory import counterexample as ce
+from rankcollapse.core import metrics
 
 W = ce.COUNTEREXAMPLE_W_V
 

@@ -4,7 +4,8 @@ import importlib.util
 
 import pytest
 
-from rankcollapse import data, models
+from rankcollapse.experiments import data
+from rankcollapse.hf import load as models
 
 pytestmark = pytest.mark.models  # the MiniLM tokenizer and the Wikipedia file come from requirements-models.txt
 

@@ -7,7 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rankcollapse import claims, decoders, findings, pages
+from rankcollapse.verdicts import claims
+from rankcollapse.book.pages import rmsnorm_decoders as decoders
+from rankcollapse.book import findings
+from rankcollapse.book import registry as pages
 
 EPS = np.finfo(np.float64).eps
 LAYERS = np.arange(31)

@@ -1,12 +1,13 @@
-"""Unit tests for rankcollapse.dynamics: the theory systems against independent references."""
+"""Unit tests for rankcollapse.theory.dynamics: the theory systems against independent references."""
 
 import math
 
 import pytest
 import torch
 
-from rankcollapse import dynamics as dy
-from rankcollapse import masks, metrics
+from rankcollapse.theory import dynamics as dy
+from rankcollapse.core import masks
+from rankcollapse.core import metrics
 
 
 def _gen(seed: int = 0) -> torch.Generator:

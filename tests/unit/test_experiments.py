@@ -10,9 +10,13 @@ import pandas as pd
 import pytest
 import torch
 
-from rankcollapse import experiments, metrics, pages, san, sweep
-from rankcollapse.experiments import ExperimentConfig
-from rankcollapse.results import ResultStore
+from rankcollapse.experiments import config as experiments
+from rankcollapse.core import metrics
+from rankcollapse.book import registry as pages
+from rankcollapse.engine import san
+from rankcollapse.experiments import sweep
+from rankcollapse.experiments.config import ExperimentConfig
+from rankcollapse.experiments.store import ResultStore
 
 pytestmark = pytest.mark.models
 
@@ -73,7 +77,7 @@ def test_sweep_matches_a_naive_attention_layer():
                               norms=("none", "unit"), n_layers=2, n_samples=3, n_tokens=8, seed=3)
     table, provenance = sweep.compute(config)
     loaded = experiments.loaded_model(config.model)
-    from rankcollapse import models_extract
+    from rankcollapse.hf import extract as models_extract
 
     ids = experiments.samples(config.model, 3, 8, 3, "disjoint").input_ids  # [sample, token]
     x0 = models_extract.embed(loaded.model, ids).to(torch.float64).numpy()  # [sample, token, d_model]

@@ -4,7 +4,9 @@ through ``device_map="auto"`` (accelerate) on CPU; batched hook metrics; the bad
 import pytest
 import torch
 
-from rankcollapse import experiments, models, models_extract
+from rankcollapse.experiments import config as experiments
+from rankcollapse.hf import load as models
+from rankcollapse.hf import extract as models_extract
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")

@@ -8,7 +8,12 @@ import pandas as pd
 import pytest
 
 
-from rankcollapse import experiments, findings, mask_design, masks, pages, plotting_beyond
+from rankcollapse.experiments import config as experiments
+from rankcollapse.book import findings
+from rankcollapse.book.pages import mask_design
+from rankcollapse.core import masks
+from rankcollapse.book import registry as pages
+from rankcollapse.book.plotting import beyond as plotting_beyond
 
 pytestmark = pytest.mark.models  # configure reads the packaged MiniLM's config
 

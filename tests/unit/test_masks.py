@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rankcollapse import masks
+from rankcollapse.core import masks
 
 
 def as_rows(mask: torch.Tensor) -> list[str]:

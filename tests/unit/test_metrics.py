@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rankcollapse import metrics
+from rankcollapse.core import metrics
 
 f64 = torch.float64
 

@@ -5,7 +5,9 @@ import importlib.util
 import pytest
 import torch
 
-from rankcollapse import models, models_extract, san
+from rankcollapse.hf import load as models
+from rankcollapse.hf import extract as models_extract
+from rankcollapse.engine import san
 
 
 def test_unknown_packaged_spec_lists_the_allowed_ones():

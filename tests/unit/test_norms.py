@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from rankcollapse import norms
+from rankcollapse.core import norms
 
 
 def _x() -> torch.Tensor:

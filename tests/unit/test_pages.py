@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rankcollapse import pages, runner
-from rankcollapse.experiments import ExperimentConfig
+from rankcollapse.book import registry as pages
+from rankcollapse.book import runner
+from rankcollapse.experiments.config import ExperimentConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "rankcollapse"

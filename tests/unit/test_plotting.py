@@ -10,7 +10,8 @@ import pytest
 import torch
 from PIL import Image
 
-from rankcollapse import masks, plotting
+from rankcollapse.core import masks
+from rankcollapse.book.plotting import common as plotting
 
 
 def test_export_figure_writes_formats_with_parameters(book):

@@ -13,8 +13,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from rankcollapse import plotting, provenance
-from rankcollapse.results import ResultStore
+from rankcollapse.book.plotting import common as plotting
+from rankcollapse.experiments import provenance
+from rankcollapse.experiments.store import ResultStore
 
 RECORD_FIELDS = {"parameters", "rankcollapse_version", "torch_version", "python_version", "git_commit",
                  "created_utc", "hardware"}
@@ -60,9 +61,9 @@ def test_atomic_write_leaves_no_temporaries_and_no_half_file(tmp_path):
     assert target.read_text() == "{}" and [p.name for p in target.parent.iterdir()] == ["a.json"]
 
 
-@pytest.mark.parametrize("module", ["rankcollapse.results", "rankcollapse.cli", "rankcollapse.provenance"])
+@pytest.mark.parametrize("module", ["rankcollapse.experiments.store", "rankcollapse.book.cli", "rankcollapse.experiments.provenance"])
 def test_store_and_command_line_do_not_import_the_plotting_stack(module):
-    code = f"import sys, {module}; print(sorted(m for m in ('matplotlib', 'seaborn', 'rankcollapse.plotting') if m in sys.modules))"
+    code = f"import sys, {module}; print(sorted(m for m in ('matplotlib', 'seaborn', 'rankcollapse.book.plotting.common') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -84,7 +85,7 @@ def test_source_hash_follows_the_package_code_only(tmp_path):
 def test_the_source_hash_names_the_code_loaded_not_the_files_edited_since(tmp_path, monkeypatch):
     """A long run records the hash of the code it runs: later calls in the process return the first one."""
     loaded = provenance.source_sha256()
-    assert loaded == provenance.package_sha256(Path(provenance.__file__).resolve().parent)
+    assert loaded == provenance.package_sha256(Path(provenance.__file__).resolve().parents[1])
     (tmp_path / "a.py").write_text("edited = True\n")
-    monkeypatch.setattr(provenance, "__file__", str(tmp_path / "provenance.py"))  # as if every file changed
+    monkeypatch.setattr(provenance, "__file__", str(tmp_path / "experiments" / "provenance.py"))  # as if every file changed
     assert provenance.source_sha256() == loaded

@@ -5,9 +5,11 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from rankcollapse import findings, pages, report
-from rankcollapse.experiments import STATISTICS, TABLE_COLUMNS, stored_parameters
-from rankcollapse.results import ResultStore
+from rankcollapse.book import findings
+from rankcollapse.book import registry as pages
+from rankcollapse.book import report
+from rankcollapse.experiments.config import STATISTICS, TABLE_COLUMNS, stored_parameters
+from rankcollapse.experiments.store import ResultStore
 
 
 def _store(store: ResultStore, config, page: str = "fig2"):

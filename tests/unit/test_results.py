@@ -9,9 +9,11 @@ import shutil
 import pandas as pd
 import pytest
 
-from rankcollapse import experiments, pages, sweep
+from rankcollapse.experiments import config as experiments
+from rankcollapse.book import registry as pages
+from rankcollapse.experiments import sweep
 
-from rankcollapse.results import (DamagedResultError, ResultStore, add_table_hashes, canonical_parameters, result_key,
+from rankcollapse.experiments.store import (DamagedResultError, ResultStore, add_table_hashes, canonical_parameters, result_key,
                                   summary_table)
 
 

@@ -5,7 +5,10 @@ import math
 import pytest
 import torch
 
-from rankcollapse import masks, metrics, norms, san
+from rankcollapse.core import masks
+from rankcollapse.core import metrics
+from rankcollapse.core import norms
+from rankcollapse.engine import san
 
 FLOAT_METRICS = ("mu", "relative_mu", "dong_ratio", "norm", "sigma_min", "mean_abs_cosine", "floor")
 

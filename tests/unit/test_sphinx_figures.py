@@ -8,7 +8,7 @@ import yaml
 from docutils import nodes
 
 from rankcollapse import __version__
-from rankcollapse.sphinx_figures import caption_text, figure_citation, parameter_text, site_url
+from rankcollapse.book.sphinx_figures import caption_text, figure_citation, parameter_text, site_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +76,7 @@ def _build_tiny_book(tmp_path, monkeypatch, export: bool):
         (src / "_build" / "figures" / "fig-tiny-pic.json").write_text(
             json.dumps({"parameters": {"n": 3}, "git_commit": "abc1234"}))
     (src / "conf.py").write_text(
-        "extensions = ['rankcollapse.sphinx_figures']\nproject = 'Tiny'\nauthor = 'Team'\ncopyright = '2026'\n"
+        "extensions = ['rankcollapse.book.sphinx_figures']\nproject = 'Tiny'\nauthor = 'Team'\ncopyright = '2026'\n"
         "html_baseurl = 'https://example.org/tiny/'\nhtml_title = 'Tiny book'\nhtml_theme = 'sphinx_book_theme'\nnumfig = True\n")
     (src / "index.rst").write_text("Tiny\n====\n\n.. figure:: pic.png\n   :name: fig-tiny-pic\n\n"
                                    "   A picture of :math:`\\mu(X)` over depth.\n\n.. figure-gallery::\n")

@@ -1,4 +1,4 @@
-"""Long sweeps (rankcollapse.sweep): two gloo ranks store the single-process result; a run killed with
+"""Long sweeps (rankcollapse.experiments.sweep): two gloo ranks store the single-process result; a run killed with
 SIGKILL and started again stores the uninterrupted result; the plan (size, time, memory) and the progress
 bar show when asked and never in a Jupyter kernel; a budget that cannot hold one block is refused."""
 
@@ -14,9 +14,12 @@ import pandas as pd
 import pytest
 import torch
 
-from rankcollapse import cli, experiments, pages, sweep
-from rankcollapse.provenance import source_sha256
-from rankcollapse.results import ResultStore
+from rankcollapse.book import cli
+from rankcollapse.experiments import config as experiments
+from rankcollapse.book import registry as pages
+from rankcollapse.experiments import sweep
+from rankcollapse.experiments.provenance import source_sha256
+from rankcollapse.experiments.store import ResultStore
 
 pytestmark = pytest.mark.models
 
@@ -31,7 +34,7 @@ def _compute(page: str, root: Path, **parameters):
     return sweep.run_experiment(page, run.config, ResultStore(root))
 
 def _environment(results: Path, block: int) -> dict[str, str]:
-    src = str(Path(sweep.__file__).resolve().parents[1])
+    src = str(Path(sweep.__file__).resolve().parents[2])
     return {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(results), sweep.BLOCK_ENV: str(block),
             "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]), sweep.PROGRESS_ENV: "0"}
 
@@ -162,7 +165,7 @@ def test_a_budget_that_cannot_hold_one_block_is_refused(tmp_path, monkeypatch, c
     def fail(*args, **kwargs):
         raise AssertionError("the page must not be executed after a refusal")
 
-    monkeypatch.setattr("rankcollapse.runner.execute_page", fail)
+    monkeypatch.setattr("rankcollapse.book.runner.execute_page", fail)
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     assert cli.main(["run", "fig2", *_pairs(TINY), "--output", str(tmp_path / "run")]) == 2
     assert "rankcollapse run: error: the memory budget" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Unit tests for rankcollapse.theory and rankcollapse.theory_layernorm: each config's defaults are its
+"""Unit tests for rankcollapse.book.pages.theorems and rankcollapse.book.pages.layernorm: each config's defaults are its
 page's parameters cell, each bad parameter is named in its error, and the page functions on tiny configs."""
 
 import math
@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from rankcollapse import counterexample as ce
-from rankcollapse import pages, setup_pages, theory
-from rankcollapse import theory_layernorm as layernorm
-from rankcollapse.runner import page_parameters
+from rankcollapse.theory import counterexample as ce
+from rankcollapse.book import registry as pages
+from rankcollapse.book.pages import setup as setup_pages
+from rankcollapse.book.pages import theorems as theory
+from rankcollapse.book.pages import layernorm
+from rankcollapse.book.runner import page_parameters
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {

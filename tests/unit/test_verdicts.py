@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rankcollapse import verdicts as V
-from rankcollapse.metrics import FLOOR_BAND
+from rankcollapse.verdicts import rules as V
+from rankcollapse.core.metrics import FLOOR_BAND
 
 EPS = 2.0**-52
 

@@ -1,0 +1,128 @@
+"""Figures and tables of the "Beyond the paper" pages: the mask-design scatter and a sortable HTML table.
+
+Sized for the book's 672 px text column: figures at most 7 in wide with fonts of at least 10 pt, so text
+stays at or above 9 pt when the figure is shrunk to the column.
+
+Used by: book/beyond/mask_design.md, tests/unit/test_mask_design.py, tests/site/test_sortable_table.py.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+FONT_PT = 10  # smallest font in these figures (>= 9 pt at the 672 px column for a 7 in figure)
+COLOURS = {"complete / causal": "#1b9e77", "bidirectional window": "#7570b3", "uni-directional window": "#d95f02",
+           "sparse patterns": "#e7298a"}
+
+
+def mask_kind(label: str) -> str:
+    """The colour group of a zoo label (rankcollapse.book.pages.mask_design.ZOO).
+
+    >>> mask_kind("causal window 4"), mask_kind("window ±1 + 1 global")
+    ('uni-directional window', 'sparse patterns')
+    """
+    if label in ("complete", "causal"):
+        return "complete / causal"
+    if label.startswith("causal window"):
+        return "uni-directional window"
+    if label.startswith("window ±") and "+" not in label:
+        return "bidirectional window"
+    return "sparse patterns"
+
+
+def rate_radius_figure(table: pd.DataFrame) -> Figure:
+    """Collapse rate against radius (log-log; symlog when a rate is not positive), one panel per weight
+    source, point area ∝ edges; masks without a radius (not quasi-strongly connected) sit at the right,
+    marked "none". Where the table has ``verdict, <weights>``, a mask whose curve does not collapse is drawn
+    hollow: its rate is a fit to a curve that stays put, not a rate of collapse.
+
+    Shapes: ``table`` one row per mask with columns ``mask, edges, radius``, ``rate, <weights>`` and
+    optionally ``verdict, <weights>``.
+    """
+    rate_columns = [c for c in table.columns if c.startswith("rate, ")]
+    radius = table["radius"].astype(float)
+    top = float(radius.max()) if radius.notna().any() else 1.0
+    x = radius.fillna(top * 2.5)  # the "none" position, right of every radius
+    fig, axes = plt.subplots(1, len(rate_columns), figsize=(7.0, 3.6), sharey=True, squeeze=False)
+    any_hollow = False
+    for ax, column in zip(axes[0], rate_columns):
+        verdict = column.replace("rate, ", "verdict, ")
+        collapses = table[verdict] == "collapses" if verdict in table else pd.Series(True, index=table.index)
+        for kind, colour in COLOURS.items():
+            for filled in (True, False):
+                rows = (table["mask"].map(mask_kind) == kind) & (collapses == filled)
+                ax.scatter(x[rows], table.loc[rows, column], s=12 + 200 * table.loc[rows, "edges"] / table["edges"].max(),
+                           facecolor=colour if filled else "none", edgecolor="black" if filled else colour,
+                           alpha=0.75 if filled else 1.0, linewidth=0.5 if filled else 1.5)
+        any_hollow = any_hollow or not collapses.all()
+        ax.set_xscale("log")
+        ax.set_yscale("log" if (table[rate_columns] > 0).all().all() else "symlog", **(
+            {} if (table[rate_columns] > 0).all().all() else {"linthresh": 0.01}))
+        ticks = sorted({2**k for k in range(12) if 2**k < top / 1.5} | {int(top)}) + [top * 2.5]
+        ax.set_xticks(ticks, [*(str(t) for t in ticks[:-1]), "none"], fontsize=FONT_PT)
+        ax.minorticks_off()
+        ax.set_xlabel("radius r", fontsize=FONT_PT)
+        ax.set_title(column.removeprefix("rate, ") + " weights", fontsize=FONT_PT + 1)
+        ax.tick_params(labelsize=FONT_PT)
+    axes[0][0].set_ylabel("rate of μ/‖X‖ per layer", fontsize=FONT_PT)
+    handles = [Line2D([], [], ls="", marker="o", ms=7, mfc=colour, mec="black", mew=0.5, alpha=0.75, label=kind)
+               for kind, colour in COLOURS.items()]
+    if any_hollow:
+        handles.append(Line2D([], [], ls="", marker="o", ms=7, mfc="none", mec="grey", mew=1.5,
+                              label="hollow: does not collapse"))
+    axes[0][-1].legend(handles=handles, fontsize=FONT_PT, loc="best", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+SORT_SCRIPT = """
+(function () {
+  document.querySelectorAll("table.rc-sortable:not([data-sort-bound])").forEach(function (table) {
+    table.dataset.sortBound = "1";
+    table.querySelectorAll("th").forEach(function (th, col) {
+      th.style.cursor = "pointer";
+      th.title = "sort";
+      th.addEventListener("click", function () {
+        var body = table.tBodies[0], rows = Array.from(body.rows);
+        var up = th.dataset.order !== "up";
+        table.querySelectorAll("th").forEach(function (h) { delete h.dataset.order; });
+        th.dataset.order = up ? "up" : "down";
+        var key = function (row) { var v = row.cells[col].dataset.value; return v === undefined ? row.cells[col].textContent : v; };
+        rows.sort(function (a, b) {
+          var x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y);
+          var c = (isNaN(nx) || isNaN(ny)) ? String(x).localeCompare(String(y)) : nx - ny;
+          return up ? c : -c;
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
+  });
+})();
+"""
+
+
+def _cell(value: object, digits: int) -> str:
+    """A table cell: numbers carry their value for sorting; a missing value shows "none" and sorts last."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return '<td data-value="Infinity">none</td>'
+    if isinstance(value, float):
+        return f'<td data-value="{value!r}">{value:.{digits}g}</td>'
+    return f"<td>{html.escape(str(value))}</td>"
+
+
+def sortable_table(table: pd.DataFrame, digits: int = 3) -> str:
+    """An HTML table whose columns sort on a click (numbers as numbers, "none" last), with its script.
+
+    Shapes: ``table`` any frame of numbers and words; -> HTML text.
+    """
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    body = "".join("<tr>" + "".join(_cell(v, digits) for v in row) + "</tr>"
+                   for row in table.astype(object).itertuples(index=False))
+    return (f'<table class="rc-sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+            f"<script>{SORT_SCRIPT}</script>")

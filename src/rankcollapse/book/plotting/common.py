@@ -1,0 +1,340 @@
+"""One look for the whole book, figure export with provenance, and the pictures every page shares.
+
+Figures are exported to ``<book root>/_build/figures/<stem>.{png,svg,pdf}`` with a ``<stem>.json``
+sidecar; the provenance record (:func:`rankcollapse.experiments.provenance.provenance_record`: parameters, versions,
+git commit, time, hardware) is embedded in each file's metadata, so a downloaded figure still says where
+it came from. The figure stem equals the figure's label
+(``fig-<page>-<what>``), so a citation, an anchor and a file name agree.
+
+Used by: every page of the book.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+import torch
+from matplotlib.axes import Axes
+from matplotlib.collections import PathCollection
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure, SubFigure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import NullFormatter
+from matplotlib.text import Text
+
+from rankcollapse import __version__
+from rankcollapse.core.masks import describe_mask
+from rankcollapse.core.metrics import FLOOR_OF
+from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
+
+EXACT_METRICS = ("mu", "relative_mu")  # the metrics the engine tracks exactly below the floor (metric "exact")
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+# The page a figure is read on: sphinx-book-theme's text column is 672 px wide at a 1280 px viewport, and
+# myst-nb draws a glued figure as a PNG at ``figure.dpi`` (bbox tight), scaled down to fit the column.
+COLUMN_PX = 672
+SCREEN_DPI = 110
+COLUMN_WIDTH_IN = COLUMN_PX / SCREEN_DPI  # a figure this wide is shown at its natural size
+MIN_TEXT_PX = 9.0  # the smallest on-screen font size (px) a figure may use at the page's width
+
+
+def set_theme() -> None:
+    """The book's seaborn theme: white grid, colour-blind palette, fonts of at least 11 pt; SVG text stays
+    text (selectable, searchable)."""
+    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+    plt.rcParams.update({"figure.dpi": SCREEN_DPI, "savefig.dpi": 200, "savefig.bbox": "tight",
+                         "svg.hashsalt": "rankcollapse", "svg.fonttype": "none"})
+
+
+def figure_dir() -> Path:
+    """``$RANKCOLLAPSE_FIGURE_DIR`` when set (tests, re-runs), else ``<book root>/_build/figures``."""
+    override = os.environ.get("RANKCOLLAPSE_FIGURE_DIR")
+    return Path(override) if override else book_root() / "_build" / "figures"
+
+
+def export_figure(fig: Figure, stem: str, parameters: dict) -> dict[str, Path]:
+    """Save ``fig`` as PNG, SVG and PDF plus a JSON provenance sidecar; returns the paths by format."""
+    info = {**provenance_record(parameters), "legibility": legibility(fig)}
+    text = json.dumps(info, sort_keys=True, default=str)
+    metadata = {
+        "png": {"Title": stem, "Description": text, "Software": f"rankcollapse {__version__}"},
+        "svg": {"Title": stem, "Description": text},
+        "pdf": {"Title": stem, "Subject": text, "Creator": f"rankcollapse {__version__}"},
+    }
+    out = figure_dir()
+    paths = {fmt: out / f"{stem}.{fmt}" for fmt in FIGURE_FORMATS}
+    for fmt, path in paths.items():
+        atomic_write(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=metadata[fmt]))
+    paths["json"] = out / f"{stem}.json"
+    atomic_write(paths["json"], lambda tmp: Path(tmp).write_text(text + "\n"))
+    return paths
+
+
+def glue_figure(key: str, fig: Figure, stem: str | None = None, parameters: dict | None = None) -> None:
+    """Export (when ``stem`` is given), glue for ``{glue:figure}`` and close, so it shows once."""
+    from myst_nb import glue
+
+    if stem is not None:
+        export_figure(fig, stem, parameters or {})
+    glue(key, fig, display=False)
+    plt.close(fig)
+
+
+def legibility(fig: Figure) -> dict:
+    """What a reader's screen needs to know about ``fig``'s text: its smallest font size (pt) over all
+    visible, non-empty texts, the dpi it is drawn at inline (``fig.dpi``; the exported PNG uses
+    ``savefig.dpi``) and its width (inches).
+
+    Shown ``shown_px`` wide from a PNG ``natural_px`` wide, the smallest text is
+    ``min_font_pt * inline_dpi / 72 * shown_px / natural_px`` pixels high (:func:`screen_text_px`).
+    """
+    sizes = [text.get_fontsize() for text in fig.findobj(Text) if text.get_visible() and text.get_text().strip()]
+    if not sizes:
+        raise ValueError("fig has no visible text: a figure needs at least axis labels or a title")
+    png_dpi = plt.rcParams["savefig.dpi"]
+    return {"min_font_pt": float(min(sizes)), "inline_dpi": float(fig.dpi),
+            "png_dpi": float(fig.dpi if png_dpi == "figure" else png_dpi), "width_in": float(fig.get_figwidth())}
+
+
+def screen_text_px(min_font_pt: float, dpi: float, natural_px: float, shown_px: float) -> float:
+    """On-screen height (px, font size) of a ``min_font_pt`` text in a PNG drawn at ``dpi`` that is
+    ``natural_px`` wide and shown ``shown_px`` wide."""
+    if min(min_font_pt, dpi, natural_px, shown_px) <= 0:
+        raise ValueError(f"min_font_pt, dpi, natural_px and shown_px must be > 0, got "
+                         f"{min_font_pt}, {dpi}, {natural_px}, {shown_px}")
+    return min_font_pt * dpi / 72 * shown_px / natural_px
+
+
+AXIS_LABELS = {
+    "mu": r"$\mu(X)$",
+    "relative_mu": r"$\mu(X)\,/\,\|X\|_F$",
+    "norm": r"$\|X\|_F$",
+    "floor": r"floor $\varepsilon\,\|X\|_F$",
+    "numerical_rank": "numerical rank",
+    "full_rank": "fraction at full rank",
+    "sigma_min": r"$\sigma_{\min}(X)$",
+    "mean_abs_cosine": r"mean $|\cos(x_i, x_j)|$",
+    "dong_ratio": r"$\|X - 1 x^\top\|\,/\,\|X\|$",
+    "mean_ratio": r"$\bar\mu_{\mathrm{first}}\,/\,\bar\mu_{\mathrm{all}}$",
+}
+
+
+def axis_label(metric: str) -> str:
+    """The axis label of a metric, in math symbols (``mu`` -> $\\mu(X)$)."""
+    if metric not in AXIS_LABELS:
+        raise ValueError(f"metric must be one of {sorted(AXIS_LABELS)}, got {metric!r}")
+    return AXIS_LABELS[metric]
+
+
+def panel_grid(n_panels: int, max_cols: int = 2, panel_height: float = 2.3, parent: Figure | SubFigure | None = None,
+               **subplots_kw) -> tuple[Figure | SubFigure, np.ndarray]:
+    """``n_panels`` axes wrapped into rows of at most ``max_cols``, on a figure one text column wide.
+
+    Use it instead of ``plt.subplots(1, n)`` so that a figure's text stays legible at the page's width
+    (a column-wide figure is shown at its natural size). Unused cells of the last row are removed.
+    ``parent`` draws into an existing (sub)figure instead of a new one; ``subplots_kw`` go to
+    ``subplots`` (``sharex``, ``sharey``, ...). Returns the (sub)figure and the axes in reading order.
+    Shapes: axes [n_panels].
+    """
+    if n_panels < 1 or max_cols < 1:
+        raise ValueError(f"n_panels and max_cols must be >= 1, got {n_panels} and {max_cols}")
+    n_cols = min(max_cols, n_panels)
+    n_rows = -(-n_panels // n_cols)
+    if parent is None:
+        parent = plt.figure(figsize=(COLUMN_WIDTH_IN, panel_height * n_rows + 0.6), layout="constrained")
+    axes = parent.subplots(n_rows, n_cols, squeeze=False, **subplots_kw).ravel()
+    for ax in axes[n_panels:]:
+        ax.remove()
+    return parent, axes[:n_panels]
+
+
+def label_outer(axes, n_cols: int) -> None:
+    """Tick and axis labels on the left column and under the lowest panel of each column only (also when
+    the last row of a :func:`panel_grid` is short).  Shapes: axes [panel], in reading order."""
+    for i, ax in enumerate(axes):
+        lowest, left = i + n_cols >= len(axes), i % n_cols == 0
+        ax.tick_params(labelbottom=lowest, labelleft=left)
+        ax.xaxis.label.set_visible(lowest)
+        ax.yaxis.label.set_visible(left)
+
+
+def draw_floor(ax: Axes, floor: float, label: str = "rounding floor") -> None:
+    """Shade everything at or below the dtype floor on a log-scaled y axis (call after plotting)."""
+    low, high = ax.get_ylim()
+    low, high = min(low, floor / 10), max(high, floor * 10)
+    ax.axhspan(low, floor, color="0.8", zorder=0, label=label)
+    ax.axhline(floor, color="0.35", lw=1.0, ls="--", zorder=1)
+    ax.set_ylim(low, high)
+
+
+def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
+    """Adjacency picture of a mask: row i, column j filled when token i attends to j; center nodes
+    marked in the margin and the radius in the title.
+
+    Shapes: mask [token, token] bool.
+    """
+    graph = describe_mask(mask)
+    colour = sns.color_palette("colorblind")[0]
+    ax.imshow(mask.numpy().astype(float), cmap=ListedColormap(["white", colour]), vmin=0, vmax=1, interpolation="nearest")
+    n = mask.shape[0]
+    ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, n, 1), minor=True)
+    ax.grid(which="minor", color="0.8", lw=0.4)
+    ax.grid(which="major", visible=False)
+    ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
+    if graph.centers:
+        ax.scatter(list(graph.centers), [-1.1] * len(graph.centers), marker="v", s=28, color="C3", clip_on=False, zorder=3)
+    radius = "none" if graph.radius is None else graph.radius
+    ax.set_title(f"{title}\nradius r = {radius}")
+    ax.set_xlabel("attends to token j")
+    ax.set_ylabel("token i")
+
+
+LEGEND_COLUMN_CHARS = 30  # longer legend labels go one per row, or the legend would outgrow the column
+FLOOR_CROSS = {"marker": "x", "s": 34, "linewidths": 1.6, "zorder": 4}
+
+
+def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str = "mean",
+                      band: tuple[str, str] = ("q10", "q90"), log_x: bool = True, log_y: bool = True,
+                      floor: bool = True, flag_factor: float = 10.0, dashed: tuple[str, ...] = (),
+                      colours: dict | None = None) -> None:
+    """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
+
+    The line is the ``centre`` statistic over samples, the band spans ``band`` (default the 10-90 %
+    quantiles). With ``floor``, the metric's own rounding floor (``metrics.FLOOR_OF``: eps·‖X‖_F for μ,
+    eps for μ/‖X‖_F, rtol·σ_max for σ_min; the largest median floor of the panel's SAN curves) is shaded
+    via :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's own floor
+    (rounding noise, not an equilibrium) are marked with an ``x`` — except where the engine tracked μ
+    exactly (metric ``exact`` = 1: pure attention, centred states), whose values below the floor are
+    measured, not noise. ``hue`` values in
+    ``dashed`` are drawn dashed (curves that may overlap others); ``colours`` maps ``hue`` values to
+    colours (default :func:`hue_colours` of this table). The y axis is labelled with
+    :func:`axis_label`. Log-log axes start at layer 1 when ``log_x`` (X(0) has no place on a log axis).
+    Shapes: ``table`` has columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
+    """
+    rows = table[table["metric"] == metric]
+    if log_x:
+        rows = rows[rows["layer"] >= 1]
+    floor_metric = FLOOR_OF.get(metric)
+    floors = table[(table["metric"] == floor_metric) & (table["layer"] >= (1 if log_x else 0))]
+    band_floors = floors[floors["variant"] == "SAN"] if "variant" in floors and (floors["variant"] == "SAN").any() else floors
+    floor_value = float(band_floors["median"].max()) if floor and len(floors) else None  # SAN curves' floor
+    exact = table[(table["metric"] == "exact") & (table["median"] == 1)] if metric in EXACT_METRICS else table[:0]
+    colours = colours or hue_colours(rows, hue)
+    for name, curve in rows.groupby(hue, sort=False):
+        colour = colours[name]
+        curve = curve.sort_values("layer")
+        ax.plot(curve["layer"], curve[centre], color=colour, lw=1.8, label=name, ls="--" if name in dashed else "-")
+        ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0)
+        if floor_value is not None:
+            own = floors[floors[hue] == name].groupby("layer")["median"].max()  # this curve's floor per layer
+            tracked = set(exact.loc[exact[hue] == name, "layer"])  # layers measured exactly below the floor
+            low = curve[(curve[centre].to_numpy() <= flag_factor * own.reindex(curve["layer"]).to_numpy())
+                        & ~curve["layer"].isin(tracked).to_numpy()]
+            ax.scatter(low["layer"], low[centre], color=colour, **FLOOR_CROSS)
+    if log_x:
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # short log ranges would label every minor tick
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("layer $t$")
+    ax.set_ylabel(axis_label(metric))
+    if floor_value is not None:
+        draw_floor(ax, floor_value, label="dtype floor")
+
+
+def hue_colours(table, hue: str) -> dict:
+    """One colour-blind-safe colour per ``hue`` value, in order of appearance, so that a curve keeps its
+    colour in every panel of a figure."""
+    names = list(dict.fromkeys(table[hue]))
+    palette = sns.color_palette("colorblind", n_colors=max(10, len(names)))
+    palette[3], palette[4] = palette[4], palette[3]  # orange and vermilion, 2nd and 4th, look alike: pink 4th
+    return dict(zip(names, palette))
+
+
+def figure_legend(fig: Figure, axes, floor_cross: bool = False) -> None:
+    """One legend for the whole figure, below the panels: the union of the panels' entries, plus an
+    entry for the floor crosses when ``floor_cross``; two columns when the labels are short enough to
+    keep the legend inside the text column."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if floor_cross:
+        entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
+    n_cols = 2 if max(map(len, entries)) <= LEGEND_COLUMN_CHARS else 1
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=n_cols, frameon=False)
+
+
+def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str = "mask", hue: str = "norm",
+                     titles: dict | None = None, max_cols: int = 2, panel_height: float = 2.1,
+                     dashed: tuple[str, ...] = ()) -> Figure:
+    """Panels of :func:`plot_layer_curves`, one block per ``row`` value (titled, shared axes) with the
+    ``col`` values wrapped into rows of ``max_cols``; one text column wide, one legend below.
+
+    ``titles`` maps a row or column value to the words of its titles (e.g. the weights' names).
+    With ``row="metric"`` each block shows its own metric (the floor only on the mu blocks).
+    Shapes: ``table`` is a tidy experiments table.
+    """
+    titles = titles or {}
+    helpers = {*FLOOR_OF.values(), "exact"}  # metrics that qualify others, never a row of their own
+    row_values = [v for v in dict.fromkeys(table[row]) if row != "metric" or v not in helpers]
+    col_values = list(dict.fromkeys(table[col]))
+    block_rows = -(-len(col_values) // min(max_cols, len(col_values)))
+    fig = plt.figure(figsize=(COLUMN_WIDTH_IN, len(row_values) * (panel_height * block_rows + 0.45) + 0.7),
+                     layout="constrained")
+    all_axes, colours = [], hue_colours(table[~table["metric"].isin(helpers)], hue)
+    for block, r in zip(fig.subfigures(len(row_values), 1, squeeze=False).ravel(), row_values):
+        block.suptitle(titles.get(r, axis_label(r) if row == "metric" else r), fontweight="bold")
+        _, axes = panel_grid(len(col_values), max_cols, parent=block, sharex=True, sharey=True)
+        for ax, c in zip(axes, col_values):
+            if row == "metric":
+                plot_layer_curves(ax, table[table[col] == c], r, hue=hue, floor=r in FLOOR_OF, dashed=dashed,
+                                  colours=colours)
+            else:
+                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue, dashed=dashed,
+                                  colours=colours)
+            ax.set_title(titles.get(c, c))
+        label_outer(axes, min(max_cols, len(col_values)))
+        for ax in axes:  # each panel's draw_floor fixed the shared limits to its own data: span them all
+            ax.set_autoscaley_on(True)
+            ax.autoscale_view(scalex=False)
+        all_axes.extend(axes)
+    crosses = any(isinstance(c, PathCollection) and len(c.get_offsets()) for ax in all_axes for c in ax.collections)
+    figure_legend(fig, all_axes, floor_cross=crosses)
+    return fig
+
+
+GEOMETRY_METRICS = ("full_rank", "sigma_min", "mean_abs_cosine")
+
+
+def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict | None = None) -> Figure:
+    """Fig. 4's token geometry: rows = GEOMETRY_METRICS (sigma_min on a log axis), columns = ``col``
+    (shared axes per row); one text column wide, one legend below.
+
+    Shapes: ``table`` is a tidy experiments table.
+    """
+    titles = titles or {}
+    col_values = list(dict.fromkeys(table[col]))
+    fig = plt.figure(figsize=(COLUMN_WIDTH_IN, 2.2 * len(GEOMETRY_METRICS) + 1.2), layout="constrained")
+    axes = fig.subplots(len(GEOMETRY_METRICS), len(col_values), squeeze=False, sharex=True, sharey="row")
+    colours = hue_colours(table, hue)
+    for i, metric in enumerate(GEOMETRY_METRICS):
+        for j, c in enumerate(col_values):
+            ax = axes[i, j]
+            plot_layer_curves(ax, table[table[col] == c], metric, hue=hue, log_x=False,
+                              log_y=metric == "sigma_min", floor=metric in FLOOR_OF, colours=colours)
+            if i == 0:
+                ax.set_title(titles.get(c, c))
+        if metric == "sigma_min":
+            top = max(float(np.nanmax(line.get_ydata())) for ax in axes[i] for line in ax.get_lines())
+            axes[i, 0].set_ylim(max(axes[i, 0].get_ylim()[0], 1e-20), 10 * top)  # below 1e-20 only underflow
+    label_outer(axes.ravel(), len(col_values))
+    figure_legend(fig, axes.ravel(), floor_cross=True)
+    return fig

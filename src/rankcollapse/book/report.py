@@ -1,0 +1,303 @@
+"""What a page shows around its results: the result it displays, values read from it, its standard
+figures, the scale sentence, the banner when a stored larger run is shown, and the re-run block.
+
+Pages stay thin: one call for the results (:func:`page_results`), one per figure (:func:`glue_layer_figure`,
+:func:`glue_geometry_figure`), numbers from :mod:`rankcollapse.book.findings`, words and numbers glued.
+
+Used by: every experiment and response page, the theory pages' re-run blocks, book/reproduce.md.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import asdict, is_dataclass, replace
+
+import pandas as pd
+from IPython.display import Markdown
+from myst_nb import glue
+
+from rankcollapse.verdicts import claims as rc_claims
+from rankcollapse.book import findings
+from rankcollapse.book import registry as pages
+from rankcollapse.book.plotting import common as plotting
+from rankcollapse.experiments.config import check_table
+from rankcollapse.core.norms import NORM_LABELS
+from rankcollapse.experiments.provenance import book_root
+from rankcollapse.experiments.store import ResultStore, StoredResult, compute_seconds
+from rankcollapse.book.runner import page_parameters
+
+# Parameters that change a run's scale but not what it computes: a stored run that differs only in these
+# is the same experiment, larger or smaller.
+SCALE_PARAMETERS = ("model", "n_samples", "n_tokens", "overlap", "device", "dtype")
+
+
+# ---------------------------------------------------------------- the results a page shows
+
+
+def cell_parameters(name: str, namespace: Mapping[str, object]) -> dict[str, object]:
+    """The current values of page ``name``'s parameters (the names of its ``parameters`` cell, read from
+    the page file), taken from the notebook's ``namespace`` after papermill injected a reader's values."""
+    names = page_parameters(pages.page(name).path(book_root()))
+    return {k: namespace[k] for k in names}
+
+
+def page_config(name: str, namespace: Mapping[str, object]) -> object:
+    """The checked configuration of a page that computes in its own module (the theory, setup and data
+    pages), from its parameters cell's current values, through the registry."""
+    return pages.configure(name, cell_parameters(name, namespace))["main"]
+
+
+def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, object], dict[str, StoredResult]]:
+    """What every experiment page does first: the book's plot theme, its parameters (:func:`cell_parameters`)
+    and the results it shows (:func:`page_results`)."""
+    plotting.set_theme()
+    parameters = cell_parameters(name, namespace)
+    return parameters, page_results(name, parameters)
+
+
+def page_results(name: str, parameters: Mapping[str, object]) -> dict[str, StoredResult]:
+    """The results page ``name`` shows: computed (or loaded) for exactly ``parameters``, then, when the
+    page's ``show_largest_stored`` is true, its parts at the largest scale stored (:func:`largest_stored`)."""
+    results = pages.compute(name, **{k: v for k, v in parameters.items() if k not in pages.PAGE_ONLY})
+    if parameters.get("show_largest_stored", False):
+        results = largest_stored(results)
+    return results
+
+
+def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | None = None) -> dict[str, StoredResult]:
+    """Every part of a page at the largest scale (samples x tokens, then model depth) at which all of them
+    are stored, or ``results`` themselves.
+
+    The scale is that of a stored run of the same experiment as the part with the most samples (equal in
+    every parameter but SCALE_PARAMETERS). Every part moves to it; a part computed on fewer samples than
+    that part (the sample-size page's small sample) keeps its own sample count. So a page never mixes scales.
+    """
+    store = store or ResultStore()
+    anchor = max(results.values(), key=lambda r: r.provenance["parameters"]["n_samples"]).provenance
+    own = anchor["parameters"]
+
+    def same(p: dict) -> bool:
+        return {k: v for k, v in p.items() if k not in SCALE_PARAMETERS} == \
+            {k: v for k, v in own.items() if k not in SCALE_PARAMETERS}
+
+    def size(record: dict) -> tuple[int, int]:
+        return record["parameters"]["n_samples"] * record["parameters"]["n_tokens"], record.get("model_layers", 0)
+
+    def at_scale(part: dict, scale: dict) -> dict:
+        keep = {} if part["n_samples"] == own["n_samples"] else {"n_samples": part["n_samples"]}
+        return {**part, **{k: v for k, v in scale.items() if k in part}, **keep}
+
+    larger = sorted((r for r in store.entries(anchor["page"]) if same(r["parameters"]) and size(r) > size(anchor)),
+                    key=size, reverse=True)
+    for record in larger:
+        scale = {k: record["parameters"][k] for k in SCALE_PARAMETERS if k in record["parameters"]}
+        moved = {part: store.load(r.provenance["page"], at_scale(r.provenance["parameters"], scale), check_table)
+                 for part, r in results.items()}
+        if all(r is not None for r in moved.values()):
+            return moved
+    return dict(results)
+
+
+def sample_pair(results: Mapping[str, StoredResult]) -> StoredResult:
+    """The sample-size page's one result: the ``large`` run with the ``small`` run's rows added (column
+    ``n_samples`` tells them apart); provenance and file are the large run's."""
+    large, small = results["large"], results["small"]
+    return replace(large, table=pd.concat([small.table, large.table], ignore_index=True))
+
+
+# ---------------------------------------------------------------- words
+
+
+def mask_title(mask: str, window: int | None) -> str:
+    """Words for a mask in a panel title."""
+    words = {"complete": "complete", "causal": "causal", "sliding_window": f"sliding window, w = {window}",
+             "causal_sliding_window": f"uni-directional window, w = {window}", "model": "the model's own mask"}
+    return words.get(mask, mask)
+
+
+def temperature_label(temperature: float | None) -> str:
+    """``d_QK = 1/64`` style words for a temperature (NaN or None = the layer's own scaling).
+
+    >>> temperature_label(1 / 64), temperature_label(64.0), temperature_label(None)
+    ('d_QK = 1/64', 'd_QK = 64', 'own scaling')
+    """
+    if temperature is None or temperature != temperature:
+        return "own scaling"
+    return f"d_QK = 1/{1 / temperature:.0f}" if temperature < 1 else f"d_QK = {temperature:g}"
+
+
+def weight_titles(provenance: dict) -> dict[str, str]:
+    """Panel-title words naming the weights of each source, so initialized and pretrained cannot be mixed up."""
+    params = provenance["parameters"]
+    init = "U(±1/√d)" if params["init"] == "torch" else "N(0, 0.02)"
+    return {"initialized": f"initialized: {init}, seed {params['seed']}",
+            "pretrained": f"pretrained: {provenance['model_description'].split(' (')[0].split('/')[-1]}"}
+
+
+def curve_label(row: pd.Series) -> str:
+    """The legend words of one configuration: the full transformer, or SAN with its norm, skip, temperature."""
+    if row["variant"] != "SAN":
+        return row["variant"]
+    words = NORM_LABELS.get(row["norm"], row["norm"])
+    if row.get("skip", False):
+        words = words.replace("pure attention", "attention") + " + skip"
+    return words
+
+
+HUES = {"norm": curve_label, "temperature": lambda row: temperature_label(row["temperature"]),
+        "n_samples": lambda row: f"{curve_label(row)}, {row['n_samples']} samples"}
+
+
+# ---------------------------------------------------------------- figures
+
+
+def _labelled(result: StoredResult, hue: str) -> pd.DataFrame:
+    table = result.table.copy()
+    window = result.provenance["parameters"].get("window")
+    table["label"] = table.apply(HUES[hue], axis=1)
+    table["mask_title"] = table["mask"].map(lambda m: mask_title(m, window))
+    return table
+
+
+def _figure_parameters(result: StoredResult) -> dict:
+    return {**result.provenance["parameters"], "weights": weight_titles(result.provenance),
+            "result": result.provenance["key"], "pretrained_weight_sha256": result.provenance["weight_sha256"]}
+
+
+def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm",
+                      ratio: bool = False) -> None:
+    """The per-layer curves of ``metric`` (rows: weight sources; columns: masks; one curve per ``hue``
+    value of HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``.
+    With ``hue="n_samples"`` the smaller sample's curves are dashed (they may hide behind the others);
+    ``ratio``: the metric is a ratio, drawn with a dotted line at 1, on a linear axis where all its
+    values lie within a factor 2 of each other (log ticks would then show only 10^0)."""
+    table = _labelled(result, hue)
+    small = table["n_samples"] == table["n_samples"].min()
+    dashed = tuple(table.loc[small, "label"].unique()) if hue == "n_samples" and not small.all() else ()
+    fig = plotting.layer_curve_grid(table, metric, col="mask_title", hue="label",
+                                    titles=weight_titles(result.provenance), dashed=dashed)
+    if ratio:
+        values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), "mean"]
+        linear = values.max() <= 2 * values.min()
+    for ax in fig.axes if ratio else ():
+        ax.axhline(1.0, color="0.3", lw=1.0, ls=":", zorder=0)
+        if linear:
+            ax.set_yscale("linear")
+            ax.relim()
+            ax.autoscale_view(scalex=False)
+    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
+
+
+def glue_sample_ratio_figure(pair: StoredResult, stem: str) -> None:
+    """The sample-size pair (:func:`sample_pair`): per layer, the mean of μ over the small sample over its
+    mean over the large one (:func:`rankcollapse.book.findings.sample_mean_ratios`), a dotted line at 1."""
+    glue_layer_figure(replace(pair, table=findings.sample_mean_ratios(pair.table)), "mean_ratio", stem, ratio=True)
+
+
+def glue_geometry_figure(result: StoredResult, stem: str) -> None:
+    """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, exported and glued as ``stem``."""
+    fig = plotting.geometry_grid(_labelled(result, "norm"), col="weights", hue="label",
+                                 titles=weight_titles(result.provenance))
+    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
+
+
+def glue_values(prefix: str, values: Mapping[str, object]) -> None:
+    """Glue each value under ``<prefix>_<name>`` (or ``<name>`` when ``prefix`` is empty; numbers as
+    float/int, words as str), not displayed."""
+    for name, v in values.items():
+        glue(f"{prefix}_{name}" if prefix else name, v, display=False)
+
+
+def glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
+    """Glue a page's claims table (``<prefix>_claims``, GitHub-flavoured Markdown: paste it with
+    ``{glue:md}`` and ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
+    glue(f"{prefix}_claims", Markdown(rc_claims.markdown_table(claims)), display=False)
+    glue(f"{prefix}_headline", Markdown(rc_claims.headline(claims)), display=False)
+
+
+# ---------------------------------------------------------------- scale, banner, re-run
+
+
+def scale_words(result: StoredResult) -> str:
+    """The run's scale in a few words, as a share of the response's 3000 samples x 128 tokens.
+
+    E.g. ``"32 samples x 128 tokens (1 % of the response's 3000 samples), MPNet, CPU, float32"``.
+    """
+    p = result.provenance
+    params = p["parameters"]
+    paper = pages.PAPER_SCALE
+    share = 100 * params["n_samples"] / paper["n_samples"]
+    n_tokens = params["n_tokens"]
+    tokens = ("" if n_tokens == paper["n_tokens"] else f", {n_tokens} of {paper['n_tokens']} tokens"
+              if n_tokens < paper["n_tokens"] else f", {n_tokens} tokens where the response has {paper['n_tokens']}")
+    model = p["model_description"].split(" (")[0].split("/")[-1]
+    return (f"{params['n_samples']} samples × {params['n_tokens']} tokens ({share:.3g} % of the response's "
+            f"{paper['n_samples']} samples{tokens}), {model}, {p['device'].upper()}, {params['dtype']}")
+
+
+def scale_note(result: StoredResult) -> str:
+    """One sentence under a figure: scale, model, hardware, time and commit of the result, and where it is."""
+    p = result.provenance
+    origin = "loaded from the results store" if result.loaded else "computed by this build"
+    resumed = (f" (the last of its sessions; {p['compute_time_s']:.0f} s of computation in all, "
+               f"{p['units_resumed']} units resumed from checkpoints)" if p.get("units_resumed") else "")
+    return (f"Scale of this run: {scale_words(result)}; pretrained model {p['model_description']} "
+            f"(`{p['parameters']['model']}`, depth {p['model_layers']}); computed on {p['hardware']} in "
+            f"{p['wall_time_s']:.0f} s{resumed} at commit {p['git_commit'][:12]}; {origin} "
+            f"(`results/{result.csv_path.parent.name}/{result.csv_path.name}`).")
+
+
+def shown_banner(name: str, parameters: Mapping[str, object], results: Mapping[str, StoredResult]) -> str:
+    """A note for the top of a page when it shows a stored run other than its parameters cell's; else ''."""
+    asked = {k: v for k, v in parameters.items() if k in SCALE_PARAMETERS}
+    shown = next(iter(results.values())).provenance["parameters"]
+    differs = {k: shown[k] for k in asked if k in shown and shown[k] != asked[k]}
+    if not differs:
+        return ""
+    what = ", ".join(f"{k} = {shown[k]!r}" for k in differs)
+    return (f"**This page shows the largest stored run of this experiment** ({what}), not the parameters "
+            f"cell's values; run `rankcollapse run {name}` with `-p show_largest_stored False` to see exactly "
+            f"the cell's parameters.")
+
+
+def _lists(value: object) -> object:
+    """A config's tuples as the parameters cell's lists (nested too).
+
+    >>> _lists(((0.5, 2.0), (0.0, 1.0)))
+    [[0.5, 2.0], [0.0, 1.0]]
+    """
+    return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def rerun_block(name: str, parameters: Mapping[str, object] | object, seconds: float | None = None,
+                hardware: str | None = None) -> str:
+    """Markdown: the command that re-runs this page with these parameters, its expected time, the paper
+    profile's command where the page has one.
+
+    ``parameters`` is a mapping or a config dataclass; only values that differ from the page's parameters
+    cell appear in the command. ``seconds``/``hardware``: the measured wall time of the page's computation
+    (from a stored result's provenance or this build).
+    """
+    entry = pages.page(name)
+    values = asdict(parameters) if is_dataclass(parameters) else dict(parameters)
+    defaults = page_parameters(entry.path(book_root()))
+    changed = {k: _lists(v) for k, v in values.items() if k in defaults and defaults[k] != _lists(v)}
+    command = " ".join(["rankcollapse run", name, *(f"-p {k} {shlex.quote(repr(v))}" for k, v in changed.items())])
+    lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
+    if seconds is not None:
+        lines.append(f"Its computation took {seconds:.0f} s on {hardware or 'the build machine'}"
+                     f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}; the executed notebook and its "
+                     f"figures go to `runs/{name}-<time>/`.")
+    if "paper" in entry.profiles:
+        lines += ["", f"At the paper's scale ({', '.join(f'{k} = {v}' for k, v in entry.profiles['paper'].items())}), "
+                      f"on a GPU: `rankcollapse run {name} --profile paper --device cuda` (see {{ref}}`sec-reproduce`)."]
+    return "\n".join(lines)
+
+
+def rerun_result_block(name: str, parameters: Mapping[str, object], results: Mapping[str, StoredResult]) -> str:
+    """:func:`rerun_block` with the stored cost of the page's results (every part's
+    :func:`~rankcollapse.experiments.store.compute_seconds`, summed) and the hardware of its first part."""
+    seconds = [compute_seconds(r.provenance) for r in results.values()]
+    first = next(iter(results.values())).provenance
+    return rerun_block(name, parameters, None if None in seconds else sum(seconds), first.get("hardware"))

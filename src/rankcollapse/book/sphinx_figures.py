@@ -1,0 +1,336 @@
+"""Sphinx extension: every ``fig-*`` figure of the book can be read, downloaded and cited; every page can be
+cited too.
+
+For each figure whose label starts with ``fig-`` (a ``{glue:figure}`` with ``:name: fig-...``), in the
+HTML output:
+
+* the image's alt text is the caption's text, and a click on it opens the full-size PNG;
+* below it: downloads of the PNG, SVG, PDF and JSON provenance exported by
+  :func:`rankcollapse.book.plotting.common.export_figure` (copied from ``<book>/_build/figures/<label>.*`` to
+  ``_figures/`` in the site), and a collapsible "Cite this figure" block (BibTeX and plain text with the
+  book's version, the git commit, the figure's anchor URL and the parameters from its JSON);
+* a figure whose exported files are missing is a build warning (an error under ``-W``).
+
+Every page gets Highwire Press ``citation_*`` meta tags (Zotero, Google Scholar) and the footer shows the
+book's version and commit. The ``figure-gallery`` directive lists every figure of the book, in table of
+contents order, with its thumbnail, caption, page, downloads and citation.
+
+Register with ``sphinx: extra_extensions: [rankcollapse.book.sphinx_figures]`` in ``_config.yml``. The site's
+base URL is ``html_baseurl`` when set, else the GitHub Pages URL of the repository.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+import posixpath
+import re
+import shutil
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from sphinx.application import Sphinx
+from sphinx.environment import BuildEnvironment
+from sphinx.util import logging
+
+from rankcollapse import __version__
+from rankcollapse.book.plotting import common as plotting
+from rankcollapse.experiments.provenance import git_commit
+
+logger = logging.getLogger(__name__)
+
+FIGURE_PREFIX = "fig-"
+DOWNLOADS = ("png", "svg", "pdf", "json")
+SITE_FOLDER = "_figures"  # where the exported files land in the HTML output
+# Captions in the body text colour (the theme's muted grey is too faint), citations that wrap on a phone,
+# the gallery as a grid of cards.
+STYLE = """<style>
+figure figcaption, figure figcaption p { color: var(--pst-color-text-base); }
+.figure-downloads { font-size: 0.9rem; margin: -0.75rem 0 0.25rem; }
+details.figure-cite { font-size: 0.9rem; margin-bottom: 1.5rem; }
+details.figure-cite pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.8rem; }
+details.figure-cite p { overflow-wrap: anywhere; }
+.figure-gallery { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 18rem), 1fr)); gap: 1.5rem; }
+.gallery-card figure { margin: 0; }
+.gallery-card img { width: 100%; height: auto; }
+</style>"""
+
+
+class gallery_placeholder(nodes.General, nodes.Element):
+    """Where ``figure-gallery`` puts the book's figures once all pages are read."""
+
+
+class FigureGallery(Directive):
+    """``{figure-gallery}``: every ``fig-*`` figure of the book with caption, page, downloads and citation."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        return [gallery_placeholder()]
+
+
+# -- what a page and a figure are -------------------------------------------------------------------------
+
+
+def caption_text(caption: nodes.Element, math_delimiters: bool = False) -> str:
+    """The caption's words in one line; math as its LaTeX source, inside ``\\( \\)`` when
+    ``math_delimiters`` (for MathJax)."""
+    parts = []
+    for node in caption.findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
+        if isinstance(node, nodes.math):
+            parts.append(rf"\({node.astext()}\)" if math_delimiters else node.astext())
+        elif not isinstance(node.parent, nodes.math):
+            parts.append(node.astext())
+    return " ".join("".join(parts).split())
+
+
+def site_url(config) -> str:
+    """The site's base URL, ending in ``/``: ``html_baseurl``, else the repository's GitHub Pages URL."""
+    if config.html_baseurl:
+        return config.html_baseurl.rstrip("/") + "/"
+    repository = (config.html_theme_options or {}).get("repository_url", "")
+    match = re.fullmatch(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", repository)
+    if not match:
+        raise ValueError(f"set html_baseurl or a GitHub repository url in _config.yml, got repository_url={repository!r}")
+    return f"https://{match[1]}.github.io/{match[2]}/"
+
+
+def book_title(config) -> str:
+    """The book's title: ``html_title`` (Jupyter Book's ``title``), else ``project``."""
+    return config.html_title or config.project
+
+
+def book_year(config) -> str:
+    """The year the book is dated, from ``copyright`` (e.g. ``"2026"``), else this year."""
+    match = re.search(r"\d{4}", str(config.copyright or ""))
+    return match[0] if match else str(_dt.date.today().year)
+
+
+def parameter_text(parameters: dict) -> str:
+    """``key=value`` pairs of a figure's parameters, sorted, values as compact JSON when not plain."""
+    def show(value) -> str:
+        return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+    return ", ".join(f"{key}={show(value)}" for key, value in sorted(parameters.items()))
+
+
+def figure_citation(label: str, number: str, page_title: str, url: str, record: dict, config, commit: str) -> dict:
+    """BibTeX and plain-text citations of one figure. ``record`` is its JSON provenance sidecar."""
+    made_at = record.get("git_commit", commit)
+    what = f"Fig. {number}" if number else label
+    params = parameter_text(record.get("parameters", {}))
+    author = config.author
+    title = f"{what}: {page_title}"
+    bibtex = "\n".join([
+        f"@misc{{rankcollapse-{label},",
+        f"  title = {{{title}}},",
+        f"  author = {{{{{author}}}}},",
+        f"  howpublished = {{Figure in {book_title(config)}}},",
+        f"  year = {{{book_year(config)}}},",
+        f"  version = {{{__version__}}},",
+        f"  url = {{{url}}},",
+        f"  note = {{Version {__version__}, commit {made_at}. Parameters: {params}}}",
+        "}",
+    ])
+    plain = (f"{author} ({book_year(config)}). {title}. In {book_title(config)}, version {__version__} "
+             f"(commit {made_at}). {url}. Parameters: {params}.")
+    return {"bibtex": bibtex, "plain": plain}
+
+
+# -- collecting figures while reading ----------------------------------------------------------------------
+
+
+def _figures(env: BuildEnvironment) -> dict[str, dict]:
+    if not hasattr(env, "rankcollapse_figures"):
+        env.rankcollapse_figures = {}
+    return env.rankcollapse_figures
+
+
+def collect_figures(app: Sphinx, doctree: nodes.document) -> None:
+    """Record every ``fig-*`` figure of the page just read, by label: its page."""
+    docname = app.env.docname
+    for figure in doctree.findall(nodes.figure):
+        for label in figure["ids"]:
+            if not label.startswith(FIGURE_PREFIX):
+                continue
+            _figures(app.env)[label] = {"docname": docname}
+
+
+def purge_figures(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
+    for label in [label for label, info in _figures(env).items() if info["docname"] == docname]:
+        del _figures(env)[label]
+
+
+def merge_figures(app: Sphinx, env: BuildEnvironment, docnames, other: BuildEnvironment) -> None:
+    _figures(env).update({label: info for label, info in _figures(other).items() if info["docname"] in docnames})
+
+
+# -- writing: figures, gallery, page context ---------------------------------------------------------------
+
+
+def export_dir(app: Sphinx) -> Path:
+    """Where :func:`rankcollapse.book.plotting.common.export_figure` wrote the figures of this book."""
+    override = os.environ.get("RANKCOLLAPSE_FIGURE_DIR")
+    return Path(override) if override else Path(app.srcdir) / "_build" / "figures"
+
+
+def _published(app: Sphinx, label: str, location) -> dict | None:
+    """Copy ``label``'s exported files into the site; their provenance record, or None (with a warning)."""
+    source = export_dir(app)
+    missing = [f"{label}.{ext}" for ext in DOWNLOADS if not (source / f"{label}.{ext}").is_file()]
+    if missing:
+        logger.warning(f"figure {label!r} has no exported {', '.join(missing)} in {source}: export it with "
+                       f"plotting.glue_figure(key, fig, stem={label!r}, parameters=...)",
+                       location=location, type="rankcollapse", subtype="figure")
+        return None
+    target = Path(app.outdir) / SITE_FOLDER
+    target.mkdir(parents=True, exist_ok=True)
+    for ext in DOWNLOADS:
+        shutil.copyfile(source / f"{label}.{ext}", target / f"{label}.{ext}")
+    return json.loads((source / f"{label}.json").read_text())
+
+
+def _relative(docname: str, path: str) -> str:
+    return posixpath.relpath(path, posixpath.dirname(docname) or ".")
+
+
+def _figure_number(env: BuildEnvironment, docname: str, label: str) -> str:
+    number = env.toc_fignumbers.get(docname, {}).get("figure", {}).get(label)
+    return ".".join(map(str, number)) if number else ""
+
+
+def _page_title(env: BuildEnvironment, docname: str) -> str:
+    title = env.titles.get(docname)
+    return title.astext() if title else docname
+
+
+def figure_footer_html(app: Sphinx, docname: str, label: str, record: dict) -> str:
+    """The downloads and the collapsible citation block under a figure, as HTML for page ``docname``."""
+    env = app.env
+    links = " · ".join(
+        f'<a class="reference download" href="{_relative(docname, f"{SITE_FOLDER}/{label}.{ext}")}" download>'
+        f"{ext.upper()}</a>" for ext in DOWNLOADS)
+    page = _figures(env)[label]["docname"]
+    url = f"{site_url(app.config)}{app.builder.get_target_uri(page)}#{label}"
+    cite = figure_citation(label, _figure_number(env, page, label), _page_title(env, page), url, record,
+                           app.config, env.rankcollapse_commit)
+    return (f'<div class="figure-downloads" data-figure="{label}">Download: {links}</div>\n'
+            f'<details class="figure-cite" data-figure="{label}"><summary>Cite this figure</summary>\n'
+            f'<p class="figure-cite-plain">{html.escape(cite["plain"])}</p>\n'
+            f'<pre class="figure-cite-bibtex">{html.escape(cite["bibtex"])}</pre>\n</details>\n')
+
+
+def decorate_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Alt text, click-to-enlarge, downloads and citation for every ``fig-*`` figure of a page; fills the
+    gallery."""
+    if app.builder.format != "html":
+        return
+    for figure in list(doctree.findall(nodes.figure)):
+        label = next((i for i in figure["ids"] if i.startswith(FIGURE_PREFIX)), None)
+        if label is None:
+            continue
+        record = _published(app, label, figure)
+        image = figure.next_node(nodes.image)
+        if image is not None:
+            caption = figure.next_node(nodes.caption)  # resolved now: references show their titles
+            image["alt"] = caption_text(caption) if caption else ""
+            if record is not None and not isinstance(image.parent, nodes.reference):
+                link = nodes.reference("", "", refuri=_relative(docname, f"{SITE_FOLDER}/{label}.png"),
+                                       classes=["figure-full-size"], internal=False)
+                image.replace_self(link)
+                link += image
+        if record is not None:
+            figure.parent.insert(figure.parent.index(figure) + 1,
+                                 nodes.raw("", figure_footer_html(app, docname, label, record), format="html"))
+    for placeholder in list(doctree.findall(gallery_placeholder)):
+        placeholder.replace_self(nodes.raw("", gallery_html(app, docname, doctree), format="html"))
+
+
+def _toc_order(env: BuildEnvironment, root: str) -> list[str]:
+    order, stack = [], [root]
+    while stack:
+        docname = stack.pop(0)
+        if docname in order:
+            continue
+        order.append(docname)
+        stack[:0] = env.toctree_includes.get(docname, [])
+    return order
+
+
+def gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
+    """Every figure of the book, in table of contents order, as thumbnails with caption, page, downloads
+    and citation, for page ``docname`` (resolved as ``doctree``)."""
+    env = app.env
+    order = {name: i for i, name in enumerate(_toc_order(env, app.config.root_doc))}
+    def position(item) -> tuple:  # page in table of contents order, then figure number
+        label, info = item
+        number = env.toc_fignumbers.get(info["docname"], {}).get("figure", {}).get(label, ())
+        return order.get(info["docname"], len(order)), tuple(number), label
+
+    figures = sorted(_figures(env).items(), key=position)
+    cards, resolved = [], {docname: doctree}
+    for label, info in figures:
+        record = _published(app, label, (docname, None))
+        if record is None:
+            continue
+        if info["docname"] not in resolved:  # captions with their references resolved, as on their page
+            resolved[info["docname"]] = app.env.get_and_resolve_doctree(info["docname"], app.builder)
+        figure = next(f for f in resolved[info["docname"]].findall(nodes.figure) if label in f["ids"])
+        caption = figure.next_node(nodes.caption)
+        plain, with_math = (caption_text(caption), caption_text(caption, True)) if caption else ("", "")
+        page = _relative(docname, app.builder.get_target_uri(info["docname"]))
+        number = _figure_number(env, info["docname"], label)
+        cards.append(
+            f'<div class="gallery-card">\n<figure class="gallery-figure" id="gallery-{label}">\n'
+            f'<a href="{page}#{label}"><img src="{_relative(docname, f"{SITE_FOLDER}/{label}.png")}" '
+            f'alt="{html.escape(plain)}" loading="lazy"></a>\n'
+            f'<figcaption><p><strong>{"Fig. " + number if number else label}</strong> '
+            f'(<a href="{page}#{label}">{html.escape(_page_title(env, info["docname"]))}</a>): '
+            f'{html.escape(with_math)}</p></figcaption>\n</figure>\n'
+            + figure_footer_html(app, docname, label, record) + "</div>\n")
+    return f'<div class="figure-gallery">\n{"".join(cards)}</div>\n'
+
+
+def page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Highwire Press ``citation_*`` meta tags and the figures' style on every page."""
+    config = app.config
+    title = re.sub(r"<[^>]+>", "", context.get("title", "")) or book_title(config)
+    tags = {"citation_title": title, "citation_inbook_title": book_title(config), "citation_author": config.author,
+            "citation_publication_date": book_year(config), "citation_language": "en",
+            "citation_public_url": f"{site_url(config)}{app.builder.get_target_uri(pagename)}",
+            "citation_technical_report_number": f"version {__version__}, commit {app.env.rankcollapse_commit}"}
+    context["metatags"] = context.get("metatags", "") + "".join(
+        f'\n<meta name="{name}" content="{html.escape(value, quote=True)}" />' for name, value in tags.items()) + STYLE
+
+
+def _gallery_math(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """The gallery's captions hold math copied as text: load MathJax there as on a page with equations."""
+    if doctree is not None and any(True for _ in doctree.findall(
+            lambda n: isinstance(n, nodes.raw) and 'class="figure-gallery"' in n.astext())):
+        app.env.get_domain("math").data["has_equations"][pagename] = True
+
+
+def builder_inited(app: Sphinx) -> None:
+    """The book's commit once per build, the version and commit in every page's footer."""
+    app.env.rankcollapse_commit = git_commit(Path(app.srcdir))
+    site_url(app.config)  # a wrong base URL fails at once, not on the first figure
+    options = app.config.html_theme_options
+    footer = (f'<p class="book-version">Version {__version__}, commit '
+              f'<code>{html.escape(app.env.rankcollapse_commit)}</code></p>')
+    options["extra_footer"] = (options.get("extra_footer") or "") + footer
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_node(gallery_placeholder)
+    app.add_directive("figure-gallery", FigureGallery)
+    app.connect("builder-inited", builder_inited)
+    app.connect("doctree-read", collect_figures)
+    app.connect("env-purge-doc", purge_figures)
+    app.connect("env-merge-info", merge_figures)
+    app.connect("doctree-resolved", decorate_figures)
+    app.connect("html-page-context", _gallery_math, priority=400)
+    app.connect("html-page-context", page_context)
+    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

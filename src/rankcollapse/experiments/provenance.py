@@ -1,0 +1,107 @@
+"""Where a figure or a result came from: the book root, the git commit, the hardware, one provenance record,
+and the atomic writer both use.
+
+Every exported figure (:func:`rankcollapse.book.plotting.common.export_figure`) and every stored result
+(:meth:`rankcollapse.experiments.store.ResultStore.load_or_compute`) carries the same :func:`provenance_record`:
+the parameters, the rankcollapse, PyTorch and Python versions, the git commit, the creation time and the
+hardware. A long run's checkpoints are keyed by the package's source instead (:func:`source_sha256`). This module imports neither matplotlib nor pandas, so the results store and the command line
+need no plotting stack.
+
+Used by: :mod:`rankcollapse.book.plotting.common`, :mod:`rankcollapse.experiments.store`, :mod:`rankcollapse.book.cli`,
+``tests/unit/test_provenance.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from rankcollapse import __version__
+
+
+def book_root(start: Path | None = None) -> Path:
+    """The folder holding ``_toc.yml`` at or above ``start`` (default: the working directory)."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "_toc.yml").is_file():
+            return folder
+    raise FileNotFoundError(f"no _toc.yml at or above {here}: run pages from inside the book")
+
+
+def package_sha256(package: Path) -> str:
+    """sha256 of every ``.py`` file under ``package``, by relative path (nothing else counts)."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.cache
+def source_sha256() -> str:
+    """:func:`package_sha256` of :mod:`rankcollapse`: what the checkpoints of a long run share with the
+    code that resumes it. Commits that change only pages, results or documents keep it, so they never
+    orphan a run's finished units. Hashed once per process, when :mod:`rankcollapse.experiments.sweep` is imported,
+    so it names the code the process loaded even when the files are edited during a long run."""
+    return package_sha256(Path(__file__).resolve().parents[1])
+
+
+def git_commit(root: Path) -> str:
+    """``HEAD``'s hash, with ``-dirty`` when tracked files differ from it; ``unknown`` outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if dirty.strip() else "")
+
+
+def hardware() -> str:
+    """What the computation ran on, in words (CPU model and core count, GPU name when used)."""
+    cpu = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} GPU; CPU {cpu}"
+    return f"CPU {cpu}"
+
+
+def provenance_record(parameters: dict) -> dict:
+    """What a figure or a result carries about its origin: ``parameters``, versions, commit, time, hardware.
+
+    The commit is that of the book the working directory is in (``unknown`` outside a book or git).
+    """
+    try:
+        commit = git_commit(book_root())
+    except FileNotFoundError:
+        commit = "unknown"
+    return {
+        "parameters": parameters,
+        "rankcollapse_version": __version__,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "git_commit": commit,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": hardware(),
+    }
+
+
+def atomic_write(path: Path, write: Callable[[str], object]) -> None:
+    """Call ``write(tmp)`` on a temporary file in the same folder, then rename it to ``path`` (never a
+    half-written file; readable by all, as the figures and results are shared)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

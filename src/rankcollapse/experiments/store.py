@@ -1,0 +1,308 @@
+"""The results store: small tidy tables of per-layer statistics, each with its full provenance, verified
+on every read.
+
+A result is identified by its page name and its *complete* parameter set. It lives in two files,
+``results/<page>/<key>.csv`` (the tidy table) and ``results/<page>/<key>.json`` (provenance: every
+parameter, package versions, git commit, model spec and weight hash, sample hash, dtype, device,
+hardware, wall time, and the SHA-256 and row count of the CSV), where ``key`` is a hash of the canonical
+JSON of ``{page, parameters}``. A lookup matches only when the stored parameters are *exactly* the ones
+asked for, so a stored number can never stand in for a different setting.
+
+A stored result is never read or listed without checking it: both files present, the JSON readable and
+for this key, the CSV's SHA-256 and row count equal to the recorded ones, and (when the caller passes a
+``check``, as :mod:`rankcollapse.experiments.config` does) the table's columns and configurations those the
+parameters ask for. Anything else raises one :class:`DamagedResultError` naming the file and the command
+that recomputes it -- never a silent partial figure.
+
+Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last). A
+sweep stores each entry as soon as it is computed, so an interrupted sweep resumes at the first entry
+that is missing.
+
+Used by: :mod:`rankcollapse.experiments.config` (every experiment page), book/reproduce.md (:func:`summary_table`),
+``results/add_table_hashes.py`` and ``tests/unit/test_results.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
+
+KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
+
+
+def canonical_parameters(parameters: dict) -> dict:
+    """Parameters as plain JSON values (tuples become lists), so equal settings compare equal.
+
+    >>> canonical_parameters({"b": (1, 2), "a": None})
+    {'a': None, 'b': [1, 2]}
+    """
+    return json.loads(json.dumps(parameters, sort_keys=True, default=_plain))
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"parameter values must be JSON-like (numbers, strings, lists, dicts), got {type(value).__name__}")
+
+
+def result_key(page: str, parameters: dict) -> str:
+    """The file stem of a result: a hash of the canonical ``{page, parameters}``.
+
+    >>> result_key("fig2", {"n_samples": 32}) == result_key("fig2", {"n_samples": 32})
+    True
+    """
+    text = json.dumps({"page": page, "parameters": canonical_parameters(parameters)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
+
+
+TableCheck = Callable[[pd.DataFrame, dict], None]  # (table, stored parameters) -> None, or ValueError saying why
+_COMMAND_DEFAULTS = {"model": "pkg:minilm", "window": 4, "seed": 0, "overlap": "disjoint", "dtype": "float64",
+                     "device": "cpu"}  # the same default on every experiment page: left out of the command
+_COMMAND_ALWAYS = ("n_layers", "n_samples", "n_tokens")  # defaults that differ between pages: always given
+
+
+class DamagedResultError(ValueError):
+    """A stored result that cannot be trusted (missing half, unreadable record, changed or wrong table).
+
+    The message names the file and the command that recomputes it.
+    """
+
+
+def recompute_command(page: str, parameters: dict | None) -> str:
+    """The ``rankcollapse run`` line that recomputes a result of an experiment page from its stored parameters.
+
+    >>> recompute_command("fig2", {"model": "pkg:mpnet", "n_layers": 12, "n_samples": 32, "n_tokens": 128,
+    ...                            "seed": 0, "window": 4, "masks": ["complete"]})
+    'rankcollapse run fig2 -p model pkg:mpnet -p n_layers 12 -p n_samples 32 -p n_tokens 128'
+    """
+    if parameters is None:
+        return f"rankcollapse run {page} with the parameters it was computed for"
+    pairs = [(name, value) for name, value in parameters.items()
+             if name in _COMMAND_ALWAYS or (name in _COMMAND_DEFAULTS and value != _COMMAND_DEFAULTS[name])]
+    order = [*_COMMAND_DEFAULTS, *_COMMAND_ALWAYS]
+    pairs.sort(key=lambda pair: order.index(pair[0]))
+    return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(str(value))}" for name, value in pairs)])
+
+
+def _table_text(table: pd.DataFrame) -> bytes:
+    """The CSV bytes of a table (floats as ``%.17g``, so values survive bit-exactly)."""
+    return table.to_csv(index=False, float_format="%.17g").encode()
+
+
+def _read_table(data: bytes) -> pd.DataFrame:
+    return pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
+
+
+@dataclass(frozen=True, eq=False)
+class StoredResult:
+    """A tidy table and the provenance it was stored with."""
+
+    table: pd.DataFrame  # tidy: one row per layer x configuration x metric (sample statistics in columns)
+    provenance: dict  # parameters, versions, commit, model and sample hashes, dtype, device, hardware, wall time
+    csv_path: Path  # where the table lives
+    loaded: bool  # True when read from the store, False when computed by this call
+
+
+class ResultStore:
+    """Results under ``root`` (default ``$RANKCOLLAPSE_RESULTS_DIR`` or ``<book root>/results``)."""
+
+    def __init__(self, root: Path | str | None = None) -> None:
+        if root is None:
+            override = os.environ.get("RANKCOLLAPSE_RESULTS_DIR")
+            root = Path(override) if override else book_root() / "results"
+        self.root = Path(root)
+
+    def paths(self, page: str, parameters: dict) -> tuple[Path, Path]:
+        """``(csv, json)`` paths of a result."""
+        if not page or "/" in page or page.startswith("."):
+            raise ValueError(f"page must be a plain page name such as 'fig2', got {page!r}")
+        key = result_key(page, parameters)
+        return self.root / page / f"{key}.csv", self.root / page / f"{key}.json"
+
+    def load(self, page: str, parameters: dict, check: TableCheck | None = None) -> StoredResult | None:
+        """The stored result whose parameters equal ``parameters`` exactly; None when neither file exists.
+
+        Raises :class:`DamagedResultError` when the result is damaged (see :meth:`verify`).
+        """
+        csv_path, json_path = self.paths(page, parameters)
+        if not (csv_path.exists() or json_path.exists()):
+            return None
+        return self.verify(page, csv_path.stem, canonical_parameters(parameters), check)
+
+    def verify(self, page: str, key: str, parameters: dict | None = None,
+               check: TableCheck | None = None) -> StoredResult:
+        """Read ``<page>/<key>`` and check it, or raise one :class:`DamagedResultError`.
+
+        Checked: both files exist; the JSON parses and is the record of this page and key (and of
+        ``parameters`` when given); the CSV's SHA-256 and row count equal the recorded ones; the CSV
+        parses; ``check(table, stored parameters)`` passes.
+        """
+        csv_path, json_path = self.root / page / f"{key}.csv", self.root / page / f"{key}.json"
+
+        def damaged(reason: str, known: dict | None = parameters) -> DamagedResultError:
+            return DamagedResultError(
+                f"stored result {csv_path} is damaged: {reason}.\n"
+                f"Recompute it: delete {self.root / page / key}.* and run: {recompute_command(page, known)}")
+
+        if not json_path.is_file():
+            raise damaged(f"its record {json_path.name} is missing")
+        try:
+            record = json.loads(json_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise damaged(f"its record {json_path.name} is not readable JSON ({type(err).__name__})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("parameters"), dict):
+            raise damaged(f"its record {json_path.name} has no parameters")
+        stored = record["parameters"]
+        if record.get("page") != page or record.get("key") != key or result_key(page, stored) != key:
+            raise damaged(f"its record {json_path.name} is not the record of {page}/{key} (edited or moved)")
+        if parameters is not None and stored != parameters:
+            raise damaged(f"its record {json_path.name} holds other parameters than asked for")
+        if not csv_path.is_file():
+            raise damaged(f"its table {csv_path.name} is missing", stored)
+        if "table_sha256" not in record or "table_rows" not in record:
+            raise damaged(f"its record {json_path.name} has no table_sha256 / table_rows "
+                          f"(add them with results/add_table_hashes.py)", stored)
+        data = csv_path.read_bytes()
+        try:
+            table = _read_table(data)
+        except (ValueError, UnicodeDecodeError):  # pandas' ParserError and EmptyDataError are ValueErrors
+            table = None
+        if hashlib.sha256(data).hexdigest() != record["table_sha256"] or table is None \
+                or len(table) != record["table_rows"]:
+            rows = "it does not parse" if table is None else f"{len(table)} rows"
+            raise damaged(f"the table is not the one recorded (SHA-256 differs; {rows}, "
+                          f"recorded {record['table_rows']} rows): edited, truncated or replaced", stored)
+        if check is not None:
+            try:
+                check(table, stored)
+            except ValueError as err:
+                raise damaged(f"the table does not match its parameters: {err}", stored) from None
+        return StoredResult(table, record, csv_path, True)
+
+    def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict) -> StoredResult:
+        """Store a table atomically (CSV, then the JSON with its SHA-256 and row count)."""
+        csv_path, json_path = self.paths(page, parameters)
+        data = _table_text(table)
+        record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": csv_path.stem,
+                  "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
+        text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+        atomic_write(csv_path, lambda tmp: Path(tmp).write_bytes(data))
+        atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+        return StoredResult(table, record, csv_path, False)
+
+    def load_or_compute(self, page: str, parameters: dict, compute: Callable[[], tuple[pd.DataFrame, dict]],
+                        check: TableCheck | None = None) -> StoredResult:
+        """The stored result for exactly these parameters (verified, see :meth:`verify`), or ``compute()``
+        stored with its provenance.
+
+        ``compute`` returns ``(table, extra provenance)``; the provenance record
+        (:func:`rankcollapse.experiments.provenance.provenance_record`) and the wall time are added here.
+        """
+        stored = self.load(page, parameters, check)
+        if stored is not None:
+            return stored
+        start = time.perf_counter()
+        table, extra = compute()
+        provenance = {**provenance_record(canonical_parameters(parameters)), **extra,
+                      "wall_time_s": round(time.perf_counter() - start, 3)}
+        return self.save(page, parameters, table, provenance)
+
+    def sweep(self, page: str, entries: Iterable[dict],
+              compute: Callable[[dict], tuple[pd.DataFrame, dict]]) -> list[StoredResult]:
+        """Every entry's result; entries already stored are loaded, so an interrupted sweep resumes."""
+        return [self.load_or_compute(page, entry, lambda entry=entry: compute(entry)) for entry in entries]
+
+    def keys(self, page: str) -> list[str]:
+        """Keys of every result of ``page`` with at least one of its two files (temporary files aside)."""
+        folder = self.root / page
+        files = [p for p in folder.iterdir() if p.suffix in (".csv", ".json") and not p.name.startswith(".")] \
+            if folder.is_dir() else []
+        return sorted({p.stem for p in files})
+
+    def entries(self, page: str) -> list[dict]:
+        """Provenance records of every stored result of ``page`` (for the drift test and the book).
+
+        Every result is verified first: a damaged one raises :class:`DamagedResultError` rather than
+        being listed or skipped silently.
+        """
+        return [self.verify(page, key).provenance for key in self.keys(page)]
+
+
+def add_table_hashes(store: ResultStore, check: TableCheck) -> list[Path]:
+    """Record ``table_sha256`` and ``table_rows`` in every JSON of ``store`` that lacks them, after checking
+    that its CSV exists, parses and passes ``check``; returns the JSON files updated.
+
+    For results stored before the store recorded hashes (maintenance; ``results/add_table_hashes.py``).
+    """
+    updated = []
+    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    for page in pages:
+        for key in store.keys(page):
+            csv_path, json_path = store.root / page / f"{key}.csv", store.root / page / f"{key}.json"
+            if not (csv_path.is_file() and json_path.is_file()):
+                store.verify(page, key)  # raises: one of the two files is missing
+            record = json.loads(json_path.read_text())
+            if "table_sha256" in record:
+                continue
+            data = csv_path.read_bytes()
+            table = _read_table(data)
+            check(table, record["parameters"])
+            record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
+            text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+            atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+            store.verify(page, key, check=check)
+            updated.append(json_path)
+    return updated
+
+
+def compute_seconds(provenance: dict) -> float | None:
+    """What a stored result cost: ``compute_time_s`` (its units' seconds summed over every session of a
+    resumed run) where recorded, else ``wall_time_s`` (results stored before resumes were counted).
+
+    >>> compute_seconds({"wall_time_s": 10.0, "compute_time_s": 250.0})
+    250.0
+    """
+    return provenance.get("compute_time_s", provenance.get("wall_time_s"))
+
+
+def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
+    """One row per stored result: page, scale, model, the settings that tell it apart, where and how long it ran.
+
+    ``settings`` lists the parameters (other than scale and model) whose values differ between the stored
+    results of the same page, so two runs of one page at one scale never show as identical rows. Columns:
+    page, result (the key), scale (samples×tokens×layers), model, settings, ran on (hardware and
+    dtype), compute time (s) (:func:`compute_seconds`), commit. Used by book/reproduce.md.
+    """
+    store = store or ResultStore()
+    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    shown = {"n_samples", "n_tokens", "n_layers", "model"}
+    rows = []
+    for page in pages:
+        entries = store.entries(page)
+        names = sorted({name for r in entries for name in r["parameters"]} - shown)
+        differ = [n for n in names if len({json.dumps(r["parameters"].get(n)) for r in entries}) > 1]
+        for r in entries:
+            p = r["parameters"]
+            settings = "; ".join(
+                f"{n}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for n in differ for v in [p.get(n)]
+            )
+            rows.append({"page": page, "result": r["key"],
+                         "scale": f"{p.get('n_samples')}×{p.get('n_tokens')}×{p.get('n_layers')}",
+                         "model": p.get("model"), "settings": settings or "–",
+                         "ran on": f"{r.get('hardware')}, {r.get('dtype')}",
+                         "compute time (s)": compute_seconds(r), "commit": str(r.get("git_commit", ""))[:8]})
+    return pd.DataFrame(rows)

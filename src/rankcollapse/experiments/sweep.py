@@ -1,0 +1,502 @@
+"""Long sweeps: units of work, shared out over processes, checkpointed, with a plan and a progress bar.
+
+An experiment (:class:`rankcollapse.experiments.config.ExperimentConfig`) is cut into *units*: one weight source
+x one block of samples (``BLOCK_SAMPLES`` per device, ``$RANKCOLLAPSE_BLOCK_SAMPLES`` to change it) x
+either every SAN configuration (one :func:`rankcollapse.engine.san.run_san` call, which shares the first layer's
+projection between them and lays the weights out once) or the full-transformer reference
+(:func:`rankcollapse.hf.extract.full_transformer_metrics`). A unit gives per-sample metrics
+[layer + 1, config, block]; the units of a sweep, put back together along the sample axis, are the arrays
+one call over all samples gives, so the summary table does not depend on how the work was shared out.
+
+* **Processes** (``torchrun``): under ``torch.distributed`` rank r computes units r, r + K, r + 2K, ...;
+  the per-sample metrics are gathered to rank 0, which summarizes and stores the one result (same key,
+  same provenance, plus ``world_size``). NCCL on GPUs, gloo on CPU; each rank uses ``cuda:LOCAL_RANK``.
+* **Resume**: each finished unit is written atomically to
+  ``<results>/.partial/<page>/<result key>-<source hash>/<unit>.pt`` with the full parameters, the
+  PyTorch version and its compute seconds inside, so a checkpoint can only be reused by the same parameters, block, package source
+  and PyTorch (a commit that changes only pages or results keeps it); a run killed at any point and
+  started again with the same command computes only the missing units, then stores the result (CSV, then
+  the JSON that makes it visible) and deletes the folder. The result's ``compute_time_s`` sums its
+  units' seconds over every process and session, ``units_resumed`` counts those taken from checkpoints,
+  and ``wall_time_s`` is the last session's.
+* **Plan**: before it starts, a run prints its size (samples x layers x configurations), the expected
+  wall time from the measured throughput (``benchmarks/throughput.json``, written by
+  ``benchmarks/bench_san.py``; else a quick timing of one small block) and the memory it needs, and
+  refuses with one ValueError when the memory budget (``$RANKCOLLAPSE_MEMORY_BUDGET`` bytes, default
+  1 GiB) cannot hold one block, or the machine cannot hold the run.
+* **Progress**: a tqdm bar over blocks x configurations with an ETA, on stderr, when reporting is on:
+  asked by the command line (``rankcollapse run``, ``python -m rankcollapse.experiments.sweep``), or
+  ``$RANKCOLLAPSE_PROGRESS=1``, or stderr is a terminal; never inside a Jupyter kernel (the book build).
+
+``python -m rankcollapse.experiments.sweep PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda]`` computes and
+stores the results of a page without rendering it; under ``torchrun --nproc-per-node K`` it does so in K
+processes. ``rankcollapse run PAGE --nproc K`` launches that, then renders the page from the stored results.
+
+Used by: :mod:`rankcollapse.experiments.config` (``run_sweep``, ``run_experiment``), :mod:`rankcollapse.book.cli`,
+``results/run_paper_scale.sh``, ``benchmarks/bench_san.py``, tests/unit/test_sweep.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.distributed as dist
+
+from rankcollapse.experiments import config as experiments
+from rankcollapse.engine import san
+from rankcollapse.core import metrics as rc_metrics
+from rankcollapse.core.checks import check_int
+from rankcollapse.experiments.provenance import atomic_write, provenance_record, source_sha256
+from rankcollapse.experiments.store import ResultStore, StoredResult, canonical_parameters, result_key
+
+source_sha256()  # hash the code this process runs now, before a long run's files can change
+
+BLOCK_SAMPLES = {"cpu": 64, "cuda": 1024}  # samples per unit of work (checkpoint granularity) per device type
+BLOCK_ENV = "RANKCOLLAPSE_BLOCK_SAMPLES"
+BUDGET_ENV = "RANKCOLLAPSE_MEMORY_BUDGET"
+PROGRESS_ENV = "RANKCOLLAPSE_PROGRESS"
+DEFAULT_BUDGET = 2**30  # bytes the engine may use for one block (san.run_san's memory_budget)
+THROUGHPUT_FILE = Path(__file__).resolve().parents[3] / "benchmarks" / "throughput.json"
+_REPORT: contextvars.ContextVar[bool | None] = contextvars.ContextVar("rankcollapse_report", default=None)
+
+
+# ---------------------------------------------------------------- switches and processes
+
+
+def reporting() -> bool:
+    """Whether to print the plan and a progress bar: never in a Jupyter kernel (the book build); else as
+    the command line asked (:func:`report`), else ``$RANKCOLLAPSE_PROGRESS`` (``1``/``0``), else when
+    stderr is a terminal."""
+    if type(sys.stderr).__module__.startswith("ipykernel"):
+        return False
+    asked = _REPORT.get()
+    if asked is not None:
+        return asked
+    env = os.environ.get(PROGRESS_ENV)
+    return env == "1" if env in ("0", "1") else sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def report(on: bool = True) -> Iterator[None]:
+    """Turn reporting (plan and progress) on or off for the sweeps run inside the block."""
+    token = _REPORT.set(on)
+    try:
+        yield
+    finally:
+        _REPORT.reset(token)
+
+
+def rank_and_world() -> tuple[int, int]:
+    """``(rank, world size)``: ``(0, 1)`` without an initialized process group."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def init_distributed(device: str) -> bool:
+    """Join the process group torchrun describes (``WORLD_SIZE`` > 1 in the environment): NCCL and
+    ``cuda:LOCAL_RANK`` for a CUDA device, gloo on CPU. Returns whether a group was started here."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return False
+    cuda = device.split(":")[0] == "cuda"
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend="nccl" if cuda else "gloo")
+    return True
+
+
+def _broadcast(value: object) -> object:
+    """Rank 0's ``value`` on every rank (itself without a process group)."""
+    if rank_and_world()[1] == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _gather(value: object) -> list[object] | None:
+    """Every rank's ``value``, in rank order, on rank 0; None elsewhere."""
+    rank, world = rank_and_world()
+    if world == 1:
+        return [value]
+    out = [None] * world if rank == 0 else None
+    dist.gather_object(value, out, dst=0)
+    return out
+
+
+# ---------------------------------------------------------------- units of work
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One weight source x one sample block x the SAN configurations or the full transformer."""
+
+    weights: str  # "initialized" or "pretrained"
+    full: bool  # True: the full-transformer reference; False: every SAN configuration
+    start: int  # first sample
+    stop: int  # one past the last sample
+
+    @property
+    def name(self) -> str:
+        return f"{self.weights}-{'full' if self.full else 'san'}-{self.start}-{self.stop}"
+
+
+def check_finite(metrics: dict[str, torch.Tensor], labels: list[dict], dtype: str) -> None:
+    """One ValueError when a unit's metrics hold inf or NaN: its hidden states overflowed (e.g. pretrained
+    SmolLM2 without any norm grows about 15x a layer and leaves float32's range after 17 layers). The
+    message names the first such configuration and layer and, for float32, the dtype that holds them.
+
+    Shapes: metrics each [layer + 1, config, sample]; labels one dict per config.
+    """
+    for name, values in metrics.items():
+        bad = ~torch.isfinite(values)
+        if bad.any():
+            layer, config, _ = (int(i) for i in bad.nonzero()[0])
+            what = ", ".join(f"{k} {v}" for k, v in labels[config].items() if v is not None)
+            advice = "; run it with -p dtype float64" if dtype == "float32" else ""
+            raise ValueError(f"{what}: {name} is not finite from layer {layer} on (the hidden states overflowed "
+                             f"in {dtype}){advice}")
+
+
+def block_samples(config: experiments.ExperimentConfig) -> int:
+    """Samples per unit: ``$RANKCOLLAPSE_BLOCK_SAMPLES``, else BLOCK_SAMPLES of the device type."""
+    text = os.environ.get(BLOCK_ENV)
+    if text is None:
+        return BLOCK_SAMPLES[config.device.split(":")[0]]
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{BLOCK_ENV} must be an integer >= 1, got {text!r}")
+    return int(text)
+
+
+def units(config: experiments.ExperimentConfig, block: int) -> list[Unit]:
+    """Every unit of a sweep, block by block (so consecutive units share their samples' X(0))."""
+    parts = (False, True) if config.full_transformer else (False,)
+    return [Unit(kind, full, start, min(start + block, config.n_samples))
+            for start in range(0, config.n_samples, block) for kind in config.weights for full in parts]
+
+
+class _Work:
+    """What the units of one sweep share in a process: model, samples, layers, the current block's X(0)."""
+
+    def __init__(self, config: experiments.ExperimentConfig) -> None:
+        self.config = config
+        self.loaded = experiments.loaded_model(config.model)
+        self.drawn = experiments.samples(config.model, config.n_samples, config.n_tokens, config.seed, config.overlap)
+        self.configs = config.san_configs()
+        self.names = None if config.geometry else rc_metrics.NORM_METRIC_NAMES
+        self._layers: dict[str, list[san.AttentionLayer]] = {}
+        self._references: dict[str, torch.nn.Module] = {}
+        self._x0: tuple[tuple[int, int], torch.Tensor] | None = None
+
+    @property
+    def d_model(self) -> int:
+        return int(self.loaded.model.config.hidden_size)
+
+    def layers(self, kind: str) -> list[san.AttentionLayer]:
+        """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh)."""
+        from rankcollapse.hf import extract as models_extract
+
+        if kind not in self._layers:
+            c, model = self.config, self.loaded.model
+            if kind == "pretrained":
+                self._layers[kind] = models_extract.extract_layers(model, n_tokens=c.n_tokens)[:c.n_layers]
+            else:
+                self._layers[kind] = san.random_layers(c.n_layers, self.d_model, model.config.num_attention_heads,
+                                                       init=c.init, seed=c.seed)
+        return self._layers[kind]
+
+    def reference(self, kind: str) -> torch.nn.Module:
+        """The full transformer of a weight source, on the sweep's device."""
+        if kind not in self._references:
+            model = self.loaded.model
+            if kind != "pretrained":
+                model = experiments.initialized_model(model, self.config.n_layers, self.config.seed)
+            elif self.config.device != "cpu":
+                model = copy.deepcopy(model)  # the cached CPU model still gives X(0)
+            self._references[kind] = model.to(self.config.device)
+        return self._references[kind]
+
+    def x0(self, start: int, stop: int) -> torch.Tensor:
+        """X(0) of samples [start, stop), float64.  Shapes: -> [sample, token, d_model]."""
+        from rankcollapse.hf import extract as models_extract
+
+        if self._x0 is None or self._x0[0] != (start, stop):
+            ids = self.drawn.input_ids[start:stop]  # [sample, token]
+            self._x0 = ((start, stop), models_extract.embed(self.loaded.model, ids).to(torch.float64))
+        return self._x0[1]
+
+    def compute(self, unit: Unit, memory_budget: int) -> dict[str, torch.Tensor]:
+        """One unit's per-sample metrics.  Shapes: each [layer + 1, config, stop - start], on the CPU."""
+        from rankcollapse.hf import extract as models_extract
+
+        c = self.config
+        if unit.full:
+            ids = self.drawn.input_ids[unit.start:unit.stop].to(c.device)  # [sample, token]
+            full = models_extract.full_transformer_metrics(self.reference(unit.weights), ids)  # [layer + 1, sample]
+            metrics = {k: v[:c.n_layers + 1, None].cpu() for k, v in full.items()
+                       if self.names is None or k in self.names}
+            check_finite(metrics, [{"weights": unit.weights, "variant": "full transformer"}], c.dtype)
+            return metrics
+        result = san.run_san(self.x0(unit.start, unit.stop), self.layers(unit.weights), self.configs,
+                             dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
+                             memory_budget=memory_budget, use_model_windows=c.model_windows)
+        check_finite(result.metrics, experiments.config_labels(self.configs, unit.weights), c.dtype)
+        return result.metrics
+
+    def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> pd.DataFrame:
+        """The tidy table from every unit's metrics (keyed by unit name), exactly as one call would give it."""
+        c, frames = self.config, []
+        blocks = sorted({(u.start, u.stop) for u in plan})
+        for kind in c.weights:
+            parts = [(False, experiments.config_labels(self.configs, kind))]
+            if c.full_transformer:
+                parts.append((True, [{"weights": kind, "variant": "full transformer", "mask": "model",
+                                      "window": None, "temperature": None, "norm": "model", "skip": True}]))
+            for full, labels in parts:
+                pieces = [computed[Unit(kind, full, *b).name] for b in blocks]
+                metrics = {name: torch.cat([p[name] for p in pieces], dim=-1)  # [layer + 1, config, sample]
+                           for name in pieces[0]}
+                frames.append(experiments.summarize(metrics, labels, c.n_tokens, self.d_model))
+        return pd.concat(frames, ignore_index=True)
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
+    """Where a result's finished units wait: keyed by the result key and the package's source hash
+    (:func:`rankcollapse.experiments.provenance.source_sha256`), so a commit that changes no code keeps them."""
+    return store.root / ".partial" / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
+
+
+class _Checkpoints:
+    """Finished units in ``folder`` (None: none kept), each file carrying the parameters it belongs to and
+    the seconds its computation took."""
+
+    def __init__(self, folder: Path | None, identity: dict) -> None:
+        self.folder, self.identity = folder, canonical_parameters(identity)
+
+    def load(self, unit: Unit) -> tuple[dict[str, torch.Tensor], float] | None:
+        """The unit's metrics and compute seconds, or None when it has no checkpoint of this identity."""
+        path = None if self.folder is None else self.folder / f"{unit.name}.pt"
+        if path is None or not path.is_file():
+            return None
+        record = torch.load(path, weights_only=True)
+        if record.get("identity") != self.identity or record.get("unit") != unit.name:
+            return None
+        return record["metrics"], record["seconds"]
+
+    def save(self, unit: Unit, metrics: dict[str, torch.Tensor], seconds: float) -> None:
+        if self.folder is not None:
+            record = {"identity": self.identity, "unit": unit.name, "metrics": metrics, "seconds": seconds}
+            atomic_write(self.folder / f"{unit.name}.pt", lambda tmp: torch.save(record, tmp))
+
+
+# ---------------------------------------------------------------- plan: size, time, memory
+
+
+def memory_budget() -> int:
+    """Bytes the engine may use for one block: ``$RANKCOLLAPSE_MEMORY_BUDGET``, else DEFAULT_BUDGET."""
+    text = os.environ.get(BUDGET_ENV)
+    if text is None:
+        return DEFAULT_BUDGET
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{BUDGET_ENV} must be a number of bytes >= 1, got {text!r}")
+    return int(text)
+
+
+def device_kind(device: torch.device) -> str:
+    """What a throughput measurement is valid for: the GPU's name, else ``cpu-<cores>``."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu-{len(os.sched_getaffinity(0))}"
+
+
+def available_memory(device: torch.device) -> int:
+    """Free bytes: the GPU's free memory, else the host's MemAvailable."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    with open("/proc/meminfo") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return int(fields["MemAvailable"].split()[0]) * 1024
+
+
+def measured_throughput(work: _Work, device: torch.device, block: int, budget: int) -> tuple[float, str]:
+    """sample.layer.config per second of one process and where the number comes from: the benchmark's
+    table for this device, dtype and width (the mu path), else a quick timing of one small block."""
+    c = work.config
+    key = f"{device_kind(device)}|{c.dtype}|{work.d_model}"
+    table = json.loads(THROUGHPUT_FILE.read_text()) if THROUGHPUT_FILE.is_file() else {}
+    if work.names is not None and key in table:
+        row = table[key]
+        return float(row["units_per_s"]), f"benchmarks/throughput.json, {key}, measured {row['measured_utc']}"
+    n, layers = min(block, 8), work.layers(c.weights[0])[:2]
+    x0 = torch.randn(n, c.n_tokens, work.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    start = time.perf_counter()
+    san.run_san(x0, layers, work.configs[:1], dtype=rc_metrics.DTYPES[c.dtype], device=device,
+                metric_names=work.names, memory_budget=budget)
+    seconds = time.perf_counter() - start
+    return n * len(layers) / seconds, f"a quick timing of {n} samples x {len(layers)} layers on this device"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sweep will do and need, printed before it starts."""
+
+    label: str  # the page
+    n_samples: int
+    depths: dict[str, int]  # layers per weight source
+    n_configs: int  # configurations per weight source (the full transformer counts as one)
+    n_units: int  # blocks x weight sources (x 2 with the full transformer)
+    block: int  # samples per unit
+    world: int  # processes
+    throughput: float  # sample.layer.config per second of one process
+    throughput_source: str
+    need_bytes: int  # memory of one process at its peak (rank 0, holding every sample's metrics)
+    engine_bytes: int  # of which the engine's block
+    available_bytes: int
+
+    @property
+    def size(self) -> int:
+        """sample.layer.config of the whole sweep."""
+        return self.n_samples * self.n_configs * sum(self.depths.values())
+
+    def text(self) -> str:
+        depth = " + ".join(f"{d} {k}" for k, d in self.depths.items())
+        seconds = self.size / self.throughput / self.world
+        gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
+        return (f"{self.label}: {self.n_samples} samples x ({depth}) layers x {self.n_configs} configurations = "
+                f"{self.size:,} sample.layer.configs, in {self.n_units} units of <= {self.block} samples over "
+                f"{self.world} process{'es' if self.world > 1 else ''}\n"
+                f"{self.label}: expected time {_duration(seconds)} at {self.throughput:,.0f} sample.layer.configs/s "
+                f"per process ({self.throughput_source})\n"
+                f"{self.label}: memory {gib(self.need_bytes)} per process (engine block {gib(self.engine_bytes)}), "
+                f"{gib(self.available_bytes)} available")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budget: int, timed: bool = True) -> Plan:
+    """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run.
+    ``timed=False`` skips the throughput (NaN) when nobody will read the expected time."""
+    c, (_, world) = work.config, rank_and_world()
+    device = san.resolve_device(c.device)
+    dtype = rc_metrics.DTYPES[c.dtype]
+    depths = {kind: len(work.layers(kind)) for kind in c.weights}
+    widest = max((la for layers in map(work.layers, c.weights) for la in layers), key=lambda la: la.n_heads)
+    per_sample = san.bytes_per_sample(c.n_tokens, widest, dtype)
+    if budget < per_sample:
+        raise ValueError(f"the memory budget ({budget:,} bytes, ${BUDGET_ENV}) cannot hold one block: one sample of "
+                         f"{c.n_tokens} tokens at width {work.d_model} in {c.dtype} needs {per_sample:,} bytes; "
+                         f"raise {BUDGET_ENV} or lower n_tokens")
+    engine = per_sample * min(block, san.samples_per_chunk(c.n_tokens, widest, dtype, budget, device))
+    n_configs = len(work.configs) + int(c.full_transformer)
+    model = sum(p.numel() * p.element_size() for p in work.loaded.model.parameters()) * (1 + int(c.full_transformer))
+    layers = sum(depths.values()) * 4 * work.d_model**2 * (8 + dtype.itemsize)  # float64 source + cast copy
+    kept = 2 * 8 * len(rc_metrics.METRIC_NAMES) * c.n_samples * n_configs * sum(d + 1 for d in depths.values())
+    need = engine + model + layers + kept + block * c.n_tokens * work.d_model * 8
+    available = available_memory(device)
+    if need > available:
+        raise ValueError(f"{label} needs about {need / 2**30:.2f} GiB per process but {available / 2**30:.2f} GiB "
+                         f"are available on {device}; use fewer samples or layers, or a larger machine")
+    throughput, source = measured_throughput(work, device, block, budget) if timed else (math.nan, "not timed")
+    return Plan(label, c.n_samples, depths, n_configs, len(plan_units), block, world, throughput, source,
+                need, engine, available)
+
+
+# ---------------------------------------------------------------- computing and storing
+
+
+def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
+            partial: Path | None = None) -> tuple[pd.DataFrame, dict] | None:
+    """The sweep's tidy table and the provenance the store adds to it: this rank's units, resumed from
+    ``partial`` when given, gathered to rank 0; None on the other ranks."""
+    from tqdm import tqdm
+
+    rank, world = rank_and_world()
+    work, block, budget = _Work(config), block_samples(config), memory_budget()
+    plan_units = units(config, block)
+    show = reporting() and rank == 0
+    plan = make_plan(work, label, plan_units, block, budget, timed=show)
+    if show:
+        print(plan.text(), file=sys.stderr, flush=True)
+    checkpoints = _Checkpoints(partial, {"parameters": asdict(config), "torch": torch.__version__,
+                                         "block": block, "folder": None if partial is None else partial.name})
+    mine = plan_units[rank::world]
+    resumed = {u.name: found for u in mine if (found := checkpoints.load(u)) is not None}
+    computed = {name: metrics for name, (metrics, _) in resumed.items()}
+    seconds = {name: s for name, (_, s) in resumed.items()}  # unit -> compute seconds, across sessions
+    if show and computed:
+        print(f"{label}: resuming, {len(computed)} of {len(mine)} units of this process from {partial}",
+              file=sys.stderr, flush=True)
+    width = lambda unit: 1 if unit.full else len(work.configs)  # noqa: E731  configurations in a unit
+    with tqdm(total=sum(map(width, mine)), desc=label, unit="block.config", disable=not show, file=sys.stderr,
+              mininterval=1.0, initial=sum(width(u) for u in mine if u.name in computed)) as bar:
+        for unit in (u for u in mine if u.name not in computed):
+            start = time.perf_counter()
+            computed[unit.name] = work.compute(unit, budget)
+            seconds[unit.name] = time.perf_counter() - start
+            checkpoints.save(unit, computed[unit.name], seconds[unit.name])
+            bar.update(width(unit))
+    gathered = _gather((computed, seconds, len(resumed)))
+    if rank != 0:
+        return None
+    table = work.assemble(plan_units, {k: v for part, _, _ in gathered for k, v in part.items()})
+    ids, model = work.drawn.input_ids, work.loaded.model
+    extra = {"model_spec": config.model, "model_description": work.loaded.source.description,
+             "model_quantized": work.loaded.source.quantized, "weight_sha256": experiments.weight_hash(model),
+             "sample_ids_sha256": hashlib.sha256(ids.numpy().tobytes()).hexdigest(),
+             "sample_texts_sha256": work.drawn.texts_hash, "samples_available": work.drawn.n_available,
+             "dtype": config.dtype, "device": config.device,
+             "depth": {kind: len(work.layers(kind)) for kind in config.weights},
+             "model_layers": int(model.config.num_hidden_layers), "world_size": world, "block_samples": block,
+             # the units' compute time summed over processes and resumed sessions (wall_time_s: this session)
+             "compute_time_s": round(sum(s for _, part, _ in gathered for s in part.values()), 3),
+             "units_resumed": sum(n for _, _, n in gathered)}
+    return table, extra
+
+
+def run_experiment(page: str, config: experiments.ExperimentConfig, store: ResultStore | None = None) -> StoredResult:
+    """The stored result of ``page`` for exactly ``config``, verified
+    (:func:`rankcollapse.experiments.config.check_table`); else computed (:func:`compute`: resumable from its
+    checkpoints, shared over the ranks of a process group) and stored by rank 0 with its provenance. Every
+    rank returns rank 0's result."""
+    store = store or ResultStore()
+    parameters = experiments.stored_parameters(config)
+    rank, _ = rank_and_world()
+    found = _broadcast(store.load(page, parameters, experiments.check_table) if rank == 0 else None)
+    if found is not None:
+        return found
+    start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
+    partial = partial_folder(store, page, parameters)
+    out = compute(config, label=page, partial=partial)
+    result = None
+    if rank == 0:
+        table, extra = out
+        provenance = {**origin, **extra, "source_sha256": source_sha256(),
+                      "wall_time_s": round(time.perf_counter() - start, 3)}
+        provenance.pop("parameters")
+        result = store.save(page, parameters, table, provenance)
+        shutil.rmtree(partial, ignore_errors=True)
+        with contextlib.suppress(OSError):  # only when empty
+            partial.parent.rmdir()
+            partial.parent.parent.rmdir()
+    return _broadcast(result)
