@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rankcollapse.theory import counterexample as ce
-from rankcollapse.core import metrics
+from rankcollapse.core import metrics, stats
 
 W = ce.COUNTEREXAMPLE_W_V
 
@@ -62,10 +62,10 @@ def test_without_layernorm_both_tokens_meet_at_one_point():
 def test_full_rank_fraction_and_wilson_interval():
     p = ce.full_rank_fraction(W, 4000, 150, seed=0)
     assert 0.08 < p.fraction < 0.13 and p.low < p.fraction < p.high
-    q = ce.wilson_interval(10, 100)
+    q = stats.wilson_interval(10, 100)
     assert (q.low, q.high) == pytest.approx((0.05523, 0.17437), abs=1e-4)  # textbook values
     with pytest.raises(ValueError, match="trials"):
-        ce.wilson_interval(3, 0)
+        stats.wilson_interval(3, 0)
 
 
 def test_rotation_invariance():

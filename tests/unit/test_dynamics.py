@@ -7,7 +7,7 @@ import torch
 
 from rankcollapse.theory import dynamics as dy
 from rankcollapse.core import masks
-from rankcollapse.core import metrics
+from rankcollapse.core import metrics, stats
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -72,7 +72,7 @@ def test_linear_special_case_decays_at_the_second_eigenvalue():
     tr = dy.simulate(X0, mask, zero, zero, eye, 200)
     A = mask.double() / mask.sum(-1, keepdim=True)
     lam2 = float(torch.linalg.eigvals(A).abs().sort(descending=True).values[1])
-    measured = dy.fit_decay_rate(tr.log_mu_exact[0], skip=100)
+    measured = stats.fit_decay_rate(tr.log_mu_exact[0], skip=100)
     assert measured == pytest.approx(-math.log(lam2), rel=1e-6)
     assert dy.linear_rate(mask) == pytest.approx(-math.log(lam2), rel=1e-12)
     assert dy.linear_rate(masks.causal_mask(6)) == pytest.approx(math.log(2), rel=1e-12)
@@ -90,11 +90,11 @@ def test_theorem1_bound_holds_with_measured_epsilon():
 
 def test_fit_decay_rate_recovers_a_known_slope():
     log_mu = -0.3 * torch.arange(20, dtype=torch.float64) + 2.0
-    assert dy.fit_decay_rate(log_mu) == pytest.approx(0.3, rel=1e-12)
+    assert stats.fit_decay_rate(log_mu) == pytest.approx(0.3, rel=1e-12)
     valid = torch.arange(20) < 2
-    assert dy.fit_decay_rate(log_mu, valid) == pytest.approx(0.3, rel=1e-12)
+    assert stats.fit_decay_rate(log_mu, valid) == pytest.approx(0.3, rel=1e-12)
     with pytest.raises(ValueError, match="at least 2"):
-        dy.fit_decay_rate(log_mu, torch.arange(20) < 1)
+        stats.fit_decay_rate(log_mu, torch.arange(20) < 1)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")  # the paper's four masks (Fig. 2)
 MASK_NAMES = (
     "complete",
     "causal",
@@ -232,11 +233,6 @@ def center_nodes(mask: torch.Tensor) -> list[int]:
     return [s for s, dist in enumerate(_eccentricities(mask)) if None not in dist]
 
 
-def is_quasi_strongly_connected(mask: torch.Tensor) -> bool:
-    """True when the mask has at least one center node."""
-    return bool(center_nodes(mask))
-
-
 @dataclass(frozen=True)
 class MaskGraph:
     """Graph summary of a mask (see the module docstring for the definitions)."""
@@ -273,8 +269,3 @@ def graph_radius(mask: torch.Tensor) -> int | None:
     4
     """
     return describe_mask(mask).radius
-
-
-def graph_diameter(mask: torch.Tensor) -> int:
-    """Largest finite hop distance between ordered pairs of tokens."""
-    return describe_mask(mask).diameter

@@ -257,15 +257,6 @@ def numerical_rank(X: torch.Tensor, token_mask: torch.Tensor | None = None, rtol
     return singular_spectrum(Xp, valid, rtol, X.dtype)[1]
 
 
-def smallest_singular_value(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``sigma_min`` of the valid rows: the ``min(n_valid, d_model)``-th singular value.
-
-    Shapes: [..., token, d_model] -> [...].
-    """
-    Xp, valid = _prepare(X, token_mask)
-    return _sigma_min_from_sv(singular_spectrum(Xp, valid, _default_rtol(X, X.dtype), X.dtype)[0], valid)
-
-
 def _mean_abs_cosine(gram: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     """From the tokens' Gram matrix.  Shapes: gram [..., token, token] (padding zeroed), valid [..., token, 1]
     or None (all valid) -> [...]."""

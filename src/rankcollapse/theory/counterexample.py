@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from rankcollapse.core import masks
+from rankcollapse.core.stats import Proportion, wilson_interval
 from rankcollapse.theory.dynamics import DynamicsConfig, Trajectory, simulate
 
 COUNTEREXAMPLE_W_V = torch.tensor([[0.5, 2.0], [0.0, 1.0]], dtype=torch.float64)  # ours, not the paper's
@@ -149,26 +150,6 @@ def basin_map(W_V: Tensor, theta1: Tensor, theta2: Tensor, n_layers: int) -> Ten
     """
     final = run_pair(pairs_from_angles(theta1, theta2), W_V, n_layers, keep_states=False).final
     return full_rank(final).reshape(theta1.shape[0], theta2.shape[0])  # [n, m]
-
-
-@dataclass(frozen=True)
-class Proportion:
-    """A Monte-Carlo fraction with its Wilson score interval."""
-
-    fraction: float  # successes / trials
-    low: float  # lower end of the interval
-    high: float  # upper end of the interval
-    trials: int  # number of independent draws
-
-
-def wilson_interval(successes: int, trials: int, z: float = 1.96) -> Proportion:
-    """Wilson score interval (95% for z = 1.96)."""
-    if trials < 1 or not 0 <= successes <= trials:
-        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}, {trials}")
-    f = successes / trials
-    centre = (f + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * math.sqrt(f * (1 - f) / trials + z * z / (4 * trials**2)) / (1 + z * z / trials)
-    return Proportion(f, max(0.0, centre - half), min(1.0, centre + half), trials)
 
 
 def full_rank_fraction(W_V: Tensor, n_samples: int, n_layers: int, seed: int) -> Proportion:

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from rankcollapse.core import masks
 from rankcollapse.core import metrics
+from rankcollapse.core.stats import fit_decay_rate
 from rankcollapse.core.checks import check_choice, check_temperature
 from rankcollapse.core.metrics import resolve_dtype
 from rankcollapse.core.norms import FIXED_NORM_NAMES, apply_norm, check_norm
@@ -236,24 +237,6 @@ def run_system(mask: Tensor, system: SystemConfig, dynamics: DynamicsConfig = Dy
     """Sample a system and simulate it under ``mask``. Shapes: mask ``[token, token]``."""
     X0, W_Q, W_K, W_V = sample_system(system)
     return simulate(X0, mask, W_Q, W_K, W_V, system.n_layers, dynamics)
-
-
-def fit_decay_rate(log_mu: Tensor, valid: Tensor | None = None, skip: int = 0) -> float:
-    """Least-squares rate ``-d log(mu) / dt`` per layer over the valid layers ``t >= skip``.
-
-    Positive means collapse; ``exp(-rate)`` is the contraction factor per layer.
-
-    Shapes: log_mu ``[layer]`` (natural log), valid ``[layer]`` bool (e.g. mu above the floor).
-    """
-    t = torch.arange(log_mu.shape[0], dtype=torch.float64)
-    keep = t >= skip
-    if valid is not None:
-        keep = keep & valid
-    if int(keep.sum()) < 2:
-        raise ValueError(f"valid layers: {int(keep.sum())}; at least 2 are needed to fit a rate")
-    tk, yk = t[keep], log_mu.to(torch.float64)[keep]
-    slope = ((tk - tk.mean()) * (yk - yk.mean())).sum() / ((tk - tk.mean()) ** 2).sum()
-    return float(-slope)
 
 
 def theorem1_bound(X0: Tensor, epsilon: float, radius: int, n_layers: int) -> Tensor:

@@ -39,9 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import torch
 
-from rankcollapse.theory.dynamics import fit_decay_rate
+from rankcollapse.core.stats import late_rate
 from rankcollapse.core.metrics import FLOOR_BAND, FLOOR_OF
 
 COLLAPSE_RATE = 0.05  # per layer: faster late decay (a factor below e^-0.05 = 0.95 a layer) counts as collapse
@@ -142,24 +141,6 @@ def _as_curve(name: str, values) -> np.ndarray:
     if not np.isfinite(array).all() or (array < 0).any():
         raise ValueError(f"{name} must be finite and >= 0 at every layer")
     return array
-
-
-def late_rate(values, layers) -> float | None:
-    """Least-squares decay rate ``-d log(value) / d layer`` over ``layers`` (None with fewer than 2).
-
-    Shapes: values [layer + 1], layers [k] (indices) -> float.
-
-    >>> round(late_rate([1.0, 0.5, 0.25, 0.125], [1, 2, 3]), 6)
-    0.693147
-    """
-    layers = np.asarray(layers, dtype=np.int64)
-    if len(layers) < 2:
-        return None
-    keep = np.zeros(len(values), dtype=bool)
-    keep[layers] = True
-    with np.errstate(divide="ignore"):  # a curve at exactly 0 outside ``layers``
-        logs = np.log(np.asarray(values, dtype=np.float64))
-    return fit_decay_rate(torch.from_numpy(logs), torch.from_numpy(keep))
 
 
 def curve_verdict(values, floor) -> CurveVerdict:
