@@ -14,8 +14,9 @@ import argparse
 import torch
 
 from rankcollapse.experiments import data
-from rankcollapse.hf import load as models
 from rankcollapse.hf import extract as models_extract
+from rankcollapse.hf import load as models
+from rankcollapse.hf.testing import tiny_model
 
 
 def main() -> None:
@@ -27,7 +28,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for family in models_extract.FAMILIES:
         ids = torch.randint(3, 100, (3, 12), generator=torch.Generator().manual_seed(1))
-        print(f"| tiny {family} | 3 | {row(models.tiny_model(family), ids)} |")
+        print(f"| tiny {family} | 3 | {row(tiny_model(family), ids)} |")
     for name in models.PACKAGED_MODELS:
         try:
             loaded = models.load_model(f"pkg:{name}")

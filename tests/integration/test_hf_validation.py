@@ -11,51 +11,52 @@ import importlib.util
 import pytest
 import torch
 
-from rankcollapse.hf import load as models
+from rankcollapse import engine
 from rankcollapse.hf import extract as models_extract
-from rankcollapse.engine import san
-
+from rankcollapse.hf import load as models
+from rankcollapse.hf.families import FAMILIES
+from rankcollapse.hf.testing import tiny_model
 
 
 @pytest.mark.parametrize("family", models_extract.FAMILIES)
 def test_tiny_family_matches_hugging_face(family):
-    model = models.tiny_model(family)
+    model = tiny_model(family)
     input_ids = torch.randint(3, 100, (3, 12), generator=torch.Generator().manual_seed(1))
     err32 = models_extract.validate_attention(model, input_ids)
     assert len(err32) == 3 and max(err32) <= 1e-5, err32
     err64 = models_extract.validate_attention(model.double(), input_ids)
     # HF builds rotary cos/sin tables in float32 even for a float64 model (angles carry ~6e-8 relative
     # error); the engine builds them in float64. Without RoPE the two agree to float64 rounding.
-    assert max(err64) <= (1e-6 if family in ("llama", "gemma3_text") else 1e-13), err64
+    assert max(err64) <= (1e-6 if FAMILIES[family].rotary is not None else 1e-13), err64
 
 
 @pytest.mark.parametrize("family", models_extract.FAMILIES)
 def test_tiny_family_own_norm_matches_hugging_face(family):
     """The extracted trained norm (γ, β, eps; RMSNorm gains) reproduces each HF norm module on the input HF
     feeds it, and the whole block (norm "model" + skip at the layer's own position) reproduces HF's block."""
-    model = models.tiny_model(family)
+    model = tiny_model(family)
     input_ids = torch.randint(3, 100, (3, 12), generator=torch.Generator().manual_seed(1))
     norm32 = models_extract.validate_norms(model, input_ids)
     block32 = models_extract.validate_attention_block(model, input_ids)
     assert len(norm32) == len(block32) == 3 and max(norm32) <= 1e-6 and max(block32) <= 1e-6, (norm32, block32)
     norm64 = models_extract.validate_norms(model.double(), input_ids)
     # HF's Llama and Gemma RMSNorm compute in float32 even in a float64 model; LayerNorm stays in float64.
-    assert max(norm64) <= (1e-6 if family in ("llama", "gemma3_text") else 1e-13), norm64
+    assert max(norm64) <= (1e-6 if FAMILIES[family].norm.kind == "rms" else 1e-13), norm64
 
 
 def test_own_norm_positions_and_gains():
     """Post-norm encoders keep the LayerNorm after the residual sum; decoders the norm in front of the
     attention; Gemma-3 also its output norm, with gain 1 + w (the stored weight is not the gain)."""
-    positions = {f: [la.norm_position for la in models_extract.extract_layers(models.tiny_model(f))]
+    positions = {f: [la.norm_position for la in models_extract.extract_layers(tiny_model(f))]
                  for f in ("bert", "llama")}
     assert positions == {"bert": ["post"] * 3, "llama": ["pre"] * 3}
-    model = models.tiny_model("gemma3_text")
+    model = tiny_model("gemma3_text")
     layer = models_extract.extract_layers(model)[0]
     hf = model.layers[0]
     torch.testing.assert_close(layer.norm.weight, 1 + hf.input_layernorm.weight.double())
     torch.testing.assert_close(layer.output_norm.weight, 1 + hf.post_attention_layernorm.weight.double())
     assert layer.norm.kind == "rms" and layer.norm.eps == model.config.rms_norm_eps
-    bert = models.tiny_model("bert")
+    bert = tiny_model("bert")
     own = models_extract.extract_layers(bert)[1].norm
     torch.testing.assert_close(own.bias, bert.encoder.layer[1].attention.output.LayerNorm.bias.double())
     assert own.kind == "layernorm" and own.eps == bert.config.layer_norm_eps
@@ -63,17 +64,17 @@ def test_own_norm_positions_and_gains():
 
 def test_gemma_window_is_honoured():
     """Dropping the model's own window changes a sliding layer's output: the window is really used."""
-    model = models.tiny_model("gemma3_text")
+    model = tiny_model("gemma3_text")
     layers = models_extract.extract_layers(model)
     assert [la.window for la in layers] == [3, 3, None]
     x_in, y_hf = models_extract.attention_io(model, torch.arange(3, 15)[None])[0]
-    unwindowed = san.AttentionLayer(**{**layers[0].__dict__, "window": None})
-    y = san.attention_sublayer(x_in, unwindowed, models_extract.model_mask(model, 12))
+    unwindowed = engine.AttentionLayer(**{**layers[0].__dict__, "window": None})
+    y = engine.attention_sublayer(x_in, unwindowed, models_extract.model_mask(model, 12))
     assert ((y - y_hf).norm() / y_hf.norm()).item() > 1e-3
 
 
 def test_embed_is_the_first_layer_input():
-    model = models.tiny_model("bert")
+    model = tiny_model("bert")
     input_ids = torch.randint(3, 100, (2, 8), generator=torch.Generator().manual_seed(2))
     x0 = models_extract.embed(model, input_ids)
     first_in, _ = models_extract.attention_io(model, input_ids)[0]
@@ -81,7 +82,7 @@ def test_embed_is_the_first_layer_input():
 
 
 def test_full_transformer_metrics_match_hidden_states():
-    model = models.tiny_model("gpt2")
+    model = tiny_model("gpt2")
     input_ids = torch.randint(3, 100, (5, 10), generator=torch.Generator().manual_seed(3))
     got = models_extract.full_transformer_metrics(model, input_ids, batch_size=2)
     hidden = model(input_ids=input_ids, output_hidden_states=True).hidden_states  # small: fine in a test

@@ -7,7 +7,7 @@ import torch
 
 from rankcollapse.hf import load as models
 from rankcollapse.hf import extract as models_extract
-from rankcollapse.engine import san
+from rankcollapse import engine
 
 
 def test_unknown_packaged_spec_lists_the_allowed_ones():
@@ -113,8 +113,8 @@ def test_local_folder_spec_loads_and_extracts(tmp_path):
     double = loaded.model.double()  # .to(float64) of a float64 parameter is the parameter itself
     copies = models_extract.extract_layers(double)
     assert not copies[0].W_O.requires_grad and copies[0].b_O.data_ptr() != double.encoder.layer[0].attention.output.dense.bias.data_ptr()
-    grad_layer = san.AttentionLayer(**{**copies[0].__dict__, "W_Q": copies[0].W_Q.clone().requires_grad_()})
-    out = san.run_san(torch.randn(2, 4, 16, dtype=torch.float64), [grad_layer] * 3, [san.SANConfig()])
+    grad_layer = engine.AttentionLayer(**{**copies[0].__dict__, "W_Q": copies[0].W_Q.clone().requires_grad_()})
+    out = engine.run_san(torch.randn(2, 4, 16, dtype=torch.float64), [grad_layer] * 3, [engine.SANConfig()])
     assert not out.metrics["mu"].requires_grad  # the engine keeps no autograd graph (memory flat in layers)
 
 

@@ -1,25 +1,18 @@
 """From a Hugging Face model to the SAN engine: attention weights, X(0), hooks on the real forward.
 
-Families (``FAMILIES``, by ``config.model_type``): ``bert`` (MiniLM), ``mpnet`` (relative position bias,
-stored as an additive logit bias), ``gpt2`` (Conv1D weights), ``llama`` (SmolLM2: grouped-query heads,
-rotary embedding) and ``gemma3_text`` (Gemma-3: grouped-query heads, QK-norm with gain 1 + w, per-layer
-rotary bases, its own sliding windows: HF allows keys at distance < sliding_window, stored as
-``window = sliding_window - 1``). Each layer's attention sublayer is Q/K/V projection -> masked softmax
--> output projection; the HF module's own ``scaling`` is kept.
+Every family is read through its record in :mod:`rankcollapse.hf.families` (``config.model_type`` ->
+:class:`~rankcollapse.hf.families.Family`: where the layers, projections, norms, rotary embedding, position
+bias, QK-norm and sliding window live); this module names no family, and a model of an unknown family is
+refused with one ValueError (:func:`~rankcollapse.hf.families.family_of`). ``FAMILIES`` and
+``CAUSAL_FAMILIES`` are the records' names. Each layer's attention sublayer is Q/K/V projection -> masked
+softmax -> output projection; the HF module's own ``scaling`` is kept; sliding windows are stored as
+``window = sliding_window - 1`` (HF allows keys at distance < sliding_window).
 
 Each layer also carries the attention sublayer's own trained norm (norm ``model`` of the engine,
-:class:`rankcollapse.core.norms.TrainedNorm`), read per layer with the module's own eps:
-
-| family | norm (position) | output norm |
-|---|---|---|
-| ``bert`` | ``attention.output.LayerNorm`` (post: LN(dense(attn) + X)) | — |
-| ``mpnet`` | ``attention.LayerNorm`` (post) | — |
-| ``gpt2`` | ``ln_1`` (pre) | — |
-| ``llama`` | ``input_layernorm``, RMSNorm (pre) | — (``post_attention_layernorm`` is the MLP's pre-norm) |
-| ``gemma3_text`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w |
-
-:func:`validate_norms` checks each extracted norm on the input HF feeds that norm module;
-:func:`validate_attention_block` checks the whole block (norm "model" with the skip) against HF.
+:class:`rankcollapse.core.norms.TrainedNorm`), read per layer with the module's own eps, at the family's
+position (the table in :mod:`rankcollapse.hf.families`). :func:`validate_norms` checks each extracted norm
+on the input HF feeds that norm module; :func:`validate_attention_block` checks the whole block (norm
+"model" with the skip) against HF.
 
 Hidden states are read with hooks that are always removed, never with ``output_hidden_states`` for all
 layers at once: :func:`attention_io` captures, per layer, the input the model feeds its own attention and
@@ -32,6 +25,7 @@ Used by: the pretrained experiments, ``tests/integration/test_hf_validation.py``
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 
 import torch
@@ -39,10 +33,12 @@ import torch
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.core.norms import TrainedNorm, apply_trained_norm
-from rankcollapse.engine.san import AttentionLayer, attention_sublayer
+from rankcollapse.engine import AttentionLayer, attention_sublayer
+from rankcollapse.hf import families as _families
+from rankcollapse.hf.families import Family, Norm, family_of
 
-FAMILIES = ("bert", "mpnet", "gpt2", "llama", "gemma3_text")
-CAUSAL_FAMILIES = ("gpt2", "llama", "gemma3_text")
+FAMILIES = tuple(_families.FAMILIES)  # the supported config.model_type names, in registry order
+CAUSAL_FAMILIES = tuple(name for name, record in _families.FAMILIES.items() if record.causal)
 
 
 class _Stop(Exception):
@@ -50,73 +46,62 @@ class _Stop(Exception):
 
 
 def model_family(model: torch.nn.Module) -> str:
-    """``config.model_type``, checked against FAMILIES."""
-    family = model.config.model_type
-    if family not in FAMILIES:
-        raise ValueError(f"model family must be one of {', '.join(FAMILIES)}; got {family!r}")
-    return family
+    """``config.model_type``, checked against FAMILIES (:func:`~rankcollapse.hf.families.family_of`)."""
+    return family_of(model).model_type
 
 
 def model_mask(model: torch.nn.Module, n_tokens: int) -> torch.Tensor:
     """The mask the model itself uses (before its own sliding windows).  Shapes: -> [token, token] bool."""
-    return rc_masks.causal_mask(n_tokens) if model_family(model) in CAUSAL_FAMILIES else rc_masks.complete_mask(n_tokens)
+    return rc_masks.causal_mask(n_tokens) if family_of(model).causal else rc_masks.complete_mask(n_tokens)
 
 
 def _base(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(model, "base_model", model)
 
 
+def _attr(obj: object, path: str):
+    """``obj.a.b.c`` for ``path = "a.b.c"`` (a record's module path)."""
+    return functools.reduce(getattr, path.split("."), obj)
+
+
 def _layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    base = _base(model)
-    family = model_family(model)
-    if family in ("bert", "mpnet"):
-        return list(base.encoder.layer)
-    return list(base.h if family == "gpt2" else base.layers)
+    return list(_attr(_base(model), family_of(model).layers))
 
 
 def _attention_modules(model: torch.nn.Module) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
     """Per layer: (module whose input is the attention input, module whose output is the attention output)."""
-    family = model_family(model)
-    pairs = {"bert": lambda la: (la.attention.self, la.attention.output.dense),
-             "mpnet": lambda la: (la.attention.attn, la.attention.attn.o),
-             "gpt2": lambda la: (la.attn, la.attn.c_proj)}
-    pick = pairs.get(family, lambda la: (la.self_attn, la.self_attn.o_proj))
-    return [pick(layer) for layer in _layers(model)]
+    family = family_of(model)
+    return [(_attr(layer, family.attention), _attr(layer, family.o)) for layer in _layers(model)]
 
 
 def _norm_modules(model: torch.nn.Module, index: int) -> tuple[str, torch.nn.Module, torch.nn.Module | None]:
-    """The attention sublayer's own norm modules: (position, norm, output norm or None); table in the module doc."""
-    family, layer = model_family(model), model_layer(model, index)
-    if family == "bert":
-        return "post", layer.attention.output.LayerNorm, None
-    if family == "mpnet":
-        return "post", layer.attention.LayerNorm, None
-    if family == "gpt2":
-        return "pre", layer.ln_1, None
-    if family == "llama":
-        return "pre", layer.input_layernorm, None
-    return "pre", layer.input_layernorm, layer.post_attention_layernorm  # gemma3_text
+    """The attention sublayer's own norm modules: (position, norm, output norm or None)."""
+    family, layer = family_of(model), model_layer(model, index)
+    output = None if family.output_norm is None else _attr(layer, family.output_norm.path)
+    return family.norm_position, _attr(layer, family.norm.path), output
 
 
-def trained_norm(module: torch.nn.Module, family: str) -> TrainedNorm:
-    """A HF norm module as a :class:`TrainedNorm` (float64 copies): nn.LayerNorm (weight, bias, eps),
-    Llama's RMSNorm (weight, variance_epsilon), Gemma-3's RMSNorm (gain 1 + weight, eps)."""
-    if isinstance(module, torch.nn.LayerNorm):
+def _gain(weight: torch.Tensor, offset: float) -> torch.Tensor:
+    """A copy of the gain ``offset + weight`` (a record's ``gain_offset``: 1 when the stored weight is w for 1 + w)."""
+    return offset + weight if offset else weight.clone()
+
+
+def _trained_norm(module: torch.nn.Module, spec: Norm) -> TrainedNorm:
+    """A HF norm module as a :class:`TrainedNorm` (float64 copies): LayerNorm (weight, bias, eps) or RMSNorm
+    (gain ``gain_offset + weight``), with the eps of the module attribute the record names."""
+    eps = float(getattr(module, spec.eps))
+    if spec.kind == "layernorm":
         bias = None if module.bias is None else module.bias.detach().double().clone()
-        return TrainedNorm("layernorm", module.weight.detach().double().clone(), bias, float(module.eps))
-    if family == "gemma3_text":
-        return TrainedNorm("rms", 1.0 + module.weight.detach().double(), None, float(module.eps))
-    if family == "llama":
-        return TrainedNorm("rms", module.weight.detach().double().clone(), None, float(module.variance_epsilon))
-    raise ValueError(f"norm module {type(module).__name__} of family {family!r} is not supported")
+        return TrainedNorm("layernorm", module.weight.detach().double().clone(), bias, eps)
+    return TrainedNorm("rms", _gain(module.weight.detach().double(), spec.gain_offset), None, eps)
 
 
 def _own_norms(model: torch.nn.Module, index: int) -> dict:
     """AttentionLayer keywords for layer ``index``'s own norm: norm, norm_position, output_norm."""
-    family = model_family(model)
+    family = family_of(model)
     position, norm, output = _norm_modules(model, index)
-    return {"norm": trained_norm(norm, family), "norm_position": position,
-            "output_norm": None if output is None else trained_norm(output, family)}
+    return {"norm": _trained_norm(norm, family.norm), "norm_position": position,
+            "output_norm": None if output is None else _trained_norm(output, family.output_norm)}
 
 
 def _split_heads(weight_in_out: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -129,71 +114,82 @@ def _bias(bias: torch.Tensor | None, n_heads: int) -> torch.Tensor | None:
     return None if bias is None else bias.reshape(n_heads, -1)  # [head, d_head]
 
 
-def _linear_layer(q, k, v, o, n_heads: int, n_kv: int, **extra) -> AttentionLayer:
-    """From nn.Linear projections (weight [out, in]).  Shapes: W_O [head, d_head, d_model]."""
+def _projections(layer: torch.nn.Module, family: Family, n_heads: int, n_kv: int, **extra) -> AttentionLayer:
+    """The layer's Q/K/V/O projections as an AttentionLayer, from nn.Linear (weight [out, in]) or Conv1D
+    (weight [in, out]) modules, Q/K/V separate or fused.  Shapes: W_O [head, d_head, d_model]."""
+    def in_out(module):  # [in, out]
+        return module.weight if family.weight_layout == "conv1d" else module.weight.T
+
+    o = _attr(layer, family.o)
+    if family.fused_qkv:
+        fused = _attr(layer, family.q)
+        w = in_out(fused)  # [d_model, (head + 2 kv_head) * d_head]
+        d_head = w.shape[1] // (n_heads + 2 * n_kv)
+        sizes = [n_heads * d_head, n_kv * d_head, n_kv * d_head]
+        w_q, w_k, w_v = w.split(sizes, dim=1)
+        b_q, b_k, b_v = (None,) * 3 if fused.bias is None else fused.bias.split(sizes)
+    else:
+        q, k, v = (_attr(layer, path) for path in (family.q, family.k, family.v))
+        w_q, w_k, w_v, b_q, b_k, b_v = in_out(q), in_out(k), in_out(v), q.bias, k.bias, v.bias
+    w_o = in_out(o)  # [head * d_head, d_model]
     return AttentionLayer(
-        W_Q=_split_heads(q.weight.T, n_heads), W_K=_split_heads(k.weight.T, n_kv), W_V=_split_heads(v.weight.T, n_kv),
-        W_O=o.weight.T.reshape(n_heads, -1, o.weight.shape[0]),  # [head, d_head, d_model]
-        b_Q=_bias(q.bias, n_heads), b_K=_bias(k.bias, n_kv), b_V=_bias(v.bias, n_kv), b_O=o.bias, **extra)
+        W_Q=_split_heads(w_q, n_heads), W_K=_split_heads(w_k, n_kv), W_V=_split_heads(w_v, n_kv),
+        W_O=w_o.reshape(n_heads, -1, w_o.shape[1]),  # [head, d_head, d_model]
+        b_Q=_bias(b_q, n_heads), b_K=_bias(b_k, n_kv), b_V=_bias(b_v, n_kv), b_O=o.bias, **extra)
+
+
+def _attention_extras(attn: torch.nn.Module, family: Family, base: torch.nn.Module, config) -> dict:
+    """AttentionLayer keywords beyond the projections: scaling, rotary, window, QK-norm."""
+    extra = {"scaling": float(getattr(attn, family.scaling, _head_dim(config) ** -0.5))}
+    if family.rotary is not None:
+        rope = _attr(base, family.rotary.path)
+        prefix = "" if family.rotary.layer_type is None else f"{getattr(attn, family.rotary.layer_type)}_"
+        extra.update(rope_inv_freq=getattr(rope, f"{prefix}inv_freq"),
+                     rope_scale=float(getattr(rope, f"{prefix}attention_scaling")))
+    if family.sliding_window is not None:
+        extra["window"] = _window(getattr(attn, family.sliding_window, None))
+    if family.qk_norm is not None:
+        q_spec, k_spec = family.qk_norm
+        q_norm, k_norm = _attr(attn, q_spec.path), _attr(attn, k_spec.path)
+        extra.update(q_gain=_gain(q_norm.weight.float(), q_spec.gain_offset),
+                     k_gain=_gain(k_norm.weight.float(), k_spec.gain_offset), qk_norm_eps=getattr(q_norm, q_spec.eps))
+    return extra
 
 
 @torch.no_grad()
 def extract_layers(model: torch.nn.Module, n_tokens: int = 512) -> list[AttentionLayer]:
     """Every layer's attention weights as float64 copies (the engine casts to its dtype).
 
-    ``n_tokens`` bounds the token count of MPNet's relative position bias (other families ignore it).
-    Shapes: see :class:`rankcollapse.engine.san.AttentionLayer`.
+    ``n_tokens`` bounds the token count of a relative position bias (families with ``position_bias``; the
+    others ignore it).
+    Shapes: see :class:`rankcollapse.engine.AttentionLayer`.
     """
-    family, config, base = model_family(model), model.config, _base(model)
+    family, config, base = family_of(model), model.config, _base(model)
     n_heads = config.num_attention_heads
-    n_kv = getattr(config, "num_key_value_heads", None) or n_heads
-    layers = []
-    if family == "mpnet":
+    n_kv = (getattr(config, "num_key_value_heads", None) if family.grouped_kv else None) or n_heads
+    score_bias = {}
+    if family.position_bias is not None:
         probe = torch.zeros(1, n_tokens, config.hidden_size)
-        position_bias = base.encoder.compute_position_bias(probe)[0]  # [head, token, token]
-    for i, (attn, _) in enumerate(_attention_modules(model)):
-        scaling = float(getattr(attn, "scaling", attn_head_dim(config) ** -0.5))
-        if family == "bert":
-            layer = _linear_layer(attn.query, attn.key, attn.value, model_layer(model, i).attention.output.dense,
-                                  n_heads, n_kv, scaling=scaling)
-        elif family == "mpnet":
-            layer = _linear_layer(attn.q, attn.k, attn.v, attn.o, n_heads, n_kv, scaling=scaling,
-                                  score_bias=position_bias)
-        elif family == "gpt2":
-            d_model = config.hidden_size
-            w_q, w_k, w_v = attn.c_attn.weight.split(d_model, dim=1)  # Conv1D weight [in, out]: each [d, d]
-            b_q, b_k, b_v = attn.c_attn.bias.split(d_model)
-            layer = AttentionLayer(
-                W_Q=_split_heads(w_q, n_heads), W_K=_split_heads(w_k, n_heads), W_V=_split_heads(w_v, n_heads),
-                W_O=attn.c_proj.weight.reshape(n_heads, -1, d_model),  # [head, d_head, d_model]
-                b_Q=_bias(b_q, n_heads), b_K=_bias(b_k, n_heads), b_V=_bias(b_v, n_heads), b_O=attn.c_proj.bias,
-                scaling=scaling)
-        elif family == "llama":
-            rope = base.rotary_emb
-            layer = _linear_layer(attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, n_heads, n_kv,
-                                  scaling=scaling, rope_inv_freq=rope.inv_freq, rope_scale=float(rope.attention_scaling),
-                                  window=_window(getattr(attn, "sliding_window", None)))
-        else:  # gemma3_text
-            kind = attn.layer_type
-            rope = base.rotary_emb
-            layer = _linear_layer(
-                attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, n_heads, n_kv, scaling=scaling,
-                q_gain=1.0 + attn.q_norm.weight.float(), k_gain=1.0 + attn.k_norm.weight.float(),
-                qk_norm_eps=attn.q_norm.eps, rope_inv_freq=getattr(rope, f"{kind}_inv_freq"),
-                rope_scale=float(getattr(rope, f"{kind}_attention_scaling")), window=_window(attn.sliding_window))
-            if getattr(attn, "attn_logit_softcapping", None) is not None:
-                raise ValueError("attention logit soft-capping is not supported by the SAN engine")
+        score_bias["score_bias"] = _attr(base, family.position_bias)(probe)[0]  # [head, token, token]
+    layers = []
+    for i, layer_module in enumerate(_layers(model)):
+        attn = _attr(layer_module, family.attention)
+        layer = _projections(layer_module, family, n_heads, n_kv, **_attention_extras(attn, family, base, config),
+                             **score_bias)
+        if family.softcap is not None and getattr(attn, family.softcap, None) is not None:
+            raise ValueError("attention logit soft-capping is not supported by the SAN engine")
         own = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v  # a float64 model's .to() is no copy
                for k, v in {**layer.__dict__, **_own_norms(model, i)}.items()}
         layers.append(AttentionLayer(**own).to(torch.float64))
     return layers
 
 
-def attn_head_dim(config) -> int:
+def _head_dim(config) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 def model_layer(model: torch.nn.Module, index: int) -> torch.nn.Module:
+    """Layer ``index`` of the model (the family's ``layers``), e.g. to hook its input."""
     return _layers(model)[index]
 
 
@@ -305,7 +301,7 @@ def validate_norms(model: torch.nn.Module, input_ids: torch.Tensor) -> list[floa
 
     Shapes: input_ids [sample, token] -> one float per layer.
     """
-    family, layers = model_family(model), extract_layers(model, n_tokens=input_ids.shape[1])
+    layers = extract_layers(model, n_tokens=input_ids.shape[1])
     captured: list[list[tuple[torch.Tensor, torch.Tensor, TrainedNorm]]] = [[] for _ in layers]
     handles = []
     for i, layer in enumerate(layers):
@@ -330,11 +326,8 @@ def validate_norms(model: torch.nn.Module, input_ids: torch.Tensor) -> list[floa
 def _block_output(model: torch.nn.Module, index: int) -> tuple[torch.nn.Module, str]:
     """Where HF's attention block (attention, its norms and the residual sum) ends: (module, "output" of it
     or "input" to it)."""
-    family, layer = model_family(model), model_layer(model, index)
-    ends = {"bert": ("attention.output", "output"), "mpnet": ("attention", "output"), "gpt2": ("ln_2", "input"),
-            "llama": ("post_attention_layernorm", "input"), "gemma3_text": ("pre_feedforward_layernorm", "input")}
-    name, where = ends[family]
-    return layer.get_submodule(name), where
+    name, where = family_of(model).block_end
+    return model_layer(model, index).get_submodule(name), where
 
 
 @torch.no_grad()

