@@ -6,7 +6,7 @@ For each model size (``bert-base``: N=128, d=768, 12 heads; ``minilm``: N=128, d
 dtype of ``--dtypes`` (float32 and float64), 12 layers x 8 configurations (4 masks x {no norm, LayerNorm}) x
 ``--samples`` random X(0):
 
-* **engine**: ``rankcollapse.engine.san.run_san`` (metrics mu, mu/||X||, ||X|| after every layer), the pure-attention
+* **engine**: ``rankcollapse.engine.run_san`` (metrics mu, mu/||X||, ||X|| after every layer), the pure-attention
   configurations tracked exactly (the default; the complete mask stays direct);
 * **engine-direct**: the same with exact tracking off (``exact_mu=False``): the script prints the overhead;
 * **engine+all**: the same with every metric (rank and sigma_min from Gram eigenvalues, SVD where unresolved; pairwise cosines), ``--all-samples``;
@@ -49,7 +49,7 @@ import torch
 
 from rankcollapse.core import metrics
 from rankcollapse.core import norms
-from rankcollapse.engine import san
+from rankcollapse.engine import SANConfig, attend, attention_bias, config_grid, random_layers, run_san
 from rankcollapse.hf.extract import extract_layers
 
 DIMS = {"bert-base": (768, 12), "minilm": (384, 12)}
@@ -59,8 +59,8 @@ N_TOKENS = 128
 THROUGHPUT_FILE = Path(__file__).resolve().parent / "throughput.json"  # read by rankcollapse.experiments.sweep
 
 
-def configs(exact_mu: bool = True) -> tuple[san.SANConfig, ...]:
-    return san.config_grid(masks=MASKS, norms=NORMS, exact_mu=exact_mu)
+def configs(exact_mu: bool = True) -> tuple[SANConfig, ...]:
+    return config_grid(masks=MASKS, norms=NORMS, exact_mu=exact_mu)
 
 
 def attention_flop(d_model: int, n_tokens: int = N_TOKENS) -> float:
@@ -98,7 +98,7 @@ def x0_for(model, n_samples: int, seed: int = 1) -> torch.Tensor:
 def run_engine(model, x0, all_metrics: bool, exact_mu: bool = True) -> dict[str, torch.Tensor]:
     layers = extract_layers(model)
     names = None if all_metrics else ("mu", "relative_mu", "norm")
-    return san.run_san(x0, layers, configs(exact_mu), dtype=x0.dtype, metric_names=names).metrics
+    return run_san(x0, layers, configs(exact_mu), dtype=x0.dtype, metric_names=names).metrics
 
 
 @torch.no_grad()
@@ -126,8 +126,8 @@ def run_naive(model, x0) -> None:
         for s in range(x0.shape[0]):
             x = x0[s][None]  # [1, token, d_model]
             for layer in layers:
-                bias = san.attention_bias(layer, mask, x0.dtype)
-                x = norms.apply_norm(san.attend(x, layer, bias, layer.scaling), config.norm)
+                bias = attention_bias(layer, mask, x0.dtype)
+                x = norms.apply_norm(attend(x, layer, bias, layer.scaling), config.norm)
                 metrics.mu(x)
 
 
@@ -255,8 +255,8 @@ def main() -> None:
         print("\n".join(verdicts))
     if engines and not args.no_record:
         record_throughput(engines)
-    # run_san keeps one block of samples of one configuration alive at a time, so the peak stays flat in
-    # the number of samples: X(0) plus a constant set by the block size.
+    # run_san keeps one chunk of samples of one configuration alive at a time, so the peak stays flat in
+    # the number of samples: X(0) plus a constant set by the chunk size.
     print("\n| memory scan | samples x 16 configs, 1 layer | X(0) GiB | peak RSS GiB |\n|---|---|---|---|")
     for n in args.memory_samples:
         row = spawn("memory", args.dims[0], n, 1)
@@ -266,12 +266,12 @@ def main() -> None:
 def memory_scan(dims: str, n_samples: int) -> dict:
     """Peak RSS of the engine with 16 configurations (4 masks x 4 norms), one layer, default budget."""
     d_model, n_heads = DIMS[dims]
-    layers = san.random_layers(1, d_model, n_heads, dtype=torch.float32)
+    layers = random_layers(1, d_model, n_heads, dtype=torch.float32)
     x0 = torch.randn(n_samples, N_TOKENS, d_model, generator=torch.Generator().manual_seed(0))
-    grid = san.config_grid(masks=MASKS, norms=norms.FIXED_NORM_NAMES)
+    grid = config_grid(masks=MASKS, norms=norms.FIXED_NORM_NAMES)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    san.run_san(x0, layers, grid, dtype=torch.float32, metric_names=("mu", "norm"))
+    run_san(x0, layers, grid, dtype=torch.float32, metric_names=("mu", "norm"))
     return {"peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
             "rss_before_gib": base / 2**20, "x0_gib": x0.numel() * 4 / 2**30, "seconds": time.perf_counter() - start}
 

@@ -13,7 +13,7 @@ import torch
 from rankcollapse.experiments import config as experiments
 from rankcollapse.core import metrics
 from rankcollapse.book import registry as pages
-from rankcollapse.engine import san
+from rankcollapse import engine
 from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import ExperimentConfig
 from rankcollapse.experiments.store import ResultStore
@@ -57,7 +57,7 @@ def test_summarize_gives_exact_statistics():
     assert full.tolist() == [0.75, 0.25] and set(table["n_samples"]) == {4}
 
 
-def _naive_layer(x: np.ndarray, layer: san.AttentionLayer, mask: np.ndarray) -> np.ndarray:
+def _naive_layer(x: np.ndarray, layer: engine.AttentionLayer, mask: np.ndarray) -> np.ndarray:
     """One attention sublayer and unit-norm LN for one sample, head by head, in numpy."""
     out = np.zeros_like(x)
     for h in range(layer.n_heads):
@@ -81,7 +81,7 @@ def test_sweep_matches_a_naive_attention_layer():
 
     ids = experiments.samples(config.model, 3, 8, 3, "disjoint").input_ids  # [sample, token]
     x0 = models_extract.embed(loaded.model, ids).to(torch.float64).numpy()  # [sample, token, d_model]
-    layer = san.random_layers(2, x0.shape[-1], loaded.model.config.num_attention_heads, seed=3)[0]
+    layer = engine.random_layers(2, x0.shape[-1], loaded.model.config.num_attention_heads, seed=3)[0]
     mask = np.tril(np.ones((8, 8), dtype=bool)) & ~np.tril(np.ones((8, 8), dtype=bool), -3)  # 0 <= i-j <= 2
     naive = [_naive_layer(x, layer, mask) for x in x0]
     expected = np.mean([float(metrics.mu(torch.from_numpy(y))) for y in naive])

@@ -56,7 +56,7 @@ def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str
     """Check everything and return (page file, the parameters to inject); raises one ValueError on bad input."""
     from rankcollapse.book import registry as pages
     from rankcollapse.book import runner
-    from rankcollapse.engine import san
+    from rankcollapse import engine
 
     path = pages.page(page).path(repo_root())
     defaults = runner.page_parameters(path)
@@ -70,7 +70,7 @@ def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str
     runner.check_parameter_types(defaults, parameters)
     pages.configure(page, {**defaults, **parameters})
     if "device" in parameters:
-        san.resolve_device(parameters["device"])
+        engine.resolve_device(parameters["device"])
     return path, parameters
 
 

@@ -1,7 +1,7 @@
 """Parameter checks shared by the configuration dataclasses: one rule per kind of parameter, one error each.
 
 Every error names the parameter and what is allowed, so a reader who mistypes a page parameter learns
-the fix from one line. Used by: :mod:`rankcollapse.theory.dynamics`, :mod:`rankcollapse.engine.san`,
+the fix from one line. Used by: :mod:`rankcollapse.theory.dynamics`, :mod:`rankcollapse.engine`,
 :mod:`rankcollapse.experiments.config`, :mod:`rankcollapse.book.registry`.
 """
 

@@ -33,13 +33,11 @@ import torch
 from rankcollapse.experiments import data as rc_data
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics as rc_metrics
-from rankcollapse.engine import san
+from rankcollapse import engine
 from rankcollapse.core.checks import check_choice, check_choices, check_int, check_temperature
 from rankcollapse.hf.load import check_model_spec
 from rankcollapse.core.norms import NORM_NAMES
-from rankcollapse.experiments.store import ResultStore, StoredResult
 
-PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")
 WINDOWED_MASKS = ("sliding_window", "causal_sliding_window", "strided", "dilated_window", "global_window")
 WEIGHT_SOURCES = ("initialized", "pretrained")  # where the attention weights come from
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
@@ -58,7 +56,7 @@ class ExperimentConfig:
 
     model: str = "pkg:minilm"  # spec of the pretrained model (rankcollapse.hf.load); gives tokenizer, X(0), sizes
     weights: tuple[str, ...] = WEIGHT_SOURCES  # which attention weights: "initialized" and/or "pretrained"
-    masks: tuple[str, ...] = PAPER_MASKS  # mask names from rankcollapse.core.masks.MASK_NAMES
+    masks: tuple[str, ...] = rc_masks.PAPER_MASKS  # mask names from rankcollapse.core.masks.MASK_NAMES
     window: int = 4  # window of the windowed masks (half-width bi-directional, size uni-directional) [recon]
     temperatures: tuple[float | None, ...] = (None,)  # d_QK values; None = the layer's own 1/sqrt(d_head)
     norms: tuple[str, ...] = ("none",)  # names from rankcollapse.core.norms.NORM_NAMES
@@ -93,7 +91,7 @@ class ExperimentConfig:
         if any(m in WINDOWED_MASKS for m in self.masks):
             check_int("window", self.window, 1, self.n_tokens - 1)
         check_choice("overlap", self.overlap, rc_data.CUT_NAMES)
-        check_choice("init", self.init, san.INIT_NAMES)
+        check_choice("init", self.init, engine.INIT_NAMES)
         check_choice("dtype", self.dtype, tuple(rc_metrics.DTYPES))
         if self.device.split(":")[0] not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
@@ -118,10 +116,10 @@ class ExperimentConfig:
         for c in self.san_configs():
             c.build_mask(self.n_tokens)
 
-    def san_configs(self) -> tuple[san.SANConfig, ...]:
+    def san_configs(self) -> tuple[engine.SANConfig, ...]:
         """The engine's configuration axis, in the order of the table."""
         pairs = tuple((m, self.window if m in WINDOWED_MASKS else None) for m in self.masks)
-        grid = san.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms, skips=self.skips)
+        grid = engine.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms, skips=self.skips)
         return tuple(replace(c, mask_options=self.mask_options) for c in grid) if self.mask_options else grid
 
 
@@ -194,7 +192,7 @@ def summarize(metrics: dict[str, torch.Tensor], labels: list[dict], n_tokens: in
     return table
 
 
-def config_labels(configs: tuple[san.SANConfig, ...], weights: str) -> list[dict]:
+def config_labels(configs: tuple[engine.SANConfig, ...], weights: str) -> list[dict]:
     return [{"weights": weights, "variant": "SAN", "mask": c.mask, "window": c.window,
              "temperature": c.temperature, "norm": c.norm, "skip": c.skip} for c in configs]
 

@@ -2,7 +2,7 @@
 
 An experiment (:class:`rankcollapse.experiments.config.ExperimentConfig`) is cut into *units*: one weight source
 x one block of samples (``BLOCK_SAMPLES`` per device, ``$RANKCOLLAPSE_BLOCK_SAMPLES`` to change it) x
-either every SAN configuration (one :func:`rankcollapse.engine.san.run_san` call, which shares the first layer's
+either every SAN configuration (one :func:`rankcollapse.engine.run_san` call, which shares the first layer's
 projection between them and lays the weights out once) or the full-transformer reference
 (:func:`rankcollapse.hf.extract.full_transformer_metrics`). A unit gives per-sample metrics
 [layer + 1, config, block]; the units of a sweep, put back together along the sample axis, are the arrays
@@ -48,7 +48,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,9 +57,9 @@ import torch
 import torch.distributed as dist
 
 from rankcollapse.experiments import config as experiments
-from rankcollapse.engine import san
+from rankcollapse.engine import (AttentionLayer, bytes_per_sample, random_layers, resolve_device, run_san,
+                                 samples_per_chunk)
 from rankcollapse.core import metrics as rc_metrics
-from rankcollapse.core.checks import check_int
 from rankcollapse.experiments.provenance import atomic_write, provenance_record, source_sha256
 from rankcollapse.experiments.store import ResultStore, StoredResult, canonical_parameters, result_key
 
@@ -69,7 +69,7 @@ BLOCK_SAMPLES = {"cpu": 64, "cuda": 1024}  # samples per unit of work (checkpoin
 BLOCK_ENV = "RANKCOLLAPSE_BLOCK_SAMPLES"
 BUDGET_ENV = "RANKCOLLAPSE_MEMORY_BUDGET"
 PROGRESS_ENV = "RANKCOLLAPSE_PROGRESS"
-DEFAULT_BUDGET = 2**30  # bytes the engine may use for one block (san.run_san's memory_budget)
+DEFAULT_BUDGET = 2**30  # bytes the engine may use for one block (engine.run_san's memory_budget)
 THROUGHPUT_FILE = Path(__file__).resolve().parents[3] / "benchmarks" / "throughput.json"
 _REPORT: contextvars.ContextVar[bool | None] = contextvars.ContextVar("rankcollapse_report", default=None)
 
@@ -198,7 +198,7 @@ class _Work:
         self.drawn = experiments.samples(config.model, config.n_samples, config.n_tokens, config.seed, config.overlap)
         self.configs = config.san_configs()
         self.names = None if config.geometry else rc_metrics.NORM_METRIC_NAMES
-        self._layers: dict[str, list[san.AttentionLayer]] = {}
+        self._layers: dict[str, list[AttentionLayer]] = {}
         self._references: dict[str, torch.nn.Module] = {}
         self._x0: tuple[tuple[int, int], torch.Tensor] | None = None
 
@@ -206,7 +206,7 @@ class _Work:
     def d_model(self) -> int:
         return int(self.loaded.model.config.hidden_size)
 
-    def layers(self, kind: str) -> list[san.AttentionLayer]:
+    def layers(self, kind: str) -> list[AttentionLayer]:
         """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh)."""
         from rankcollapse.hf import extract as models_extract
 
@@ -215,8 +215,8 @@ class _Work:
             if kind == "pretrained":
                 self._layers[kind] = models_extract.extract_layers(model, n_tokens=c.n_tokens)[:c.n_layers]
             else:
-                self._layers[kind] = san.random_layers(c.n_layers, self.d_model, model.config.num_attention_heads,
-                                                       init=c.init, seed=c.seed)
+                self._layers[kind] = random_layers(c.n_layers, self.d_model, model.config.num_attention_heads,
+                                                   init=c.init, seed=c.seed)
         return self._layers[kind]
 
     def reference(self, kind: str) -> torch.nn.Module:
@@ -251,9 +251,9 @@ class _Work:
                        if self.names is None or k in self.names}
             check_finite(metrics, [{"weights": unit.weights, "variant": "full transformer"}], c.dtype)
             return metrics
-        result = san.run_san(self.x0(unit.start, unit.stop), self.layers(unit.weights), self.configs,
-                             dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
-                             memory_budget=memory_budget, use_model_windows=c.model_windows)
+        result = run_san(self.x0(unit.start, unit.stop), self.layers(unit.weights), self.configs,
+                         dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
+                         memory_budget=memory_budget, use_model_windows=c.model_windows)
         check_finite(result.metrics, experiments.config_labels(self.configs, unit.weights), c.dtype)
         return result.metrics
 
@@ -347,8 +347,8 @@ def measured_throughput(work: _Work, device: torch.device, block: int, budget: i
     n, layers = min(block, 8), work.layers(c.weights[0])[:2]
     x0 = torch.randn(n, c.n_tokens, work.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     start = time.perf_counter()
-    san.run_san(x0, layers, work.configs[:1], dtype=rc_metrics.DTYPES[c.dtype], device=device,
-                metric_names=work.names, memory_budget=budget)
+    run_san(x0, layers, work.configs[:1], dtype=rc_metrics.DTYPES[c.dtype], device=device,
+            metric_names=work.names, memory_budget=budget)
     seconds = time.perf_counter() - start
     return n * len(layers) / seconds, f"a quick timing of {n} samples x {len(layers)} layers on this device"
 
@@ -398,16 +398,16 @@ def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budge
     """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run.
     ``timed=False`` skips the throughput (NaN) when nobody will read the expected time."""
     c, (_, world) = work.config, rank_and_world()
-    device = san.resolve_device(c.device)
+    device = resolve_device(c.device)
     dtype = rc_metrics.DTYPES[c.dtype]
     depths = {kind: len(work.layers(kind)) for kind in c.weights}
     widest = max((la for layers in map(work.layers, c.weights) for la in layers), key=lambda la: la.n_heads)
-    per_sample = san.bytes_per_sample(c.n_tokens, widest, dtype)
+    per_sample = bytes_per_sample(c.n_tokens, widest, dtype)
     if budget < per_sample:
         raise ValueError(f"the memory budget ({budget:,} bytes, ${BUDGET_ENV}) cannot hold one block: one sample of "
                          f"{c.n_tokens} tokens at width {work.d_model} in {c.dtype} needs {per_sample:,} bytes; "
                          f"raise {BUDGET_ENV} or lower n_tokens")
-    engine = per_sample * min(block, san.samples_per_chunk(c.n_tokens, widest, dtype, budget, device))
+    engine = per_sample * min(block, samples_per_chunk(c.n_tokens, widest, dtype, budget, device))
     n_configs = len(work.configs) + int(c.full_transformer)
     model = sum(p.numel() * p.element_size() for p in work.loaded.model.parameters()) * (1 + int(c.full_transformer))
     layers = sum(depths.values()) * 4 * work.d_model**2 * (8 + dtype.itemsize)  # float64 source + cast copy

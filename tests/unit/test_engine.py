@@ -8,12 +8,12 @@ import torch
 from rankcollapse.core import masks
 from rankcollapse.core import metrics
 from rankcollapse.core import norms
-from rankcollapse.engine import san
+from rankcollapse import engine
 
 FLOAT_METRICS = ("mu", "relative_mu", "dong_ratio", "norm", "sigma_min", "mean_abs_cosine", "floor")
 
 
-def naive_layer(x: torch.Tensor, layer: san.AttentionLayer, mask: torch.Tensor, scale: float) -> torch.Tensor:
+def naive_layer(x: torch.Tensor, layer: engine.AttentionLayer, mask: torch.Tensor, scale: float) -> torch.Tensor:
     """One sample, one head at a time, explicit formulas.  x [token, d_model] -> [token, d_model]."""
     n_tokens = x.shape[0]
     group = layer.n_heads // layer.W_K.shape[0]
@@ -102,10 +102,10 @@ def naive_run(x0, layers, configs):
     return out
 
 
-def assert_agree(engine, reference, tol=1e-12):
+def assert_agree(result, reference, tol=1e-12):
     for k in FLOAT_METRICS:
         ref = reference[k]
-        err = (engine.metrics[k] - ref).abs().max().item()
+        err = (result.metrics[k] - ref).abs().max().item()
         assert err <= tol * max(ref.abs().max().item(), 1e-300), (k, err)
 
 
@@ -116,11 +116,11 @@ def x0():
 
 
 def test_engine_matches_naive_loop_float64(x0):
-    layers = san.random_layers(3, 8, 2, seed=1)
-    configs = san.config_grid(masks=(("complete", None), ("causal_sliding_window", 2)), temperatures=(None, 0.25),
-                              norms=norms.NORM_NAMES, skips=(False, True))
+    layers = engine.random_layers(3, 8, 2, seed=1)
+    configs = engine.config_grid(masks=(("complete", None), ("causal_sliding_window", 2)), temperatures=(None, 0.25),
+                                 norms=norms.NORM_NAMES, skips=(False, True))
     assert len(configs) == 40
-    result = san.run_san(x0, layers, configs)
+    result = engine.run_san(x0, layers, configs)
     assert result.metrics["mu"].shape == (4, 40, 3)
     assert_agree(result, naive_run(x0, layers, configs))
     assert (result.metrics["numerical_rank"][0] == 6).all()
@@ -130,21 +130,22 @@ def test_family_features_match_naive_loop(x0):
     """GQA, RoPE, QK-norm, the model's own window, an additive score bias, no W_O."""
     gen = torch.Generator().manual_seed(5)
     r = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.5
-    layer = san.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), b_Q=r(4, 2), b_K=r(2, 2), b_V=r(2, 2),
-                               scaling=0.7, q_gain=1 + r(2), k_gain=1 + r(2), rope_inv_freq=torch.tensor([1.0]),
-                               window=2, score_bias=r(4, 10, 10))
-    configs = (san.SANConfig(mask="causal"), san.SANConfig(mask="complete", temperature=3.0, norm="rms", skip=True))
-    result = san.run_san(x0, [layer, layer], configs)
+    layer = engine.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), b_Q=r(4, 2), b_K=r(2, 2), b_V=r(2, 2),
+                                  scaling=0.7, q_gain=1 + r(2), k_gain=1 + r(2), rope_inv_freq=torch.tensor([1.0]),
+                                  window=2, score_bias=r(4, 10, 10))
+    configs = (engine.SANConfig(mask="causal"),
+               engine.SANConfig(mask="complete", temperature=3.0, norm="rms", skip=True))
+    result = engine.run_san(x0, [layer, layer], configs)
     assert_agree(result, naive_run(x0, [layer, layer], configs))
-    unwindowed = san.run_san(x0, [layer, layer], configs, use_model_windows=False)
+    unwindowed = engine.run_san(x0, [layer, layer], configs, use_model_windows=False)
     assert (unwindowed.metrics["mu"][1] - result.metrics["mu"][1]).abs().max() > 1e-6
 
 
 def test_chunking_changes_nothing(x0):
-    layers = san.random_layers(2, 8, 2, seed=2)
-    configs = san.config_grid(norms=("none", "layernorm"))
-    whole = san.run_san(x0, layers, configs)
-    chunked = san.run_san(x0, layers, configs, memory_budget=1)
+    layers = engine.random_layers(2, 8, 2, seed=2)
+    configs = engine.config_grid(norms=("none", "layernorm"))
+    whole = engine.run_san(x0, layers, configs)
+    chunked = engine.run_san(x0, layers, configs, memory_budget=1)
     assert chunked.samples_per_chunk == 1 and whole.samples_per_chunk >= 3
     floor = 8 * torch.finfo(torch.float64).eps * whole.metrics["norm"].max().item()  # GEMM rounding varies with rows
     for k in FLOAT_METRICS:
@@ -154,12 +155,12 @@ def test_chunking_changes_nothing(x0):
 def test_mu_is_invariant_to_biases_under_pure_attention(x0):
     """A is row-stochastic: b_K shifts each logit row (no effect at any depth); b_V and b_O add one row to
     every token, which leaves mu unchanged after that layer but changes the next layer's logits."""
-    with_bias = san.random_layers(4, 8, 2, seed=4, bias=True)
-    strip = lambda names: [san.AttentionLayer(**{**la.__dict__, **dict.fromkeys(names)}) for la in with_bias]
-    configs = san.config_grid(masks=(("complete", None), ("causal", None)))
-    a = san.run_san(x0, with_bias, configs)
-    no_key = san.run_san(x0, strip(("b_K",)), configs)
-    no_value = san.run_san(x0, strip(("b_V", "b_O")), configs)
+    with_bias = engine.random_layers(4, 8, 2, seed=4, bias=True)
+    strip = lambda names: [engine.AttentionLayer(**{**la.__dict__, **dict.fromkeys(names)}) for la in with_bias]
+    configs = engine.config_grid(masks=(("complete", None), ("causal", None)))
+    a = engine.run_san(x0, with_bias, configs)
+    no_key = engine.run_san(x0, strip(("b_K",)), configs)
+    no_value = engine.run_san(x0, strip(("b_V", "b_O")), configs)
     floor = 1e-12 * a.metrics["norm"].max().item()  # complete-mask mu reaches the float64 floor
     torch.testing.assert_close(no_key.metrics["mu"], a.metrics["mu"], rtol=1e-12, atol=floor)
     torch.testing.assert_close(no_value.metrics["mu"][:2], a.metrics["mu"][:2], rtol=1e-12, atol=floor)
@@ -168,27 +169,19 @@ def test_mu_is_invariant_to_biases_under_pure_attention(x0):
 
 
 def test_random_init_schemes_are_seeded_and_scaled():
-    a, b = san.random_layers(2, 64, 4, seed=7), san.random_layers(2, 64, 4, seed=7)
+    a, b = engine.random_layers(2, 64, 4, seed=7), engine.random_layers(2, 64, 4, seed=7)
     assert torch.equal(a[1].W_V, b[1].W_V) and not torch.equal(a[0].W_V, a[1].W_V)
     bound = 1 / math.sqrt(64)
     assert a[0].W_Q.abs().max() <= bound and a[0].W_Q.abs().max() > 0.95 * bound
     assert abs(a[0].W_Q.std().item() - bound / math.sqrt(3)) < 0.01 * bound * 64 ** 0.5 / 8
-    hf = san.random_layers(1, 64, 4, init="hf", seed=7)[0]
+    hf = engine.random_layers(1, 64, 4, init="hf", seed=7)[0]
     assert abs(hf.W_K.std().item() - 0.02) < 0.001 and torch.count_nonzero(hf.b_Q) == 0
-
-
-def test_extension_by_cycling_or_fresh_layers():
-    layers = san.random_layers(2, 8, 2, seed=1)
-    cyc = san.extend_layers(layers, 5, "cycle")
-    assert [id(la) for la in cyc] == [id(layers[i % 2]) for i in range(5)]
-    fresh = san.extend_layers(layers, 4, "random", seed=9)
-    assert fresh[:2] == layers and not torch.equal(fresh[2].W_Q, layers[0].W_Q)
 
 
 def test_float32_run_and_floor():
     x0 = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    r32 = san.run_san(x0, san.random_layers(2, 8, 2), (san.SANConfig(),), dtype=torch.float32)
-    r64 = san.run_san(x0, san.random_layers(2, 8, 2), (san.SANConfig(),))
+    r32 = engine.run_san(x0, engine.random_layers(2, 8, 2), (engine.SANConfig(),), dtype=torch.float32)
+    r64 = engine.run_san(x0, engine.random_layers(2, 8, 2), (engine.SANConfig(),))
     assert r32.dtype == torch.float32
     torch.testing.assert_close(r32.metrics["floor"], r32.metrics["norm"] * torch.finfo(torch.float32).eps)
     floor = r32.metrics["floor"].max().item()  # complete-mask mu sinks towards the float32 floor
@@ -200,51 +193,49 @@ def test_float32_run_and_floor():
     (dict(norm="batchnorm"), "norm"), (dict(mask="star"), "mask"), (dict(temperature=-1.0), "temperature")])
 def test_bad_config_names_the_parameter(kwargs, word):
     with pytest.raises(ValueError, match=word):
-        san.SANConfig(**kwargs)
+        engine.SANConfig(**kwargs)
 
 
 def test_bad_run_arguments():
     x0 = torch.zeros(1, 4, 8, dtype=torch.float64)
-    layers = san.random_layers(1, 8, 2)
+    layers = engine.random_layers(1, 8, 2)
     with pytest.raises(ValueError, match="dtype"):
-        san.run_san(x0, layers, (san.SANConfig(),), dtype=torch.float16)
+        engine.run_san(x0, layers, (engine.SANConfig(),), dtype=torch.float16)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
-            san.run_san(x0, layers, (san.SANConfig(),), device="cuda")
+            engine.run_san(x0, layers, (engine.SANConfig(),), device="cuda")
     with pytest.raises(ValueError, match="init"):
-        san.random_layers(1, 8, 2, init="xavier")
-    with pytest.raises(ValueError, match="depth extension"):
-        san.extend_layers(layers, 3, "repeat")
+        engine.random_layers(1, 8, 2, init="xavier")
 
 
 def test_attention_sublayer_matches_naive():
     x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    layer = san.random_layers(1, 8, 4, seed=3)[0]
+    layer = engine.random_layers(1, 8, 4, seed=3)[0]
     mask = masks.causal_mask(5)
-    got = san.attention_sublayer(x, layer, mask)
+    got = engine.attention_sublayer(x, layer, mask)
     for s in range(2):
         torch.testing.assert_close(got[s], naive_layer(x[s], layer, mask, 1 / math.sqrt(2)), rtol=1e-12, atol=1e-14)
 
 
 def test_cheap_metric_subset_equals_the_full_set(x0):
-    layers = san.random_layers(2, 8, 2, seed=6)
-    configs = san.config_grid(masks=(("causal", None),), norms=("none", "unit"))
-    full = san.run_san(x0, layers, configs)
-    cheap = san.run_san(x0, layers, configs, metric_names=metrics.NORM_METRIC_NAMES)
-    assert set(cheap.metrics) == {*metrics.NORM_METRIC_NAMES, san.EXACT_METRIC}
+    layers = engine.random_layers(2, 8, 2, seed=6)
+    configs = engine.config_grid(masks=(("causal", None),), norms=("none", "unit"))
+    full = engine.run_san(x0, layers, configs)
+    cheap = engine.run_san(x0, layers, configs, metric_names=metrics.NORM_METRIC_NAMES)
+    assert set(cheap.metrics) == {*metrics.NORM_METRIC_NAMES, engine.EXACT_METRIC}
     assert (cheap.metrics["exact"][:, 0] == 1).all() and (cheap.metrics["exact"][:, 1] == 0).all()  # none, unit
     for k in metrics.NORM_METRIC_NAMES:
         torch.testing.assert_close(cheap.metrics[k], full.metrics[k], rtol=1e-14, atol=0)
     with pytest.raises(ValueError, match="metric_names"):
-        san.run_san(x0, layers, configs, metric_names=("rank",))
+        engine.run_san(x0, layers, configs, metric_names=("rank",))
 
 
 def test_model_norm_on_fresh_layers_equals_layernorm(x0):
     """A fresh layer's own norm is LayerNorm with γ = 1, β = 0: norm "model" is norm "layernorm" there."""
-    layers = san.random_layers(3, 8, 2, seed=8)
+    layers = engine.random_layers(3, 8, 2, seed=8)
     assert all(torch.equal(la.norm.weight, torch.ones(8, dtype=torch.float64)) for la in layers)
-    configs = san.config_grid(masks=(("causal", None),), norms=("model", "layernorm"), skips=(False, True))
-    result = san.run_san(x0, layers, configs)
+    configs = engine.config_grid(masks=(("causal", None),), norms=("model", "layernorm"), skips=(False, True))
+    result = engine.run_san(x0, layers, configs)
     for k in FLOAT_METRICS:
         torch.testing.assert_close(result.metrics[k][:, :2], result.metrics[k][:, 2:], rtol=0, atol=0)
 
@@ -254,30 +245,30 @@ def test_pre_norm_layers_with_output_norm_match_naive_loop(x0):
     gen = torch.Generator().manual_seed(11)
     r = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.5
     rms = lambda: norms.TrainedNorm("rms", 1 + r(8), None, 1e-6)
-    layers = [san.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), W_O=r(4, 2, 8), b_O=r(8),
-                                 rope_inv_freq=torch.tensor([0.5]), norm=rms(), norm_position="pre",
-                                 output_norm=rms() if i else None) for i in range(2)]
-    post = san.AttentionLayer(**{**layers[0].__dict__, "norm": norms.TrainedNorm("layernorm", 1 + r(8), r(8), 1e-5),
-                                 "norm_position": "post"})
-    configs = san.config_grid(masks=(("complete", None), ("causal", None)), norms=("model",), skips=(False, True))
+    layers = [engine.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), W_O=r(4, 2, 8), b_O=r(8),
+                                    rope_inv_freq=torch.tensor([0.5]), norm=rms(), norm_position="pre",
+                                    output_norm=rms() if i else None) for i in range(2)]
+    post = engine.AttentionLayer(**{**layers[0].__dict__, "norm": norms.TrainedNorm("layernorm", 1 + r(8), r(8), 1e-5),
+                                    "norm_position": "post"})
+    configs = engine.config_grid(masks=(("complete", None), ("causal", None)), norms=("model",), skips=(False, True))
     stack = [*layers, post]
-    assert_agree(san.run_san(x0, stack, configs), naive_run(x0, stack, configs))
+    assert_agree(engine.run_san(x0, stack, configs), naive_run(x0, stack, configs))
 
 
 def test_model_norm_needs_layers_with_their_own_norm(x0):
-    bare = [san.AttentionLayer(**{**la.__dict__, "norm": None}) for la in san.random_layers(1, 8, 2)]
+    bare = [engine.AttentionLayer(**{**la.__dict__, "norm": None}) for la in engine.random_layers(1, 8, 2)]
     with pytest.raises(ValueError, match="norm 'model' needs layers"):
-        san.run_san(x0, bare, (san.SANConfig(norm="model"),))
+        engine.run_san(x0, bare, (engine.SANConfig(norm="model"),))
     with pytest.raises(ValueError, match="output_norm"):
-        san.AttentionLayer(**{**bare[0].__dict__, "output_norm": norms.fresh_layernorm(8)})
+        engine.AttentionLayer(**{**bare[0].__dict__, "output_norm": norms.fresh_layernorm(8)})
 
 
 def _deep_run(mask, dtype, exact_mu, n_layers=60):
     """A float32/float64 pure-attention run of 60 random layers (d_model 32, 16 tokens, 3 samples)."""
     x0 = torch.randn(3, 16, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    layers = san.random_layers(n_layers, 32, 4, seed=1)
-    config = san.SANConfig(mask=mask, window=2 if "window" in mask else None, exact_mu=exact_mu)
-    return san.run_san(x0, layers, (config,), dtype=dtype, metric_names=metrics.NORM_METRIC_NAMES).metrics
+    layers = engine.random_layers(n_layers, 32, 4, seed=1)
+    config = engine.SANConfig(mask=mask, window=2 if "window" in mask else None, exact_mu=exact_mu)
+    return engine.run_san(x0, layers, (config,), dtype=dtype, metric_names=metrics.NORM_METRIC_NAMES).metrics
 
 
 @pytest.mark.parametrize("mask", ["causal", "sliding_window"])
@@ -310,13 +301,13 @@ def test_exact_tracking_with_padding_biases_gqa_and_score_bias(x0):
     """Exact tracking equals the direct float64 run above the floor, whatever the layer adds to A and V."""
     gen = torch.Generator().manual_seed(12)
     r = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.5
-    layer = san.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), W_O=r(4, 2, 8), b_Q=r(4, 2),
-                               b_K=r(2, 2), b_V=r(2, 2), b_O=r(8), q_gain=1 + r(2), k_gain=1 + r(2),
-                               rope_inv_freq=torch.tensor([1.0]), score_bias=r(4, 6, 6))
+    layer = engine.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), W_O=r(4, 2, 8), b_Q=r(4, 2),
+                                  b_K=r(2, 2), b_V=r(2, 2), b_O=r(8), q_gain=1 + r(2), k_gain=1 + r(2),
+                                  rope_inv_freq=torch.tensor([1.0]), score_bias=r(4, 6, 6))
     token_mask = torch.ones(3, 6, dtype=torch.bool)
     token_mask[1, 4:] = False
-    configs = (san.SANConfig(mask="complete"), san.SANConfig(mask="complete", exact_mu=False))
-    result = san.run_san(x0, [layer] * 4, configs, token_mask=token_mask)
+    configs = (engine.SANConfig(mask="complete"), engine.SANConfig(mask="complete", exact_mu=False))
+    result = engine.run_san(x0, [layer] * 4, configs, token_mask=token_mask)
     assert (result.metrics["exact"][:, 0] == 1).all() and (result.metrics["exact"][:, 1] == 0).all()
     for k in ("mu", "relative_mu"):
         torch.testing.assert_close(result.metrics[k][:, 0], result.metrics[k][:, 1], rtol=1e-10, atol=0)
