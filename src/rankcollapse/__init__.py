@@ -1,7 +1,7 @@
 """rankcollapse: the helper package behind the companion book.
 
-Every page imports this package; the modules follow DESIGN.md: ``masks``, ``metrics``,
-``dynamics``, ``san``, ``models``, ``data``, ``experiments``, ``plotting``, ``runner``.
+Seven layers, each importing only those below it (``ARCHITECTURE.md`` at the repository root):
+``core`` <- {``engine``, ``theory``} <- ``hf`` <- ``experiments`` <- ``verdicts`` <- ``book``.
 """
 
 import torch

@@ -17,7 +17,7 @@ import torch
 from rankcollapse.book import cli
 from rankcollapse.experiments import config as experiments
 from rankcollapse.book import registry as pages
-from rankcollapse.experiments import sweep
+from rankcollapse.experiments import checkpoints, ranks, sweep
 from rankcollapse.experiments.provenance import source_sha256
 from rankcollapse.experiments.store import ResultStore
 
@@ -36,7 +36,7 @@ def _compute(page: str, root: Path, **parameters):
 def _environment(results: Path, block: int) -> dict[str, str]:
     src = str(Path(sweep.__file__).resolve().parents[2])
     return {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(results), sweep.BLOCK_ENV: str(block),
-            "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]), sweep.PROGRESS_ENV: "0"}
+            "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]), ranks.PROGRESS_ENV: "0"}
 
 
 def _pairs(parameters: dict) -> list[str]:
@@ -92,7 +92,7 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     killed_seconds = sum(torch.load(p, weights_only=True)["seconds"] for p in partial.glob("*/*.pt")
                          if not p.name.startswith("."))
 
-    again = subprocess.run(command, cwd=ROOT, env={**env, sweep.PROGRESS_ENV: "1"}, capture_output=True, text=True,
+    again = subprocess.run(command, cwd=ROOT, env={**env, ranks.PROGRESS_ENV: "1"}, capture_output=True, text=True,
                            timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resuming, {len(left)} of 16 units" in again.stderr
@@ -131,7 +131,7 @@ _KernelStream.__module__ = "ipykernel.iostream"
 
 
 def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsys, monkeypatch):
-    with sweep.report(True):
+    with ranks.progress(True):
         result = _compute("fig2", tmp_path / "asked", **TINY)
     err = capsys.readouterr().err
     size = "fig2: 4 samples x (2 initialized + 2 pretrained) layers x 12 configurations = 192 sample.layer.configs"
@@ -141,16 +141,16 @@ def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsy
     assert "24/24" in err and "block.config" in err  # the bar: 1 block x 2 weight sources x 12 configurations
     assert result.provenance["block_samples"] == sweep.BLOCK_SAMPLES["cpu"]
 
-    monkeypatch.setenv(sweep.PROGRESS_ENV, "1")
+    monkeypatch.setenv(ranks.PROGRESS_ENV, "1")
     kernel = _KernelStream()
     monkeypatch.setattr(sys, "stderr", kernel)
-    assert not sweep.reporting()
-    with sweep.report(True):
+    assert not ranks.reporting()
+    with ranks.progress(True):
         _compute("fig2", tmp_path / "kernel", **TINY)
     assert kernel.text == ""
     monkeypatch.undo()
-    monkeypatch.setenv(sweep.PROGRESS_ENV, "0")
-    assert not sweep.reporting()
+    monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
+    assert not ranks.reporting()
     _compute("fig2", tmp_path / "quiet", **TINY)
     assert capsys.readouterr().err == ""
 
@@ -177,11 +177,11 @@ def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameter
     assert [(u.start, u.stop) for u in plan if u.weights == "pretrained" and not u.full] == [(0, 4), (4, 8), (8, 10)]
     assert len(plan) == 3 * 2 * 2 and len({u.name for u in plan}) == len(plan)
     metrics = {"mu": torch.arange(6.0).reshape(3, 1, 2)}
-    sweep._Checkpoints(tmp_path, {"n_samples": 10}).save(plan[0], metrics, 2.5)
-    loaded, seconds = sweep._Checkpoints(tmp_path, {"n_samples": 10}).load(plan[0])
+    checkpoints.Checkpoints(tmp_path, {"n_samples": 10}).save(plan[0], metrics, 2.5)
+    loaded, seconds = checkpoints.Checkpoints(tmp_path, {"n_samples": 10}).load(plan[0])
     assert torch.equal(loaded["mu"], metrics["mu"]) and seconds == 2.5
-    assert sweep._Checkpoints(tmp_path, {"n_samples": 11}).load(plan[0]) is None
-    assert sweep._Checkpoints(None, {"n_samples": 10}).load(plan[0]) is None
+    assert checkpoints.Checkpoints(tmp_path, {"n_samples": 11}).load(plan[0]) is None
+    assert checkpoints.Checkpoints(None, {"n_samples": 10}).load(plan[0]) is None
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{plan[0].name}.pt"]  # atomic: no temporary left
 
 
@@ -206,7 +206,7 @@ def test_rankcollapse_run_computes_first_then_renders_the_stored_result(tmp_path
     result, and the executed page loads it instead of computing again."""
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path / "unused"))  # main() sets it; restored after
-    monkeypatch.delenv(sweep.PROGRESS_ENV, raising=False)
+    monkeypatch.delenv(ranks.PROGRESS_ENV, raising=False)
     small = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 32}  # 12 layers: the page checks its claims
     argv = ["run", "fig2", "--profile", "paper", *_pairs(small), "--output", str(tmp_path / "run")]
     assert cli.main(argv) == 0

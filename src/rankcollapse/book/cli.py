@@ -84,7 +84,7 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     from rankcollapse.core import checks
     from rankcollapse.book import registry as pages
     from rankcollapse.book import runner
-    from rankcollapse.experiments import sweep
+    from rankcollapse.experiments import ranks
 
     checks.check_int("nproc", nproc, 1, 4096)
     if page not in pages.EXPERIMENT_PAGES:
@@ -95,15 +95,15 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
         pairs = [a for name, value in parameters.items() for a in ("-p", name, repr(value))]
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                    "-m", "rankcollapse", "compute", page, *pairs]
-        env = {**os.environ, sweep.PROGRESS_ENV: "1" if show else "0"}
+        env = {**os.environ, ranks.PROGRESS_ENV: "1" if show else "0"}
         status = subprocess.run(command, env=env, cwd=repo_root()).returncode
         if status:
             raise RuntimeError(f"the {nproc} processes computing {page} failed (exit status {status})")
         return True
-    started = sweep.init_distributed(str(parameters.get("device", "cpu")))
-    rank, _ = sweep.rank_and_world()
+    started = ranks.init_distributed(str(parameters.get("device", "cpu")))
+    rank, _ = ranks.rank_and_world()
     try:  # in the book's root, as the page's own kernel: the same store, commit and provenance
-        with sweep.report(show), contextlib.chdir(repo_root()):
+        with ranks.progress(show), contextlib.chdir(repo_root()):
             pages.compute(page, **{**runner.page_parameters(pages.page(page).path(repo_root())), **parameters})
     finally:
         if started:
@@ -167,11 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"rankcollapse {args.command}: error: {err}", file=sys.stderr)
         return 2
-    from rankcollapse.experiments import sweep
+    from rankcollapse.experiments import ranks
     from rankcollapse.book.runner import execute_page
 
     try:  # the results first, outside the notebook: plan, progress bar, resume, processes (rankcollapse.experiments.sweep)
-        show = os.environ.get(sweep.PROGRESS_ENV) != "0"
+        show = os.environ.get(ranks.PROGRESS_ENV) != "0"
         if not compute_page(args.page, parameters, getattr(args, "nproc", 1), show=show) or args.command == "compute":
             return 0  # computed only, or a torchrun rank other than 0: rank 0 renders the page
     except ValueError as err:

@@ -38,7 +38,7 @@ float32 states with sigma_min between the two bounds. States computed in float64
 the Gram error would exceed the states' own rounding (``eps64 ||X||_F``), and the engine's float64 agreement
 tests would see it. See :func:`singular_spectrum`.
 
-Used by: every page that measures collapse; ``san`` calls ``all_metrics`` (or ``norm_metrics``) after every layer.
+Used by: every page that measures collapse; the engine calls ``all_metrics`` (or ``norm_metrics``) after every layer.
 """
 
 from __future__ import annotations

@@ -24,22 +24,23 @@ one call over all samples gives, so the summary table does not depend on how the
   ``benchmarks/bench_san.py``; else a quick timing of one small block) and the memory it needs, and
   refuses with one ValueError when the memory budget (``$RANKCOLLAPSE_MEMORY_BUDGET`` bytes, default
   1 GiB) cannot hold one block, or the machine cannot hold the run.
-* **Progress**: a tqdm bar over blocks x configurations with an ETA, on stderr, when reporting is on:
-  asked by the command line (``rankcollapse run``, ``python -m rankcollapse.experiments.sweep``), or
-  ``$RANKCOLLAPSE_PROGRESS=1``, or stderr is a terminal; never inside a Jupyter kernel (the book build).
+* **Progress**: a tqdm bar over blocks x configurations with an ETA, on stderr, when reporting is on
+  (:mod:`rankcollapse.experiments.ranks`): asked by the command line (``rankcollapse run`` and
+  ``rankcollapse compute``), or ``$RANKCOLLAPSE_PROGRESS=1``, or stderr is a terminal; never inside a
+  Jupyter kernel (the book build).
 
-``python -m rankcollapse.experiments.sweep PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda]`` computes and
-stores the results of a page without rendering it; under ``torchrun --nproc-per-node K`` it does so in K
-processes. ``rankcollapse run PAGE --nproc K`` launches that, then renders the page from the stored results.
+``rankcollapse compute PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda]`` computes and stores the
+results of a page without rendering it; under ``torchrun --nproc-per-node K -m rankcollapse compute ...`` it
+does so in K processes. ``rankcollapse run PAGE --nproc K`` launches that, then renders the page from the
+stored results.
 
-Used by: :mod:`rankcollapse.experiments.config` (``run_sweep``, ``run_experiment``), :mod:`rankcollapse.book.cli`,
-``results/run_paper_scale.sh``, ``benchmarks/bench_san.py``, tests/unit/test_sweep.py.
+Used by: :mod:`rankcollapse.book.registry` (``run_experiment``), :mod:`rankcollapse.book.cli`,
+``benchmarks/bench_san.py``, tests/unit/test_sweep.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import copy
 import hashlib
 import json
@@ -48,94 +49,28 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
-import torch.distributed as dist
 
 from rankcollapse.experiments import config as experiments
 from rankcollapse.engine import (AttentionLayer, bytes_per_sample, random_layers, resolve_device, run_san,
                                  samples_per_chunk)
 from rankcollapse.core import metrics as rc_metrics
-from rankcollapse.experiments.provenance import atomic_write, provenance_record, source_sha256
-from rankcollapse.experiments.store import ResultStore, StoredResult, canonical_parameters, result_key
+from rankcollapse.experiments.provenance import provenance_record, source_sha256
+from rankcollapse.experiments.checkpoints import Checkpoints, partial_folder
+from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
+from rankcollapse.experiments.store import ResultStore, StoredResult
 
 source_sha256()  # hash the code this process runs now, before a long run's files can change
 
 BLOCK_SAMPLES = {"cpu": 64, "cuda": 1024}  # samples per unit of work (checkpoint granularity) per device type
 BLOCK_ENV = "RANKCOLLAPSE_BLOCK_SAMPLES"
 BUDGET_ENV = "RANKCOLLAPSE_MEMORY_BUDGET"
-PROGRESS_ENV = "RANKCOLLAPSE_PROGRESS"
 DEFAULT_BUDGET = 2**30  # bytes the engine may use for one block (engine.run_san's memory_budget)
 THROUGHPUT_FILE = Path(__file__).resolve().parents[3] / "benchmarks" / "throughput.json"
-_REPORT: contextvars.ContextVar[bool | None] = contextvars.ContextVar("rankcollapse_report", default=None)
-
-
-# ---------------------------------------------------------------- switches and processes
-
-
-def reporting() -> bool:
-    """Whether to print the plan and a progress bar: never in a Jupyter kernel (the book build); else as
-    the command line asked (:func:`report`), else ``$RANKCOLLAPSE_PROGRESS`` (``1``/``0``), else when
-    stderr is a terminal."""
-    if type(sys.stderr).__module__.startswith("ipykernel"):
-        return False
-    asked = _REPORT.get()
-    if asked is not None:
-        return asked
-    env = os.environ.get(PROGRESS_ENV)
-    return env == "1" if env in ("0", "1") else sys.stderr.isatty()
-
-
-@contextlib.contextmanager
-def report(on: bool = True) -> Iterator[None]:
-    """Turn reporting (plan and progress) on or off for the sweeps run inside the block."""
-    token = _REPORT.set(on)
-    try:
-        yield
-    finally:
-        _REPORT.reset(token)
-
-
-def rank_and_world() -> tuple[int, int]:
-    """``(rank, world size)``: ``(0, 1)`` without an initialized process group."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def init_distributed(device: str) -> bool:
-    """Join the process group torchrun describes (``WORLD_SIZE`` > 1 in the environment): NCCL and
-    ``cuda:LOCAL_RANK`` for a CUDA device, gloo on CPU. Returns whether a group was started here."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
-        return False
-    cuda = device.split(":")[0] == "cuda"
-    if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend="nccl" if cuda else "gloo")
-    return True
-
-
-def _broadcast(value: object) -> object:
-    """Rank 0's ``value`` on every rank (itself without a process group)."""
-    if rank_and_world()[1] == 1:
-        return value
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def _gather(value: object) -> list[object] | None:
-    """Every rank's ``value``, in rank order, on rank 0; None elsewhere."""
-    rank, world = rank_and_world()
-    if world == 1:
-        return [value]
-    out = [None] * world if rank == 0 else None
-    dist.gather_object(value, out, dst=0)
-    return out
 
 
 # ---------------------------------------------------------------- units of work
@@ -274,38 +209,6 @@ class _Work:
         return pd.concat(frames, ignore_index=True)
 
 
-# ---------------------------------------------------------------- checkpoints
-
-
-def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
-    """Where a result's finished units wait: keyed by the result key and the package's source hash
-    (:func:`rankcollapse.experiments.provenance.source_sha256`), so a commit that changes no code keeps them."""
-    return store.root / ".partial" / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
-
-
-class _Checkpoints:
-    """Finished units in ``folder`` (None: none kept), each file carrying the parameters it belongs to and
-    the seconds its computation took."""
-
-    def __init__(self, folder: Path | None, identity: dict) -> None:
-        self.folder, self.identity = folder, canonical_parameters(identity)
-
-    def load(self, unit: Unit) -> tuple[dict[str, torch.Tensor], float] | None:
-        """The unit's metrics and compute seconds, or None when it has no checkpoint of this identity."""
-        path = None if self.folder is None else self.folder / f"{unit.name}.pt"
-        if path is None or not path.is_file():
-            return None
-        record = torch.load(path, weights_only=True)
-        if record.get("identity") != self.identity or record.get("unit") != unit.name:
-            return None
-        return record["metrics"], record["seconds"]
-
-    def save(self, unit: Unit, metrics: dict[str, torch.Tensor], seconds: float) -> None:
-        if self.folder is not None:
-            record = {"identity": self.identity, "unit": unit.name, "metrics": metrics, "seconds": seconds}
-            atomic_write(self.folder / f"{unit.name}.pt", lambda tmp: torch.save(record, tmp))
-
-
 # ---------------------------------------------------------------- plan: size, time, memory
 
 
@@ -438,7 +341,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
     plan = make_plan(work, label, plan_units, block, budget, timed=show)
     if show:
         print(plan.text(), file=sys.stderr, flush=True)
-    checkpoints = _Checkpoints(partial, {"parameters": asdict(config), "torch": torch.__version__,
+    checkpoints = Checkpoints(partial, {"parameters": asdict(config), "torch": torch.__version__,
                                          "block": block, "folder": None if partial is None else partial.name})
     mine = plan_units[rank::world]
     resumed = {u.name: found for u in mine if (found := checkpoints.load(u)) is not None}
@@ -456,7 +359,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
             seconds[unit.name] = time.perf_counter() - start
             checkpoints.save(unit, computed[unit.name], seconds[unit.name])
             bar.update(width(unit))
-    gathered = _gather((computed, seconds, len(resumed)))
+    gathered = gather((computed, seconds, len(resumed)))
     if rank != 0:
         return None
     table = work.assemble(plan_units, {k: v for part, _, _ in gathered for k, v in part.items()})
@@ -482,7 +385,7 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
     store = store or ResultStore()
     parameters = experiments.stored_parameters(config)
     rank, _ = rank_and_world()
-    found = _broadcast(store.load(page, parameters, experiments.check_table) if rank == 0 else None)
+    found = broadcast(store.load(page, parameters, experiments.check_table) if rank == 0 else None)
     if found is not None:
         return found
     start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
@@ -499,4 +402,4 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
         with contextlib.suppress(OSError):  # only when empty
             partial.parent.rmdir()
             partial.parent.parent.rmdir()
-    return _broadcast(result)
+    return broadcast(result)
