@@ -4,7 +4,9 @@ import importlib.util
 
 import pytest
 
-from rankcollapse.book.runner import execute_page, read_glue
+from glue import read_glue
+
+from rankcollapse.book.runner import execute_page
 
 pytestmark = [pytest.mark.notebook, pytest.mark.models]
 

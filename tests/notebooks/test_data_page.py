@@ -2,7 +2,9 @@
 
 import pytest
 
-from rankcollapse.book.runner import execute_page, read_glue
+from glue import read_glue
+
+from rankcollapse.book.runner import execute_page
 
 pytestmark = [pytest.mark.notebook, pytest.mark.models]
 

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from rankcollapse.book.runner import execute_page, read_glue
+from glue import read_glue
+
+from rankcollapse.book.runner import execute_page
 
 pytestmark = [pytest.mark.notebook, pytest.mark.models]
 

@@ -3,7 +3,9 @@
 import pytest
 
 from rankcollapse.book.plotting.common import MIN_TEXT_PX
-from rankcollapse.book.runner import execute_page, read_glue
+from glue import read_glue
+
+from rankcollapse.book.runner import execute_page
 
 pytestmark = pytest.mark.notebook
 

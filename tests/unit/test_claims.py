@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rankcollapse.book.pages import fig2, sample_size
 from rankcollapse.verdicts import claims
 
 EPS = np.finfo(np.float64).eps
@@ -41,15 +42,15 @@ def _verdicts(rows: list[claims.Claim]) -> dict[str, str]:
 
 def test_fig2_claims_follow_the_curves_and_flip():
     stable = _fig2_table(np.full(13, 0.5))
-    found = _verdicts(claims.fig2(stable, n_tokens=16))
+    found = _verdicts(fig2.claims(stable, n_tokens=16))
     assert found["Pure masked attention collapses exponentially / initialized weights, pure attention"] == "holds"
     assert found["A larger mask radius slows collapse / initialized pure attention"] == "holds"
     ln = [v for k, v in found.items() if k.startswith("Adding LayerNorm alone")]
     assert ln == ["holds", "holds"]
-    assert claims.headline(claims.fig2(stable, n_tokens=16)) == "On this run every claim below holds."
+    assert claims.headline(fig2.claims(stable, n_tokens=16)) == "On this run every claim below holds."
 
     decaying = _fig2_table(0.5 * np.exp(-0.5 * LAYERS))
-    rows = claims.fig2(decaying, n_tokens=16)
+    rows = fig2.claims(decaying, n_tokens=16)
     ln = [c.verdict for c in rows if c.claim.startswith("Adding LayerNorm alone")]
     assert ln == ["does not hold", "does not hold"]
     assert "Adding LayerNorm alone stops μ → 0 at random initialization" in claims.headline(rows)
@@ -58,16 +59,16 @@ def test_fig2_claims_follow_the_curves_and_flip():
 
 def test_a_claim_on_the_floor_cannot_be_told():
     on_floor = _fig2_table(np.full(13, 2 * EPS))
-    rows = claims.fig2(on_floor, n_tokens=16)
+    rows = fig2.claims(on_floor, n_tokens=16)
     assert {c.verdict for c in rows if c.claim.startswith("Adding LayerNorm")} == {"cannot tell: on the rounding floor"}
 
 
 def test_markdown_table_has_one_row_per_claim():
-    rows = claims.fig2(_fig2_table(np.full(13, 0.5)), n_tokens=16)
+    rows = fig2.claims(_fig2_table(np.full(13, 0.5)), n_tokens=16)
     text = claims.markdown_table(rows)
     assert text.count("\n") == len(rows) + 1 and "| **holds** |" in text
 
 
 @pytest.mark.parametrize("ratio, verdict", [(1.5, "holds"), (4.0, "holds partly"), (20.0, "does not hold")])
 def test_sample_size_claim_thresholds(ratio, verdict):
-    assert claims.sample_size({"max_median_ratio": ratio, "small": 32, "large": 3000})[0].verdict == verdict
+    assert sample_size.claims({"max_median_ratio": ratio, "small": 32, "large": 3000})[0].verdict == verdict

@@ -10,6 +10,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from glue import read_glue
+
 from rankcollapse.book import cli
 from rankcollapse.book import registry as pages
 from rankcollapse.book import runner
@@ -80,7 +82,7 @@ def test_run_writes_notebook_and_figures(tmp_path, monkeypatch):
     monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path / "unused"))  # main() sets it; restored after
     out = tmp_path / "run"
     assert cli.main(["run", "setup", "-p", "n_tokens", "10", "-p", "window", "3", "--output", str(out)]) == 0
-    assert runner.read_glue(out / "setup.ipynb")["setup_radius_uni"] == 3  # ceil(9 / 3)
+    assert read_glue(out / "setup.ipynb")["setup_radius_uni"] == 3  # ceil(9 / 3)
     assert {p.name for p in (out / "figures").iterdir()} >= {"fig-setup-masks.png", "fig-setup-masks.svg",
                                                               "fig-setup-masks.pdf", "fig-setup-masks.json"}
     target = cli.add_to_book(out / "setup.ipynb", "setup", tmp_path / "runs", "r1")

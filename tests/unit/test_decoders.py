@@ -1,4 +1,5 @@
-"""The RMSNorm-decoder page: its sweeps, its rate table, claims and findings on synthetic tidy tables."""
+"""The decoder pages (RMSNorm decoders, the sliding-window model): their sweeps, the rate table, claims and
+numbers on synthetic tidy tables."""
 
 import importlib.util
 from types import SimpleNamespace
@@ -7,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rankcollapse.verdicts import claims
-from rankcollapse.book.pages import rmsnorm_decoders as decoders
-from rankcollapse.book import findings
 from rankcollapse.book import registry as pages
+from rankcollapse.book.pages import rmsnorm_decoders as decoders
+from rankcollapse.book.pages import sliding_window_model
+from rankcollapse.verdicts import claims
 
 EPS = np.finfo(np.float64).eps
 LAYERS = np.arange(31)
@@ -68,25 +69,25 @@ def _verdicts(rows: list[claims.Claim]) -> dict[str, str]:
 
 
 def test_claims_follow_the_radius_order_and_flip():
-    ordered = _verdicts(claims.rmsnorm_decoders(_rates(0.1)))  # radius 16 slowest, then 5, then 1
+    ordered = _verdicts(decoders.claims(_rates(0.1)))  # radius 16 slowest, then 5, then 1
     key = "Local masks slow collapse, at a rate set by the radius / initialized weights, pure attention"
     assert ordered[key] == claims.HOLDS
     assert ordered["Pure masked attention collapses exponentially / pretrained weights, pure attention"] == claims.HOLDS
     assert all(v == claims.HOLDS for k, v in ordered.items() if "RMSNorm" in k)
-    flipped = _verdicts(claims.rmsnorm_decoders(_rates(0.9)))  # the largest radius now collapses fastest
+    flipped = _verdicts(decoders.claims(_rates(0.9)))  # the largest radius now collapses fastest
     assert flipped[key] == claims.FAILS
 
 
 def test_claims_fail_when_rmsnorm_lets_mu_collapse():
-    collapsing = _verdicts(claims.rmsnorm_decoders(_rates(0.1, 0.5 * np.exp(-0.5 * LAYERS))))
+    collapsing = _verdicts(decoders.claims(_rates(0.1, 0.5 * np.exp(-0.5 * LAYERS))))
     key = ("LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm without gain) / "
            "initialized weights, SAN + RMSNorm without gain")
     assert collapsing[key] == claims.FAILS
 
 
-def test_findings_name_rates_and_ratios():
+def test_numbers_name_rates_and_ratios():
     rates = _rates(0.1, np.linspace(0.4, 0.2, 31))
-    found = findings.rmsnorm_decoders(rates, _result("causal", None, 0.6, np.full(31, 0.4)).table)
+    found = decoders.numbers(rates, _result("causal", None, 0.6, np.full(31, 0.4)).table)
     assert found["pure_rates_initialized"].startswith("causal (radius 1): 0.6;")
     assert "causal_sliding_window 4 (radius 16): 0.1" in found["pure_rates_pretrained"]
     assert found["full_ratio"] == pytest.approx(0.2 / (0.4 - 0.2 / 30)) == found["own_ratio"]
@@ -99,12 +100,12 @@ def test_findings_name_rates_and_ratios():
 def test_the_pure_attention_heading_follows_verdict_and_norm_growth():
     causal = _result("causal", None, 0.0, np.full(31, 0.4))  # pure attention stays at 0.5: no collapse
     rates = decoders.rate_table({decoders.CAUSAL: causal})
-    assert findings.rmsnorm_decoders(rates, causal.table)["pure_heading"] == (
+    assert decoders.numbers(rates, causal.table)["pure_heading"] == (
         "Pretrained pure attention neither collapses nor blows up here.")
     grown = causal.table.copy()
     pure = (grown["weights"] == "pretrained") & (grown["norm"] == "none") & ~grown["skip"] & (grown["metric"] == "norm")
     grown.loc[pure, "median"] = 15.0 ** grown.loc[pure, "layer"].astype(float)  # about 15x a layer, as SmolLM2
-    assert findings.rmsnorm_decoders(rates, grown)["pure_heading"] == (
+    assert decoders.numbers(rates, grown)["pure_heading"] == (
         "Pretrained pure attention does not collapse here, it blows up.")
 
 
@@ -133,15 +134,15 @@ def _window_rates(local_rate: float) -> pd.DataFrame:
 
 
 def test_window_claims_compare_local_and_trained_runs_with_all_global():
-    slower = _verdicts(claims.sliding_window_model(_window_rates(0.2)))
+    slower = _verdicts(sliding_window_model.claims(_window_rates(0.2)))
     assert slower["Local (sliding-window) masks slow collapse / pretrained, pure attention"] == claims.HOLDS
     assert slower["Pure masked attention collapses exponentially / pretrained, pure attention"] == claims.HOLDS
     assert slower["In pretrained models LayerNorm helps (together with the other components) / "
                   "pretrained, SAN + skip + its own norms"] == claims.HOLDS
-    rows = {c.measured: c for c in claims.sliding_window_model(_window_rates(0.2))}
+    rows = {c.measured: c for c in sliding_window_model.claims(_window_rates(0.2))}
     assert rows["pretrained, pure attention: mean rate per layer, all local against all global"].number == \
         "0.2 vs 0.6 (0.33×)"
-    faster = {c.measured: c.verdict for c in claims.sliding_window_model(_window_rates(0.9))}
+    faster = {c.measured: c.verdict for c in sliding_window_model.claims(_window_rates(0.9))}
     assert faster["pretrained, pure attention: mean rate per layer, all local against all global"] == claims.FAILS
     assert faster["pretrained, pure attention: mean rate per layer, as trained against all global"] == claims.HOLDS
 

@@ -7,13 +7,14 @@ import torch
 from rankcollapse.experiments import config as experiments
 from rankcollapse.hf import load as models
 from rankcollapse.hf import extract as models_extract
+from rankcollapse.hf import testing
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 
 def _save(folder, config) -> str:
-    return models.save_tiny_model(folder, config)
+    return testing.save_tiny_model(folder, config)
 
 
 def _sizes(**extra) -> dict:
@@ -55,7 +56,7 @@ def test_hook_metrics_run_in_batches_so_memory_is_flat_in_sequences(tmp_path):
 
 
 def test_offload_check_of_the_large_models_page(tmp_path):
-    check = models.offload_check(tmp_path, n_sequences=5, batch_size=2)
+    check = testing.offload_check(tmp_path, n_sequences=5, batch_size=2)
     assert check["device_map"]["layers.2"] == "disk" and check["max_relative_difference"] < 1e-5
 
 

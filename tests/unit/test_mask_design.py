@@ -1,4 +1,4 @@
-"""The mask-design page: its zoo and checks, the uniform-attention eigenvalue, the rate fit, the findings,
+"""The mask-design page: its zoo and checks, the uniform-attention eigenvalue, the rate fit, the numbers,
 the sortable table and the figure's legibility."""
 
 import math
@@ -9,7 +9,6 @@ import pytest
 
 
 from rankcollapse.experiments import config as experiments
-from rankcollapse.book import findings
 from rankcollapse.book.pages import mask_design
 from rankcollapse.core import masks
 from rankcollapse.book import registry as pages
@@ -75,14 +74,14 @@ def test_decay_rate_fits_the_layers_above_the_floor_only():
     assert math.isnan(mask_design.decay_rate(_table(relative, np.full(6, 1e-9), np.full(6, 1e-9)), "initialized"))
 
 
-def test_findings_name_the_order_and_the_fastest_sparse_mask():
+def test_numbers_name_the_order_and_the_fastest_sparse_mask():
     table = pd.DataFrame({
         "mask": ["complete", "causal window 1", "causal window 4", "window ±2", "window ±1", "window ±1 + 1 global",
                  "dilated"],
         "edges": [100, 20, 50, 40, 25, 45, 30], "edge share": [1.0, 0.2, 0.5, 0.4, 0.25, 0.45, 0.3],
         "radius": [1, 9, 3, 3, 9, 1, None], "uniform |λ₂|": [0.0, 0.5, 0.5, 0.9, 0.95, 0.7, 1.0],
         "rate, initialized": [2.0, 0.1, 1.2, 0.5, 0.2, 0.8, 0.05], "verdict, initialized": ["collapses"] * 7})
-    found = findings.mask_design(table)
+    found = mask_design.numbers(table)
     assert found["causal_order"] == "the radius orders them" and found["causal_by_radius"] == pytest.approx(-1.0)
     assert found["fastest"] == "causal window 4" and found["unconnected"] == "dilated"
     assert found["sparse_min"] == 0.05 and found["sparse_max"] == 1.2 and found["fastest_share"] == 50 and found["fastest_over_complete"] == pytest.approx(0.6)
@@ -103,7 +102,7 @@ def test_rates_of_masks_that_do_not_collapse_are_not_compared():
         "uniform |λ₂|": [0.0, 0.5, 0.5, 0.99, 0.99, 0.75, 0.3],
         "rate, pretrained": [0.8, -0.0013, -0.0042, -0.002, -0.0038, 0.008, 0.09],
         "verdict, pretrained": ["collapses", "stable", "stable", "stable", "stable", "stable", "collapses"]})
-    found = findings.mask_design(table, "pretrained")
+    found = mask_design.numbers(table, "pretrained")
     assert found["n_collapsing"] == 2 and found["collapse_words"].startswith(
         "only 2 of the 7 masks collapse (complete, random); for the other 5 (causal window 1, causal window 4, "
         "window ±1, window ±2, window ±1 + 1 global) μ/‖X‖_F neither reaches the rounding floor")
@@ -144,6 +143,6 @@ def test_without_windows_of_equal_radius_there_is_nothing_to_pair():
     table = pd.DataFrame({"mask": ["complete", "causal window 1", "window ±1", "window ±1 + 1 global"],
                           "edge share": [1.0, 0.1, 0.2, 0.3], "radius": [1, 9, 5, 1], "uniform |λ₂|": [0.0, 0.5, 0.9, 0.7],
                           "rate, initialized": [2.0, 0.5, 0.6, 0.9], "verdict, initialized": ["collapses"] * 4})
-    found = findings.mask_design(table)
+    found = mask_design.numbers(table)
     assert found["n_pairs"] == 0
     assert found["uni_vs_bi"] == "has no bidirectional window of the same radius at this sequence length"

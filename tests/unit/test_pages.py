@@ -2,7 +2,6 @@
 contents is registered, profiles fit the pages' parameters, and the package has no import circle."""
 
 import ast
-import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import yaml
 
 from rankcollapse.book import registry as pages
 from rankcollapse.book import runner
-from rankcollapse.experiments.config import ExperimentConfig
+from rankcollapse.book.pages import fig2
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "rankcollapse"
@@ -46,7 +45,7 @@ def test_experiment_pages_keep_their_fixed_choices_and_take_the_readers_paramete
     assert config.temperatures == (0.5, 2) and config.norms == ("none",) and config.n_samples == 3
     g1 = pages.configure("appendix_g1", {"temperatures": [0.5]})
     assert g1["fig3"].config.temperatures == (0.5,) and g1["fig2"].config.temperatures == (None,)
-    assert g1["fig2"].config.weights == ("initialized",) and g1["fig2"].config.norms == pages.FIG2["norms"]
+    assert g1["fig2"].config.weights == ("initialized",) and g1["fig2"].config.norms == fig2.FIXED["norms"]
     skip = pages.configure("skip_connections", {"n_layers": 6, "n_layers_deep": 40, "show_largest_stored": True})
     assert skip["shallow"].config.n_layers == 6 and skip["deep"].config.n_layers == 40
     assert skip["deep"].config.weights == ("initialized",) and skip["shallow"].config.skips == (False, True)
@@ -80,20 +79,30 @@ def test_paper_profile_lists_the_experiment_pages():
     assert pages.profile_parameters("sliding_window_model", "paper")["n_samples"] == pages.WINDOW_PAPER_SAMPLES
 
 
+def _module_name(path: Path) -> str:
+    """``src/rankcollapse/core/masks.py`` -> ``rankcollapse.core.masks`` (a package: its ``__init__``)."""
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
 def _imports(path: Path) -> set[str]:
-    """The rankcollapse modules ``path`` imports, at any depth of its code."""
+    """The rankcollapse modules ``path`` imports, at any depth of its code (``from a.b import c``: the
+    module ``a.b.c`` when it is one, else ``a.b``)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rankcollapse"):
-            found |= {f"rankcollapse.{a.name}" for a in node.names} if node.module == "rankcollapse" else {node.module}
+            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                      for a in node.names}
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("rankcollapse")}
-    modules = {f"rankcollapse.{p.stem}" for p in SRC.glob("*.py")}
-    return {m for m in found if m in modules} - {f"rankcollapse.{path.stem}"}
+    return {m for m in found if m in MODULES} - {_module_name(path)}
 
 
 def test_no_import_circle_between_modules():
-    graph = {f"rankcollapse.{p.stem}": _imports(p) for p in SRC.glob("*.py") if p.stem != "__init__"}
+    graph = {name: _imports(path) for name, path in MODULES.items() if path.stem != "__init__"}
     state: dict[str, int] = {}
 
     def visit(module: str, trail: list[str]) -> None:
@@ -104,13 +113,14 @@ def test_no_import_circle_between_modules():
                 visit(dep, [*trail, module])
         state[module] = 2
 
+    assert len(graph) > 40  # every module of every layer
     for module in graph:
         if module not in state:
             visit(module, [])
 
 
 def test_no_private_name_crosses_modules():
-    for path in SRC.glob("*.py"):
+    for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rankcollapse"):
                 private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]

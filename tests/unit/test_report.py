@@ -5,9 +5,9 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from rankcollapse.book import findings
 from rankcollapse.book import registry as pages
 from rankcollapse.book import report
+from rankcollapse.book.pages import sample_size
 from rankcollapse.experiments.config import STATISTICS, TABLE_COLUMNS, stored_parameters
 from rankcollapse.experiments.store import ResultStore
 
@@ -78,11 +78,11 @@ def test_the_sample_ratio_is_the_small_mean_over_the_large_mean_per_curve_and_la
             for layer in (0, 1, 2)
             for n, mean in ((32, 3.0 * (layer + 1) * (2 if mask == "complete" else 1)), (3000, 1.5 * (layer + 1)))]
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    ratios = findings.sample_mean_ratios(table)
+    ratios = sample_size.mean_ratios(table)
     assert len(ratios) == 4 and set(ratios["layer"]) == {1, 2}  # layer 0 (X(0)) has no place on the log axis
     assert dict(zip(ratios["mask"], ratios["mean"])) == {"complete": 4.0, "sliding_window": 2.0}
     assert (ratios[["median", "q10", "q90"]].to_numpy() == ratios[["mean"]].to_numpy()).all()  # a line, no band
-    assert findings.sample_size(table)["max_mean_ratio"] == 4.0
+    assert sample_size.numbers(table)["max_mean_ratio"] == 4.0
 
 
 def test_the_rerun_block_states_the_cost_of_every_part(tmp_path, pair):

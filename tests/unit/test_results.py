@@ -1,7 +1,6 @@
 """The results store: exact-parameter lookup, atomic writes, resumable sweeps, and damaged results refused
 (each damage once on a small table, and on a copy of a real stored result through its experiment)."""
 
-import dataclasses
 import json
 import re
 import shutil

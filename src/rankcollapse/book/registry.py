@@ -1,39 +1,41 @@
-"""The registry of the book's pages: the one place that knows every page, its fixed choices and profiles.
+"""The registry of the book's pages: the one place that knows every page, its module, fixed choices and profiles.
 
-Each :class:`Page` names its Jupytext source, how its parameters are checked (``configure``: the page's
-parameters -> the validated configuration(s) it computes, raising one ValueError on bad input), how it is
-computed (``compute``), its fixed choices (the settings a page is *about*, e.g. Fig. 3's masks) and its
-profiles (``paper``: the paper's scale). The page's defaults are its ``parameters`` cell (read by
-:func:`rankcollapse.book.runner.page_parameters`), so a default lives in one place; types are checked against
-those defaults, ranges by the configuration dataclasses (each parameter validated once, in its config).
+Each :class:`Page` names its Jupytext source, its module under :mod:`rankcollapse.book.pages` (named as the
+page) through that module's functions: how its parameters are checked (``configure``: the page's
+parameters -> the validated configuration(s) it computes, raising one ValueError on bad input) and how it is
+computed (``compute``: the experiment pages' sweeps, through the results store, or the page module's own
+``compute``, timed); its fixed choices (the settings a page is *about*, e.g. Fig. 3's norms, from its
+module) and its profiles (``paper``: the paper's scale). The page's defaults are its ``parameters`` cell
+(read by :func:`rankcollapse.book.runner.page_parameters`), so a default lives in one place; types are
+checked against those defaults, ranges by the configuration dataclasses (each parameter validated once, in
+its config).
 
-The CLI (``rankcollapse run``), the notebook tests, the reproduce page and ``results/run_paper_scale.sh``
-read this registry. Adding a page is one entry here plus its ``.md``.
+The CLI (``rankcollapse run``), every computed page (:func:`rankcollapse.book.report.start_page`), the
+notebook tests, the reproduce page and ``results/run_paper_scale.sh`` read this registry. Adding a page is
+its ``.md``, its module ``book/pages/<page>.py``, one entry here and a line in ``_toc.yml``.
 
-Used by: every experiment and response page (``pages.compute``), :mod:`rankcollapse.book.cli`,
-:mod:`rankcollapse.book.report`, tests/unit/test_pages.py.
+Used by: :mod:`rankcollapse.book.report`, :mod:`rankcollapse.book.cli`, book/reproduce.md,
+tests/unit/test_pages.py.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from rankcollapse.book.pages import rmsnorm_decoders as decoders
-from rankcollapse.experiments import config as experiments
-from rankcollapse.book.pages import mask_design
-from rankcollapse.book.pages import setup as setup_pages
+from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4, large_models,
+                                     mask_design, pretrained_panels, rmsnorm_decoders, sample_size, setup,
+                                     skip_connections, sliding_window_model, theorem1, theorem2)
 from rankcollapse.experiments import sweep
-from rankcollapse.book.pages import theorems as theory
-from rankcollapse.book.pages import layernorm as theory_layernorm
-from rankcollapse.core.checks import check_int
 from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.store import StoredResult
 
 PROFILE_NAMES = ("default", "paper")
 # The authors' response: 3000 samples of 128 tokens on a BERT-base-sized model (ours: MPNet, 12 x 768).
 PAPER_SCALE = {"model": "pkg:mpnet", "n_samples": 3000, "n_tokens": 128, "overlap": "sentence_starts"}
-PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only, never for computing
 
 
 @dataclass(frozen=True)
@@ -53,114 +55,71 @@ class Page:
         return root / self.source
 
 
-def _experiment(fixed: dict, **extra_fixed) -> Callable[[dict], dict[str, Run]]:
-    """``configure`` of a one-sweep experiment page: the page's fixed choices, then the reader's parameters."""
-    def configure(parameters: dict) -> dict[str, Run]:
-        own = {k: v for k, v in parameters.items() if k not in PAGE_ONLY}
-        return {"main": Run(experiments.experiment_config(own, **fixed, **extra_fixed))}
-    return configure
+class Computed(NamedTuple):
+    """What a page that computes in its own module shows: its checked config, its result and the wall
+    seconds the computation took in this build (for its re-run block)."""
+
+    config: object
+    result: object
+    seconds: float
 
 
-def _own_config(config_class: type) -> Callable[[dict], dict[str, object]]:
-    """``configure`` of a page that computes in its own module: its config dataclass checks every parameter."""
-    def configure(parameters: dict) -> dict[str, object]:
-        return {"main": config_class(**parameters)}
-    return configure
+def _in_module(function: Callable[[object], object]) -> Callable[[str, Mapping[str, object]], dict[str, Computed]]:
+    """``compute`` of a page that computes in its own module: ``function(config)`` per part, timed."""
+    def compute(page: str, configs: Mapping[str, object]) -> dict[str, Computed]:
+        computed = {}
+        for part, config in configs.items():
+            started = time.perf_counter()
+            result = function(config)
+            computed[part] = Computed(config, result, time.perf_counter() - started)
+        return computed
+    return compute
 
 
-def _fig2_and_fig3(stored_as_figures: bool = False, **shared) -> Callable[[dict], dict[str, Run]]:
-    """``configure`` of a page showing the Fig. 2 and Fig. 3 sweeps of the same parameters (the
-    ``temperatures`` parameter belongs to the Fig. 3 sweep only); ``stored_as_figures``: the very sweeps of
-    the Fig. 2 and Fig. 3 pages, stored as theirs."""
-    def configure(parameters: dict) -> dict[str, Run]:
-        own = {k: v for k, v in parameters.items() if k not in PAGE_ONLY}
-        temperatures = {"temperatures": own.pop("temperatures")} if "temperatures" in own else {}
-        return {"fig2": Run(experiments.experiment_config(own, **shared, **FIG2), "fig2" if stored_as_figures else None),
-                "fig3": Run(experiments.experiment_config({**own, **temperatures}, **shared, **FIG3),
-                            "fig3" if stored_as_figures else None)}
-    return configure
-
-
-def _sample_size(parameters: dict) -> dict[str, Run]:
-    """Fig. 2's sweep on the first ``n_samples_small`` samples and on all ``n_samples`` (the first k samples
-    of a larger draw are the draw of k, so the small sample is part of the large one), stored as Fig. 2's."""
-    own = {k: v for k, v in parameters.items() if k not in (*PAGE_ONLY, "n_samples_small")}
-    large = experiments.experiment_config(own, **FIG2)
-    small = parameters.get("n_samples_small", 32)
-    check_int("n_samples_small", small, 1, large.n_samples - 1)
-    return {"large": Run(large, "fig2"), "small": Run(replace(large, n_samples=small), "fig2")}
-
-
-def _skip_connections(parameters: dict) -> dict[str, Run]:
-    """Shallow (both weight sources, ``n_layers``) and deep (initialized only, ``n_layers_deep``) sweeps."""
-    own = {k: v for k, v in parameters.items() if k not in (*PAGE_ONLY, "n_layers_deep")}
-    deep = {k: v for k, v in own.items() if k not in ("n_layers", "weights")}
-    n_layers_deep = parameters.get("n_layers_deep", 128)
-    check_int("n_layers_deep", n_layers_deep, 1, 4096)
-    return {"shallow": Run(experiments.experiment_config(own, **SKIP)),
-            "deep": Run(experiments.experiment_config({**deep, "n_layers": n_layers_deep},
-                                                      **SKIP, weights=("initialized",)))}
-
-
-def _large_models(parameters: dict) -> dict[str, dict]:
-    """The large-models page's tiny check: sequences and the batch size of the hook metrics."""
-    check_int("n_sequences", parameters.get("n_sequences"), 1, 4096)
-    check_int("batch_size", parameters.get("batch_size"), 1, parameters["n_sequences"])
-    return {"main": dict(parameters)}
-
-
-def _run_all(page: str, runs: Mapping[str, Run]) -> dict[str, experiments.StoredResult]:
+def _run_all(page: str, runs: Mapping[str, Run]) -> dict[str, StoredResult]:
     """Every sweep of a page, stored under the page's name or the page the run names."""
     return {part: sweep.run_experiment(run.page or page, run.config) for part, run in runs.items()}
 
-
-# The pages' fixed choices (reconstructions named in PAPER.md §3 are parameters, not fixed here).
-# "model": each layer's own norm — the trained γ, β of a pretrained model (Dong et al.'s SAN + LN), and
-# LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a fresh model has it.
-FIG2 = dict(norms=("none", "unit", "model"))
-FIG3 = dict(norms=("none",))
-FIG4 = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)
-SKIP = dict(norms=("none", "model"), skips=(False, True), full_transformer=True)
-G1 = dict(weights=("initialized",))
 
 _PAPER = {"paper": PAPER_SCALE}
 WINDOW_PAPER_SAMPLES = 900  # the corpus holds about 1000 concatenated runs of 1024 Gemma tokens, not 3000
 _E = dict(compute=_run_all)
 PAGES: dict[str, Page] = {p.name: p for p in (
-    Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ", _own_config(setup_pages.SetupConfig)),
-    Page("data", "book/data.md", "The text samples", _own_config(setup_pages.DataConfig)),
+    Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ", setup.configure, _in_module(setup.compute)),
+    Page("data", "book/data.md", "The text samples", data.configure, _in_module(data.compute)),
     Page("theorem1", "book/theory/theorem1.md", "Theorem 1: pure masked attention collapses",
-         _own_config(theory.Theorem1Config)),
+         theorem1.configure, _in_module(theorem1.compute)),
     Page("theorem2", "book/theory/theorem2.md", "Theorem 2: LayerNorm with orthogonal values still collapses",
-         _own_config(theory.Theorem2Config)),
+         theorem2.configure, _in_module(theorem2.compute)),
     Page("counterexample", "book/theory/counterexample.md", "Fig. 1: the counterexample",
-         _own_config(theory_layernorm.CounterexampleConfig)),
+         counterexample.configure, _in_module(counterexample.compute)),
     Page("equilibria", "book/theory/equilibria.md", "Equilibria of every rank",
-         _own_config(theory_layernorm.EquilibriaConfig)),
-    Page("fig2", "book/experiments/fig2.md", "Fig. 2: masks and LayerNorm", _experiment(FIG2), fixed=FIG2,
+         equilibria.configure, _in_module(equilibria.compute)),
+    Page("fig2", "book/experiments/fig2.md", "Fig. 2: masks and LayerNorm", fig2.configure, fixed=fig2.FIXED,
          profiles=_PAPER, **_E),
-    Page("fig3", "book/experiments/fig3.md", "Fig. 3: temperature", _experiment(FIG3), fixed=FIG3,
+    Page("fig3", "book/experiments/fig3.md", "Fig. 3: temperature", fig3.configure, fixed=fig3.FIXED,
          profiles=_PAPER, **_E),
-    Page("fig4", "book/experiments/fig4.md", "Fig. 4: token geometry", _experiment(FIG4), fixed=FIG4,
+    Page("fig4", "book/experiments/fig4.md", "Fig. 4: token geometry", fig4.configure, fixed=fig4.FIXED,
          profiles=_PAPER, **_E),
-    Page("appendix_g1", "book/experiments/appendix_g1.md", "Appendix G.1: 128 layers",
-         _fig2_and_fig3(**G1), fixed={**G1, "fig2": FIG2, "fig3": FIG3},
-         profiles={"paper": {**PAPER_SCALE, "n_layers": 128}}, **_E),
-    Page("sample_size", "book/response/sample_size.md", "Response: 32 vs 3000 samples", _sample_size,
-         fixed=FIG2, profiles={"paper": {**PAPER_SCALE, "n_samples_small": 32}}, **_E),
+    Page("appendix_g1", "book/experiments/appendix_g1.md", "Appendix G.1: 128 layers", appendix_g1.configure,
+         fixed=appendix_g1.FIXED, profiles={"paper": {**PAPER_SCALE, "n_layers": 128}}, **_E),
+    Page("sample_size", "book/response/sample_size.md", "Response: 32 vs 3000 samples", sample_size.configure,
+         fixed=sample_size.FIXED, profiles={"paper": {**PAPER_SCALE, "n_samples_small": 32}}, **_E),
     Page("skip_connections", "book/response/skip_connections.md", "Response: skip connections",
-         _skip_connections, fixed=SKIP, profiles={"paper": {**PAPER_SCALE, "n_layers_deep": 128}}, **_E),
+         skip_connections.configure, fixed=skip_connections.FIXED,
+         profiles={"paper": {**PAPER_SCALE, "n_layers_deep": 128}}, **_E),
     Page("pretrained_panels", "book/response/pretrained_panels.md", "Response: corrected pretrained panels",
-         _fig2_and_fig3(stored_as_figures=True), fixed={"fig2": FIG2, "fig3": FIG3}, profiles=_PAPER, **_E),
+         pretrained_panels.configure, fixed=pretrained_panels.FIXED, profiles=_PAPER, **_E),
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
-         fixed={"masks": tuple(z.part for z in mask_design.ZOO), "norms": ("none",)}, profiles=_PAPER, **_E),
+         fixed=mask_design.FIXED, profiles=_PAPER, **_E),
     Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",
-         decoders.configure, fixed={"masks": ("causal", "causal_sliding_window"), **decoders.FIXED},
+         rmsnorm_decoders.configure, fixed=rmsnorm_decoders.FIXED,
          profiles={"paper": {**PAPER_SCALE, "model": "pkg:smollm2"}}, **_E),
     Page("sliding_window_model", "book/beyond/sliding_window_model.md", "Beyond: a real sliding-window model (Gemma-3)",
-         decoders.window_configure, fixed={"parts": decoders.WINDOW_PARTS, **decoders.WINDOW_FIXED},
+         sliding_window_model.configure, fixed=sliding_window_model.FIXED,
          profiles={"paper": {"n_samples": WINDOW_PAPER_SAMPLES, "n_tokens": 1024}}, **_E),
-    Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", _large_models),
+    Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", large_models.configure,
+         _in_module(large_models.compute)),
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)
 
@@ -204,11 +163,13 @@ def configure(name: str, parameters: Mapping[str, object]) -> Mapping[str, objec
     return entry.configure(dict(parameters)) if entry.configure is not None else {}
 
 
-def compute(name: str, **parameters) -> dict[str, experiments.StoredResult]:
-    """The results page ``name`` shows for ``parameters``: stored ones when they exist, else computed
-    and stored (:func:`rankcollapse.experiments.sweep.run_experiment`), by part (``"main"`` for one sweep)."""
+def compute(name: str, **parameters) -> dict[str, StoredResult | Computed]:
+    """What page ``name`` shows for ``parameters``, by part (``"main"`` for one sweep or config): for an
+    experiment page its results, stored ones when they exist, else computed and stored
+    (:func:`rankcollapse.experiments.sweep.run_experiment`); for a page that computes in its own module,
+    its :class:`Computed`."""
     entry = page(name)
     if entry.compute is None:
-        raise ValueError(f"page {name!r} computes in its own module, not through the registry")
+        raise ValueError(f"page {name!r} computes nothing")
     return entry.compute(name, configure(name, parameters))
 

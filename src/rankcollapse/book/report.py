@@ -1,68 +1,57 @@
-"""What a page shows around its results: the result it displays, values read from it, its standard
-figures, the scale sentence, the banner when a stored larger run is shown, and the re-run block.
+"""What a page shows around its results: how every computed page opens (:func:`start_page`: its
+parameters and what it shows), its standard figures, the scale sentence, the banner when a stored larger
+run is shown, and the re-run block.
 
-Pages stay thin: one call for the results (:func:`page_results`), one per figure (:func:`glue_layer_figure`,
-:func:`glue_geometry_figure`), numbers from :mod:`rankcollapse.book.findings`, words and numbers glued.
+Pages stay thin: one call opens the page (:func:`start_page`), one per figure (:func:`glue_layer_figure`,
+:func:`glue_geometry_figure`); numbers and claims come from the page's module (:mod:`rankcollapse.book.pages`),
+words and numbers are glued (:func:`glue_values`, :func:`glue_claims`, :func:`glue_markdown`).
 
-Used by: every experiment and response page, the theory pages' re-run blocks, book/reproduce.md.
+Used by: every computed page, book/reproduce.md (through the registry).
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
-from dataclasses import asdict, is_dataclass, replace
 
 import pandas as pd
 from IPython.display import Markdown
 from myst_nb import glue
 
-from rankcollapse.verdicts import claims as rc_claims
-from rankcollapse.book import findings
 from rankcollapse.book import registry as pages
+from rankcollapse.book.labels import mask_title
 from rankcollapse.book.plotting import common as plotting
-from rankcollapse.experiments.config import check_table
-from rankcollapse.core.norms import NORM_LABELS
-from rankcollapse.experiments.provenance import book_root
-from rankcollapse.experiments.store import ResultStore, StoredResult, compute_seconds
 from rankcollapse.book.runner import page_parameters
+from rankcollapse.core.norms import NORM_LABELS
+from rankcollapse.experiments.config import check_table
+from rankcollapse.experiments.provenance import book_root
+from rankcollapse.experiments.store import ResultStore, StoredResult, compute_seconds, run_command
+from rankcollapse.verdicts import claims as rc_claims
 
 # Parameters that change a run's scale but not what it computes: a stored run that differs only in these
 # is the same experiment, larger or smaller.
-SCALE_PARAMETERS = ("model", "n_samples", "n_tokens", "overlap", "device", "dtype")
+_SCALE_PARAMETERS = ("model", "n_samples", "n_tokens", "overlap", "device", "dtype")
 
 
 # ---------------------------------------------------------------- the results a page shows
 
 
-def cell_parameters(name: str, namespace: Mapping[str, object]) -> dict[str, object]:
-    """The current values of page ``name``'s parameters (the names of its ``parameters`` cell, read from
-    the page file), taken from the notebook's ``namespace`` after papermill injected a reader's values."""
-    names = page_parameters(pages.page(name).path(book_root()))
-    return {k: namespace[k] for k in names}
+def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+    """What every computed page does first: the book's plot theme, its parameters and what it shows.
 
-
-def page_config(name: str, namespace: Mapping[str, object]) -> object:
-    """The checked configuration of a page that computes in its own module (the theory, setup and data
-    pages), from its parameters cell's current values, through the registry."""
-    return pages.configure(name, cell_parameters(name, namespace))["main"]
-
-
-def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, object], dict[str, StoredResult]]:
-    """What every experiment page does first: the book's plot theme, its parameters (:func:`cell_parameters`)
-    and the results it shows (:func:`page_results`)."""
+    The parameters are the current values of the names of page ``name``'s ``parameters`` cell (read from
+    the page file), taken from the notebook's ``namespace`` after papermill injected a reader's values.
+    What it shows, by part (:func:`rankcollapse.book.registry.compute`): an experiment page's results,
+    computed (or loaded) for exactly these parameters, then, when its ``show_largest_stored`` is true, its
+    parts at the largest scale stored (:func:`largest_stored`); for a page that computes in its own module,
+    ``{"main": Computed(config, result, seconds)}`` (:class:`rankcollapse.book.registry.Computed`).
+    """
     plotting.set_theme()
-    parameters = cell_parameters(name, namespace)
-    return parameters, page_results(name, parameters)
-
-
-def page_results(name: str, parameters: Mapping[str, object]) -> dict[str, StoredResult]:
-    """The results page ``name`` shows: computed (or loaded) for exactly ``parameters``, then, when the
-    page's ``show_largest_stored`` is true, its parts at the largest scale stored (:func:`largest_stored`)."""
-    results = pages.compute(name, **{k: v for k, v in parameters.items() if k not in pages.PAGE_ONLY})
+    names = page_parameters(pages.page(name).path(book_root()))
+    parameters = {k: namespace[k] for k in names}
+    results = pages.compute(name, **parameters)
     if parameters.get("show_largest_stored", False):
         results = largest_stored(results)
-    return results
+    return parameters, results
 
 
 def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | None = None) -> dict[str, StoredResult]:
@@ -70,7 +59,7 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
     are stored, or ``results`` themselves.
 
     The scale is that of a stored run of the same experiment as the part with the most samples (equal in
-    every parameter but SCALE_PARAMETERS). Every part moves to it; a part computed on fewer samples than
+    every parameter but _SCALE_PARAMETERS). Every part moves to it; a part computed on fewer samples than
     that part (the sample-size page's small sample) keeps its own sample count. So a page never mixes scales.
     """
     store = store or ResultStore()
@@ -78,8 +67,8 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
     own = anchor["parameters"]
 
     def same(p: dict) -> bool:
-        return {k: v for k, v in p.items() if k not in SCALE_PARAMETERS} == \
-            {k: v for k, v in own.items() if k not in SCALE_PARAMETERS}
+        return {k: v for k, v in p.items() if k not in _SCALE_PARAMETERS} == \
+            {k: v for k, v in own.items() if k not in _SCALE_PARAMETERS}
 
     def size(record: dict) -> tuple[int, int]:
         return record["parameters"]["n_samples"] * record["parameters"]["n_tokens"], record.get("model_layers", 0)
@@ -91,7 +80,7 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
     larger = sorted((r for r in store.entries(anchor["page"]) if same(r["parameters"]) and size(r) > size(anchor)),
                     key=size, reverse=True)
     for record in larger:
-        scale = {k: record["parameters"][k] for k in SCALE_PARAMETERS if k in record["parameters"]}
+        scale = {k: record["parameters"][k] for k in _SCALE_PARAMETERS if k in record["parameters"]}
         moved = {part: store.load(r.provenance["page"], at_scale(r.provenance["parameters"], scale), check_table)
                  for part, r in results.items()}
         if all(r is not None for r in moved.values()):
@@ -99,27 +88,13 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
     return dict(results)
 
 
-def sample_pair(results: Mapping[str, StoredResult]) -> StoredResult:
-    """The sample-size page's one result: the ``large`` run with the ``small`` run's rows added (column
-    ``n_samples`` tells them apart); provenance and file are the large run's."""
-    large, small = results["large"], results["small"]
-    return replace(large, table=pd.concat([small.table, large.table], ignore_index=True))
-
-
 # ---------------------------------------------------------------- words
 
 
-def mask_title(mask: str, window: int | None) -> str:
-    """Words for a mask in a panel title."""
-    words = {"complete": "complete", "causal": "causal", "sliding_window": f"sliding window, w = {window}",
-             "causal_sliding_window": f"uni-directional window, w = {window}", "model": "the model's own mask"}
-    return words.get(mask, mask)
-
-
-def temperature_label(temperature: float | None) -> str:
+def _temperature_label(temperature: float | None) -> str:
     """``d_QK = 1/64`` style words for a temperature (NaN or None = the layer's own scaling).
 
-    >>> temperature_label(1 / 64), temperature_label(64.0), temperature_label(None)
+    >>> _temperature_label(1 / 64), _temperature_label(64.0), _temperature_label(None)
     ('d_QK = 1/64', 'd_QK = 64', 'own scaling')
     """
     if temperature is None or temperature != temperature:
@@ -127,7 +102,7 @@ def temperature_label(temperature: float | None) -> str:
     return f"d_QK = 1/{1 / temperature:.0f}" if temperature < 1 else f"d_QK = {temperature:g}"
 
 
-def weight_titles(provenance: dict) -> dict[str, str]:
+def _weight_titles(provenance: dict) -> dict[str, str]:
     """Panel-title words naming the weights of each source, so initialized and pretrained cannot be mixed up."""
     params = provenance["parameters"]
     init = "U(±1/√d)" if params["init"] == "torch" else "N(0, 0.02)"
@@ -135,7 +110,7 @@ def weight_titles(provenance: dict) -> dict[str, str]:
             "pretrained": f"pretrained: {provenance['model_description'].split(' (')[0].split('/')[-1]}"}
 
 
-def curve_label(row: pd.Series) -> str:
+def _curve_label(row: pd.Series) -> str:
     """The legend words of one configuration: the full transformer, or SAN with its norm, skip, temperature."""
     if row["variant"] != "SAN":
         return row["variant"]
@@ -145,8 +120,8 @@ def curve_label(row: pd.Series) -> str:
     return words
 
 
-HUES = {"norm": curve_label, "temperature": lambda row: temperature_label(row["temperature"]),
-        "n_samples": lambda row: f"{curve_label(row)}, {row['n_samples']} samples"}
+_HUES = {"norm": _curve_label, "temperature": lambda row: _temperature_label(row["temperature"]),
+         "n_samples": lambda row: f"{_curve_label(row)}, {row['n_samples']} samples"}
 
 
 # ---------------------------------------------------------------- figures
@@ -155,20 +130,20 @@ HUES = {"norm": curve_label, "temperature": lambda row: temperature_label(row["t
 def _labelled(result: StoredResult, hue: str) -> pd.DataFrame:
     table = result.table.copy()
     window = result.provenance["parameters"].get("window")
-    table["label"] = table.apply(HUES[hue], axis=1)
+    table["label"] = table.apply(_HUES[hue], axis=1)
     table["mask_title"] = table["mask"].map(lambda m: mask_title(m, window))
     return table
 
 
 def _figure_parameters(result: StoredResult) -> dict:
-    return {**result.provenance["parameters"], "weights": weight_titles(result.provenance),
+    return {**result.provenance["parameters"], "weights": _weight_titles(result.provenance),
             "result": result.provenance["key"], "pretrained_weight_sha256": result.provenance["weight_sha256"]}
 
 
 def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm",
                       ratio: bool = False) -> None:
     """The per-layer curves of ``metric`` (rows: weight sources; columns: masks; one curve per ``hue``
-    value of HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``.
+    value of _HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``.
     With ``hue="n_samples"`` the smaller sample's curves are dashed (they may hide behind the others);
     ``ratio``: the metric is a ratio, drawn with a dotted line at 1, on a linear axis where all its
     values lie within a factor 2 of each other (log ticks would then show only 10^0)."""
@@ -176,7 +151,7 @@ def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str 
     small = table["n_samples"] == table["n_samples"].min()
     dashed = tuple(table.loc[small, "label"].unique()) if hue == "n_samples" and not small.all() else ()
     fig = plotting.layer_curve_grid(table, metric, col="mask_title", hue="label",
-                                    titles=weight_titles(result.provenance), dashed=dashed)
+                                    titles=_weight_titles(result.provenance), dashed=dashed)
     if ratio:
         values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), "mean"]
         linear = values.max() <= 2 * values.min()
@@ -189,16 +164,10 @@ def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str 
     plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
 
 
-def glue_sample_ratio_figure(pair: StoredResult, stem: str) -> None:
-    """The sample-size pair (:func:`sample_pair`): per layer, the mean of μ over the small sample over its
-    mean over the large one (:func:`rankcollapse.book.findings.sample_mean_ratios`), a dotted line at 1."""
-    glue_layer_figure(replace(pair, table=findings.sample_mean_ratios(pair.table)), "mean_ratio", stem, ratio=True)
-
-
 def glue_geometry_figure(result: StoredResult, stem: str) -> None:
     """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, exported and glued as ``stem``."""
     fig = plotting.geometry_grid(_labelled(result, "norm"), col="weights", hue="label",
-                                 titles=weight_titles(result.provenance))
+                                 titles=_weight_titles(result.provenance))
     plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
 
 
@@ -209,11 +178,16 @@ def glue_values(prefix: str, values: Mapping[str, object]) -> None:
         glue(f"{prefix}_{name}" if prefix else name, v, display=False)
 
 
+def glue_markdown(key: str, text: str) -> None:
+    """Glue ``text`` as Markdown under ``key`` (paste it with ``{glue:md}``), not displayed."""
+    glue(key, Markdown(text), display=False)
+
+
 def glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
     """Glue a page's claims table (``<prefix>_claims``, GitHub-flavoured Markdown: paste it with
     ``{glue:md}`` and ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
-    glue(f"{prefix}_claims", Markdown(rc_claims.markdown_table(claims)), display=False)
-    glue(f"{prefix}_headline", Markdown(rc_claims.headline(claims)), display=False)
+    glue_markdown(f"{prefix}_claims", rc_claims.markdown_table(claims))
+    glue_markdown(f"{prefix}_headline", rc_claims.headline(claims))
 
 
 # ---------------------------------------------------------------- scale, banner, re-run
@@ -250,14 +224,14 @@ def scale_note(result: StoredResult) -> str:
 
 def shown_banner(name: str, parameters: Mapping[str, object], results: Mapping[str, StoredResult]) -> str:
     """A note for the top of a page when it shows a stored run other than its parameters cell's; else ''."""
-    asked = {k: v for k, v in parameters.items() if k in SCALE_PARAMETERS}
+    asked = {k: v for k, v in parameters.items() if k in _SCALE_PARAMETERS}
     shown = next(iter(results.values())).provenance["parameters"]
     differs = {k: shown[k] for k in asked if k in shown and shown[k] != asked[k]}
     if not differs:
         return ""
     what = ", ".join(f"{k} = {shown[k]!r}" for k in differs)
     return (f"**This page shows the largest stored run of this experiment** ({what}), not the parameters "
-            f"cell's values; run `rankcollapse run {name}` with `-p show_largest_stored False` to see exactly "
+            f"cell's values; run `{run_command(name)}` with `-p show_largest_stored False` to see exactly "
             f"the cell's parameters.")
 
 
@@ -270,34 +244,42 @@ def _lists(value: object) -> object:
     return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-def rerun_block(name: str, parameters: Mapping[str, object] | object, seconds: float | None = None,
-                hardware: str | None = None) -> str:
+def _rerun_block(name: str, parameters: Mapping[str, object], seconds: float | None = None,
+                 hardware: str | None = None) -> str:
     """Markdown: the command that re-runs this page with these parameters, its expected time, the paper
     profile's command where the page has one.
 
-    ``parameters`` is a mapping or a config dataclass; only values that differ from the page's parameters
-    cell appear in the command. ``seconds``/``hardware``: the measured wall time of the page's computation
-    (from a stored result's provenance or this build).
+    Only values that differ from the page's parameters cell appear in the command. ``seconds``/``hardware``:
+    the measured wall time of the page's computation (from a stored result's provenance or this build).
     """
     entry = pages.page(name)
-    values = asdict(parameters) if is_dataclass(parameters) else dict(parameters)
     defaults = page_parameters(entry.path(book_root()))
-    changed = {k: _lists(v) for k, v in values.items() if k in defaults and defaults[k] != _lists(v)}
-    command = " ".join(["rankcollapse run", name, *(f"-p {k} {shlex.quote(repr(v))}" for k, v in changed.items())])
+    changed = {k: _lists(v) for k, v in parameters.items() if k in defaults and defaults[k] != _lists(v)}
+    command = run_command(name, [(k, repr(v)) for k, v in changed.items()])
     lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
     if seconds is not None:
         lines.append(f"Its computation took {seconds:.0f} s on {hardware or 'the build machine'}"
                      f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}; the executed notebook and its "
                      f"figures go to `runs/{name}-<time>/`.")
     if "paper" in entry.profiles:
+        paper = run_command(name, options=("--profile paper", "--device cuda"))
         lines += ["", f"At the paper's scale ({', '.join(f'{k} = {v}' for k, v in entry.profiles['paper'].items())}), "
-                      f"on a GPU: `rankcollapse run {name} --profile paper --device cuda` (see {{ref}}`sec-reproduce`)."]
+                      f"on a GPU: `{paper}` (see {{ref}}`sec-reproduce`)."]
     return "\n".join(lines)
 
 
-def rerun_result_block(name: str, parameters: Mapping[str, object], results: Mapping[str, StoredResult]) -> str:
-    """:func:`rerun_block` with the stored cost of the page's results (every part's
-    :func:`~rankcollapse.experiments.store.compute_seconds`, summed) and the hardware of its first part."""
-    seconds = [compute_seconds(r.provenance) for r in results.values()]
-    first = next(iter(results.values())).provenance
-    return rerun_block(name, parameters, None if None in seconds else sum(seconds), first.get("hardware"))
+def _cost(result: StoredResult | pages.Computed) -> tuple[float | None, str | None]:
+    """What computing a part cost and where: a stored result's
+    :func:`~rankcollapse.experiments.store.compute_seconds` and hardware, or this build's wall time."""
+    if isinstance(result, pages.Computed):
+        return result.seconds, None
+    return compute_seconds(result.provenance), result.provenance.get("hardware")
+
+
+def rerun_result_block(name: str, parameters: Mapping[str, object], results: Mapping[str, object]) -> str:
+    """The re-run block of a page (its command, what computing ``results`` cost, the paper profile's
+    command): the cost of every part summed, on the hardware of the first part (this build's machine for
+    a page that computes in its own module)."""
+    costs = [_cost(r) for r in results.values()]
+    seconds = [c[0] for c in costs]
+    return _rerun_block(name, parameters, None if None in seconds else sum(seconds), costs[0][1])

@@ -37,7 +37,6 @@ from sphinx.environment import BuildEnvironment
 from sphinx.util import logging
 
 from rankcollapse import __version__
-from rankcollapse.book.plotting import common as plotting
 from rankcollapse.experiments.provenance import git_commit
 
 logger = logging.getLogger(__name__)

@@ -5,11 +5,11 @@ For configuration c (row-vector convention, tokens are rows) the attention subla
     Attn_c(X) = concat_h softmax_{mask_c}(Q_h K_h^T * scale_c + bias_h) V_h  W_O + b_O,
 
 with ``scale_c = 1 / sqrt(temperature_c)`` (the paper's d_QK) or the layer's own scaling when the
-temperature is ``None`` (:func:`_logit_scale`), and ``bias_h`` = -inf where the mask (and the layer's own
+temperature is ``None`` (:func:`logit_scale`), and ``bias_h`` = -inf where the mask (and the layer's own
 window) forbids, plus the layer's score bias (:func:`attention_bias`). Q, K, V of every head come from one
-matrix product (:class:`_JointWeights`, Q, K, V side by side), QK-norm and RoPE act on Q and K, and the
+matrix product (:class:`JointWeights`, Q, K, V side by side), QK-norm and RoPE act on Q and K, and the
 masked softmax and the product with V run fused in ``scaled_dot_product_attention``. :func:`attend` is the
-sublayer; :func:`_attend_split` the same on split states (for :mod:`rankcollapse.engine.exact`). Skip and
+sublayer; :func:`attend_split` the same on split states (for :mod:`rankcollapse.engine.exact`). Skip and
 norm come on top, in :mod:`rankcollapse.engine.run`.
 """
 
@@ -25,8 +25,8 @@ from rankcollapse.engine.layers import AttentionLayer
 
 
 @dataclass(frozen=True, eq=False)
-class _JointWeights:
-    """One layer's weights laid out for the engine, built once per run by :func:`_joint_weights`.
+class JointWeights:
+    """One layer's weights laid out for the engine, built once per run by :func:`joint_weights`.
 
     Shapes: W_qkv [d_model, (head + 2 kv_head) * d_head] (Q, K, V side by side, so one matrix product
     projects every head); b_qkv [(head + 2 kv_head) * d_head] or None; W_O [head * d_head, d_model] or None;
@@ -44,23 +44,23 @@ class _JointWeights:
     b_V: torch.Tensor | None
 
 
-def _joint_weights(layer: AttentionLayer) -> _JointWeights:
-    """Q, K and V weights side by side and W_O with its heads stacked (see :class:`_JointWeights`)."""
+def joint_weights(layer: AttentionLayer) -> JointWeights:
+    """Q, K and V weights side by side and W_O with its heads stacked (see :class:`JointWeights`)."""
     W = torch.cat([layer.W_Q, layer.W_K, layer.W_V], dim=0)  # [head + 2 kv_head, d_model, d_head]
     W = W.permute(1, 0, 2).reshape(layer.d_model, -1)  # [d_model, (head + 2 kv_head) * d_head]
     W_O = None if layer.W_O is None else layer.W_O.reshape(-1, layer.d_model)  # [head * d_head, d_model]
     n_qk = (layer.n_heads + layer.W_K.shape[0]) * layer.d_head  # query and key columns
     W_QK, W_V = W[:, :n_qk].contiguous(), W[:, n_qk:].contiguous()  # [d_model, n_qk], [d_model, kv_head * d_head]
     if layer.b_Q is None and layer.b_K is None and layer.b_V is None:
-        return _JointWeights(W, None, W_O, W_QK, None, W_V, None)
+        return JointWeights(W, None, W_O, W_QK, None, W_V, None)
     parts = [layer.b_Q, layer.b_K, layer.b_V]
     shapes = [layer.W_Q.shape[::2], layer.W_K.shape[::2], layer.W_V.shape[::2]]
     b = torch.cat([(torch.zeros(shape, dtype=W.dtype, device=W.device) if p is None else p).reshape(-1)
                    for p, shape in zip(parts, shapes)])  # [(head + 2 kv_head) * d_head]
-    return _JointWeights(W, b, W_O, W_QK, b[:n_qk], W_V, b[n_qk:])
+    return JointWeights(W, b, W_O, W_QK, b[:n_qk], W_V, b[n_qk:])
 
 
-def _project_qkv(X: torch.Tensor, weights: _JointWeights) -> torch.Tensor:
+def project_qkv(X: torch.Tensor, weights: JointWeights) -> torch.Tensor:
     """Every head's queries, keys and values in one matrix product.
 
     Shapes: X [sample, token, d_model] -> [sample * token, (head + 2 kv_head) * d_head].
@@ -69,7 +69,7 @@ def _project_qkv(X: torch.Tensor, weights: _JointWeights) -> torch.Tensor:
     return flat @ weights.W_qkv if weights.b_qkv is None else torch.addmm(weights.b_qkv, flat, weights.W_qkv)
 
 
-def _logit_scale(layer: AttentionLayer, temperature: float | None) -> float:
+def logit_scale(layer: AttentionLayer, temperature: float | None) -> float:
     """``1 / sqrt(temperature)`` (the paper's d_QK), or the layer's own scaling when the temperature is None."""
     if temperature is not None:
         return 1.0 / math.sqrt(temperature)
@@ -105,7 +105,7 @@ def _rotate(x: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tens
     return x * cos + rotated * sin
 
 
-def _heads(X: torch.Tensor, layer: AttentionLayer, weights: _JointWeights, qkv: torch.Tensor | None,
+def _heads(X: torch.Tensor, layer: AttentionLayer, weights: JointWeights, qkv: torch.Tensor | None,
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Queries (QK-norm and RoPE applied), keys and values of every head.
 
@@ -113,7 +113,7 @@ def _heads(X: torch.Tensor, layer: AttentionLayer, weights: _JointWeights, qkv: 
     """
     n_samples, n_tokens, _ = X.shape
     n_heads, n_kv, d_head = layer.n_heads, layer.W_K.shape[0], layer.d_head
-    qkv = _project_qkv(X, weights) if qkv is None else qkv
+    qkv = project_qkv(X, weights) if qkv is None else qkv
     qkv = qkv.view(n_samples, n_tokens, n_heads + 2 * n_kv, d_head).transpose(1, 2)  # [sample, h + 2 kv, token, e]
     q, k, v = qkv.split([n_heads, n_kv, n_kv], dim=1)  # [sample, head | kv_head, token, d_head]
     return (*_query_key(q, k, layer), v)
@@ -143,7 +143,7 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Te
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
 
 
-def _output(ctx: torch.Tensor, layer: AttentionLayer, weights: _JointWeights, with_bias: bool) -> torch.Tensor:
+def _output(ctx: torch.Tensor, layer: AttentionLayer, weights: JointWeights, with_bias: bool) -> torch.Tensor:
     """Heads concatenated, then W_O (and b_O when ``with_bias``).
 
     Shapes: ctx [sample, head, token, d_head] -> [sample, token, d_model].
@@ -157,23 +157,23 @@ def _output(ctx: torch.Tensor, layer: AttentionLayer, weights: _JointWeights, wi
 
 
 def attend(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, scale: float, *,
-           weights: _JointWeights | None = None, qkv: torch.Tensor | None = None) -> torch.Tensor:
+           weights: JointWeights | None = None, qkv: torch.Tensor | None = None) -> torch.Tensor:
     """The attention sublayer (no skip, no norm) of one configuration, for a chunk of samples.
 
     ``bias`` comes from :func:`attention_bias`; ``scale`` multiplies the logits. ``weights`` are
-    :func:`_joint_weights` of ``layer`` (computed here when not given) and ``qkv`` is X's projection when
+    :func:`joint_weights` of ``layer`` (computed here when not given) and ``qkv`` is X's projection when
     it is already known (the first layer's, which every configuration shares). The masked softmax and
     the product with V run fused in ``scaled_dot_product_attention`` (flash attention on CPU).
     Shapes: X [sample, token, d_model]; bias see :func:`attention_bias`; qkv [sample * token,
     (head + 2 kv_head) * d_head] -> [sample, token, d_model].
     """
-    weights = _joint_weights(layer) if weights is None else weights
+    weights = joint_weights(layer) if weights is None else weights
     q, k, v = _heads(X, layer, weights, qkv)
     return _output(_attention(q, k, v, bias, scale), layer, weights, with_bias=True)
 
 
-def _attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: AttentionLayer,
-                  bias: torch.Tensor | None, scale: float, *, weights: _JointWeights | None = None,
+def attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: AttentionLayer,
+                  bias: torch.Tensor | None, scale: float, *, weights: JointWeights | None = None,
                   qkv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The attention sublayer of X = 1 gamma^T + s R (R centred) in split form: A from X, values from R.
 
@@ -183,7 +183,7 @@ def _attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: 
     given for the first layer. Arguments as in :func:`attend`.
     Shapes: X, R [sample, token, d_model]; gamma [sample, d_model] -> ([sample, d_model], [sample, token, d_model]).
     """
-    weights = _joint_weights(layer) if weights is None else weights
+    weights = joint_weights(layer) if weights is None else weights
     n_samples, n_tokens, d_model = R.shape
     n_heads, n_kv, d_head = layer.n_heads, layer.W_K.shape[0], layer.d_head
     if qkv is None:

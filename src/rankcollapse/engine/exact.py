@@ -1,16 +1,16 @@
 """Exact tracking of pure attention: mu measured far below the dtype's rounding floor.
 
 ``SANConfig.exact_mu``, on by default, acts on configurations with norm ``none`` and no skip, and on stacks
-where :func:`_resolves_centred` holds: not on the complete mask with position-free logits, where the
+where :func:`resolves_centred` holds: not on the complete mask with position-free logits, where the
 collapse runs through A itself. With A row-stochastic (A1 = 1), the centred part R = (I - 11^T/N) X
 evolves as R' = (I - 11^T/N) sum_h A_h R W_V^h W_O^h: the value and output biases add the same row to
 every token and cancel, the score bias, RoPE, QK-norm and grouped heads only change A. The engine keeps X
 in split form, X = 1 gamma^T + s R with R centred at unit norm and log s accumulated in float64
-(:func:`_split_state`, :func:`_split_step`; the attention itself is
-:func:`rankcollapse.engine.attention._attend_split`): A comes from X formed in the dtype, the values from
+(:func:`split_state`, :func:`split_step`; the attention itself is
+:func:`rankcollapse.engine.attention.attend_split`): A comes from X formed in the dtype, the values from
 R alone (the mean token's row is one extra row), so tracking costs about what the direct layer costs, and
 mu(X) = s is measured far below the dtype floor eps ||X|| where X itself only holds rounding noise. The
-metrics ``mu`` and ``relative_mu`` (= exact mu / ||X||) then come from R (:func:`_exact_values`); the
+metrics ``mu`` and ``relative_mu`` (= exact mu / ||X||) then come from R (:func:`exact_values`); the
 other metrics from X. The metric ``exact`` (EXACT_METRIC) is 1.0 for the configurations tracked this way
 (their floor is no limit), 0.0 for the others. mu below float64's smallest number (~1e-308) reads 0.
 """
@@ -20,43 +20,43 @@ from __future__ import annotations
 import torch
 
 from rankcollapse.core import metrics as rc_metrics
-from rankcollapse.engine.attention import _attend_split, _JointWeights
+from rankcollapse.engine.attention import attend_split, JointWeights
 from rankcollapse.engine.layers import AttentionLayer
 
 EXACT_METRIC = "exact"  # the metric flagging configurations whose mu is tracked exactly (1.0) or not (0.0)
 
 
-def _split_state(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def split_state(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """X = 1 gamma^T + s R: the mean token gamma, R centred at unit norm (both in x's dtype), log s (float64).
 
     Shapes: x [sample, token, d_model] -> ([sample, d_model], [sample, token, d_model], [sample]).
     """
     x64 = x.to(torch.float64)
     gamma = x64.mean(-2)  # [sample, d_model]
-    R, log_scale = _unit_centred(x64 - gamma[:, None])
+    R, log_scale = unit_centred(x64 - gamma[:, None])
     return gamma.to(x.dtype), R.to(x.dtype), log_scale
 
 
-def _split_step(X: torch.Tensor, split: tuple[torch.Tensor, torch.Tensor, torch.Tensor], layer: AttentionLayer,
-                bias: torch.Tensor | None, scale: float, *, weights: _JointWeights | None = None,
+def split_step(X: torch.Tensor, split: tuple[torch.Tensor, torch.Tensor, torch.Tensor], layer: AttentionLayer,
+                bias: torch.Tensor | None, scale: float, *, weights: JointWeights | None = None,
                 qkv: torch.Tensor | None = None,
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """One pure-attention layer in split form (:func:`rankcollapse.engine.attention._attend_split`): the new X,
+    """One pure-attention layer in split form (:func:`rankcollapse.engine.attention.attend_split`): the new X,
     formed in its dtype, and its (gamma, R, log s).
 
-    Shapes: X [sample, token, d_model]; split as from :func:`_split_state` -> same.
+    Shapes: X [sample, token, d_model]; split as from :func:`split_state` -> same.
     """
     gamma, R, log_scale = split
-    y, out = _attend_split(X, gamma, R, layer, bias, scale, weights=weights, qkv=qkv)
+    y, out = attend_split(X, gamma, R, layer, bias, scale, weights=weights, qkv=qkv)
     mean_out = out.mean(-2)  # [sample, d_model]
-    R, log_norm = _unit_centred(out - mean_out[:, None])  # [sample, token, d_model], [sample]
+    R, log_norm = unit_centred(out - mean_out[:, None])  # [sample, token, d_model], [sample]
     gamma = y + torch.exp(log_scale).to(X.dtype)[:, None] * mean_out  # [sample, d_model]; s underflows to 0
     log_scale = log_scale + log_norm  # [sample]
     X = gamma[:, None] + torch.exp(log_scale).to(X.dtype)[:, None, None] * R  # [sample, token, d_model]
     return X, (gamma, R, log_scale)
 
 
-def _unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """R scaled to unit Frobenius norm per sample, and the float64 log of the norm (-inf for R = 0).
 
     Shapes: R [sample, token, d_model] -> ([sample, token, d_model], [sample]).
@@ -66,7 +66,7 @@ def _unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return R * inverse[:, None, None], torch.log(norm)
 
 
-def _exact_values(values: dict[str, torch.Tensor], X: torch.Tensor, R: torch.Tensor, log_scale: torch.Tensor,
+def exact_values(values: dict[str, torch.Tensor], X: torch.Tensor, R: torch.Tensor, log_scale: torch.Tensor,
                   token_mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """``values`` with mu and relative_mu (where present) from tracked states X = 1 gamma^T + exp(log_scale) R.
 
@@ -86,7 +86,7 @@ def _exact_values(values: dict[str, torch.Tensor], X: torch.Tensor, R: torch.Ten
     return out
 
 
-def _resolves_centred(biases: list[torch.Tensor | None], layers: list[AttentionLayer]) -> bool:
+def resolves_centred(biases: list[torch.Tensor | None], layers: list[AttentionLayer]) -> bool:
     """Whether exact tracking resolves mu below the floor: no layer attends with identical rows at collapse.
 
     With every key allowed for every query and no position-dependent logits (no RoPE, no score bias),

@@ -29,9 +29,9 @@ from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.core.checks import check_temperature
 from rankcollapse.core.norms import apply_norm, apply_trained_norm, check_norm
-from rankcollapse.engine.attention import (_joint_weights, _JointWeights, _logit_scale, _project_qkv, attend,
+from rankcollapse.engine.attention import (joint_weights, JointWeights, logit_scale, project_qkv, attend,
                                           attention_bias)
-from rankcollapse.engine.exact import EXACT_METRIC, _exact_values, _resolves_centred, _split_state, _split_step
+from rankcollapse.engine.exact import EXACT_METRIC, exact_values, resolves_centred, split_state, split_step
 from rankcollapse.engine.layers import AttentionLayer
 
 
@@ -79,7 +79,7 @@ def _check_model_norms(layers: list[AttentionLayer], norms: set[str] | tuple[str
 
 
 def _layer_step(X: torch.Tensor, layer: AttentionLayer, norm: str, skip: bool, bias: torch.Tensor | None,
-                scale: float, *, weights: _JointWeights | None = None, qkv: torch.Tensor | None = None,
+                scale: float, *, weights: JointWeights | None = None, qkv: torch.Tensor | None = None,
                 ) -> torch.Tensor:
     """One layer of one configuration: attention, skip, norm (placements in the module docstrings of
     :mod:`rankcollapse.engine.run` and :mod:`rankcollapse.engine.layers`).
@@ -196,9 +196,9 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
     moved = {id(la): (la if use_model_windows else AttentionLayer(**{**la.__dict__, "window": None})).to(dtype, dev)
              for la in layers}  # a layer repeated in the stack is moved (and laid out) once
     layers = [moved[id(la)] for la in layers]
-    weights = {id(la): _joint_weights(la) for la in layers}
+    weights = {id(la): joint_weights(la) for la in layers}
     biases = [[attention_bias(la, c.build_mask(n_tokens).to(dev), dtype) for la in layers] for c in configs]
-    scales = [[_logit_scale(la, c.temperature) for la in layers] for c in configs]
+    scales = [[logit_scale(la, c.temperature) for la in layers] for c in configs]
     chunk = samples_per_chunk(n_tokens, max(layers, key=lambda la: la.n_heads), dtype, memory_budget, dev)
 
     metrics: dict[str, torch.Tensor] = {}
@@ -207,20 +207,20 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
         x = x0[start:stop].to(device=dev, dtype=dtype)  # [sample, token, d_model]
         tm = None if token_mask is None else token_mask[start:stop].to(dev)  # [sample, token]
         measure = lambda X: _layer_metrics(X, tm, dtype, metric_names)  # noqa: E731
-        first_qkv = _project_qkv(x, weights[id(layers[0])])  # every configuration's first projection
+        first_qkv = project_qkv(x, weights[id(layers[0])])  # every configuration's first projection
         at_zero = measure(x)
         for c, config in enumerate(configs):
-            exact = tracked and config.tracks_exactly and _resolves_centred(biases[c], layers)
+            exact = tracked and config.tracks_exactly and resolves_centred(biases[c], layers)
             flag = torch.full((stop - start,), float(exact), dtype=torch.float64, device=dev)  # [sample]
             flagged = lambda values: {**values, EXACT_METRIC: flag}  # noqa: E731
             per_layer = [flagged(at_zero)]
             X = x
-            split = _split_state(x) if exact else None  # (gamma, R, log s)
+            split = split_state(x) if exact else None  # (gamma, R, log s)
             for t, layer in enumerate(layers):
                 step = dict(weights=weights[id(layer)], qkv=first_qkv if t == 0 else None)
                 if split is not None:
-                    X, split = _split_step(X, split, layer, biases[c][t], scales[c][t], **step)
-                    per_layer.append(flagged(_exact_values(measure(X), X, split[1], split[2], tm)))
+                    X, split = split_step(X, split, layer, biases[c][t], scales[c][t], **step)
+                    per_layer.append(flagged(exact_values(measure(X), X, split[1], split[2], tm)))
                 else:
                     X = _layer_step(X, layer, config.norm, config.skip, biases[c][t], scales[c][t], **step)
                     per_layer.append(flagged(measure(X)))
@@ -242,4 +242,4 @@ def attention_sublayer(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tenso
     _check_model_norms([layer], (norm,))
     layer = layer.to(X.dtype, X.device)
     return _layer_step(X, layer, norm, skip, attention_bias(layer, mask.to(X.device), X.dtype),
-                       _logit_scale(layer, temperature))
+                       logit_scale(layer, temperature))

@@ -1,4 +1,4 @@
-"""The checkpoints of a long sweep: each finished unit of work, written atomically, reusable only by the
+"""The units of a long sweep and their checkpoints: each finished unit of work, written atomically, reusable only by the
 same parameters, block, package source and PyTorch.
 
 Used by: :mod:`rankcollapse.experiments.sweep`.
@@ -6,16 +6,26 @@ Used by: :mod:`rankcollapse.experiments.sweep`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from rankcollapse.experiments.provenance import atomic_write, source_sha256
 from rankcollapse.experiments.store import ResultStore, canonical_parameters, result_key
 
-if TYPE_CHECKING:
-    from rankcollapse.experiments.sweep import Unit
+@dataclass(frozen=True)
+class Unit:
+    """One weight source x one sample block x the SAN configurations or the full transformer."""
+
+    weights: str  # "initialized" or "pretrained"
+    full: bool  # True: the full-transformer reference; False: every SAN configuration
+    start: int  # first sample
+    stop: int  # one past the last sample
+
+    @property
+    def name(self) -> str:
+        return f"{self.weights}-{'full' if self.full else 'san'}-{self.start}-{self.stop}"
 
 
 def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:

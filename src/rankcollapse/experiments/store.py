@@ -82,6 +82,19 @@ class DamagedResultError(ValueError):
     """
 
 
+def run_command(page: str, pairs: Iterable[tuple[str, str]] = (), options: Iterable[str] = ()) -> str:
+    """The ``rankcollapse run`` line of ``page``: ``-p NAME VALUE`` for each pair (the value's text, shell-quoted),
+    then ``options``. The one builder of the command: the store's recompute hint and every page's re-run
+    block (:mod:`rankcollapse.book.report`) use it.
+
+    >>> run_command("fig2", [("n_samples", "64"), ("temperatures", "[0.5, 2.0]")])
+    "rankcollapse run fig2 -p n_samples 64 -p temperatures '[0.5, 2.0]'"
+    >>> run_command("fig2", options=("--profile paper", "--device cuda"))
+    'rankcollapse run fig2 --profile paper --device cuda'
+    """
+    return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(text)}" for name, text in pairs), *options])
+
+
 def recompute_command(page: str, parameters: dict | None) -> str:
     """The ``rankcollapse run`` line that recomputes a result of an experiment page from its stored parameters.
 
@@ -90,12 +103,12 @@ def recompute_command(page: str, parameters: dict | None) -> str:
     'rankcollapse run fig2 -p model pkg:mpnet -p n_layers 12 -p n_samples 32 -p n_tokens 128'
     """
     if parameters is None:
-        return f"rankcollapse run {page} with the parameters it was computed for"
+        return f"{run_command(page)} with the parameters it was computed for"
     pairs = [(name, value) for name, value in parameters.items()
              if name in _COMMAND_ALWAYS or (name in _COMMAND_DEFAULTS and value != _COMMAND_DEFAULTS[name])]
     order = [*_COMMAND_DEFAULTS, *_COMMAND_ALWAYS]
     pairs.sort(key=lambda pair: order.index(pair[0]))
-    return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(str(value))}" for name, value in pairs)])
+    return run_command(page, [(name, str(value)) for name, value in pairs])
 
 
 def _table_text(table: pd.DataFrame) -> bytes:

@@ -60,7 +60,7 @@ from rankcollapse.engine import (AttentionLayer, bytes_per_sample, random_layers
                                  samples_per_chunk)
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
-from rankcollapse.experiments.checkpoints import Checkpoints, partial_folder
+from rankcollapse.experiments.checkpoints import Checkpoints, Unit, partial_folder
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
 
@@ -74,20 +74,6 @@ THROUGHPUT_FILE = Path(__file__).resolve().parents[3] / "benchmarks" / "throughp
 
 
 # ---------------------------------------------------------------- units of work
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One weight source x one sample block x the SAN configurations or the full transformer."""
-
-    weights: str  # "initialized" or "pretrained"
-    full: bool  # True: the full-transformer reference; False: every SAN configuration
-    start: int  # first sample
-    stop: int  # one past the last sample
-
-    @property
-    def name(self) -> str:
-        return f"{self.weights}-{'full' if self.full else 'san'}-{self.start}-{self.stop}"
 
 
 def check_finite(metrics: dict[str, torch.Tensor], labels: list[dict], dtype: str) -> None:

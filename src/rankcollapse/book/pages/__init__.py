@@ -1,1 +1,24 @@
-"""TODO"""
+"""One module per computed book page, named as the page (its name in :mod:`rankcollapse.book.registry`).
+
+Each holds the page's ``configure`` (its parameters -> the checked config(s) it computes), its config
+dataclasses where it computes in its own module (with its ``compute``), the numbers its prose states
+(``numbers(...)``, or a result's ``numbers``), its claims table (``claims(...)``) and its page-specific words.
+A page's ``.md`` opens with :func:`rankcollapse.book.report.start_page` and imports its module as ``page``.
+
+- theory and setup pages, computing in their own module: :mod:`~rankcollapse.book.pages.setup`,
+  :mod:`~rankcollapse.book.pages.data`, :mod:`~rankcollapse.book.pages.theorem1`,
+  :mod:`~rankcollapse.book.pages.theorem2`, :mod:`~rankcollapse.book.pages.counterexample`,
+  :mod:`~rankcollapse.book.pages.equilibria`;
+- the paper's experiments: :mod:`~rankcollapse.book.pages.fig2`, :mod:`~rankcollapse.book.pages.fig3`,
+  :mod:`~rankcollapse.book.pages.fig4`, :mod:`~rankcollapse.book.pages.appendix_g1`;
+- the authors' response: :mod:`~rankcollapse.book.pages.sample_size`,
+  :mod:`~rankcollapse.book.pages.skip_connections`, :mod:`~rankcollapse.book.pages.pretrained_panels`;
+- beyond the paper: :mod:`~rankcollapse.book.pages.mask_design`,
+  :mod:`~rankcollapse.book.pages.rmsnorm_decoders`, :mod:`~rankcollapse.book.pages.sliding_window_model`,
+  :mod:`~rankcollapse.book.pages.large_models`.
+
+``_common`` holds what several of them share (size limits, the configure makers, the Fig. 2 and Fig. 3
+sweeps' fixed choices, the response's claim on the pretrained temperature panels, the decoder pages' rate
+table); the page modules import nothing from each other. A new page: its ``.md``, its module here, one
+registry entry and a line in ``_toc.yml``.
+"""

@@ -3,10 +3,15 @@ its graph radius, the second eigenvalue of its uniform attention, and the measur
 
 Each zoo member is one sweep of :mod:`rankcollapse.experiments.config` (one mask, its window and options), so the
 page reuses the engine, the shared X(0) and the results store. The rate is the per-layer decay rate of
-μ/‖X‖_F, -d log(μ/‖X‖_F)/dt by least squares (:func:`rankcollapse.theory.dynamics.fit_decay_rate`) over the
+μ/‖X‖_F, -d log(μ/‖X‖_F)/dt by least squares (:func:`rankcollapse.core.stats.fit_decay_rate`) over the
 layers whose mean μ lies above 10 times the rounding floor; exp(-rate) is the contraction per layer.
 
-Used by: book/beyond/mask_design.md (through the page registry), tests/unit/test_mask_design.py.
+:func:`configure` turns the page's parameters into one sweep per zoo mask, :func:`design_table` reads them
+into one row per mask; :func:`numbers` are the values its prose states (per weight source) and
+:func:`collapse_sentence` its sentence on which masks collapse.
+
+Used by: book/beyond/mask_design.md (through the page registry, :mod:`rankcollapse.book.registry`),
+tests/unit/test_mask_design.py.
 """
 
 from __future__ import annotations
@@ -18,14 +23,15 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from rankcollapse.theory import dynamics
-from rankcollapse.experiments import config as experiments
-from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.book.pages._common import computing
 from rankcollapse.core import masks as rc_masks
+from rankcollapse.core.metrics import FLOOR_BAND
+from rankcollapse.core.stats import fit_decay_rate, rank_correlation
+from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
-
-FLOOR_FACTOR = 10.0  # layers count for the rate while mean μ > FLOOR_FACTOR x the rounding floor
+from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.verdicts.rules import COLLAPSE_RATE
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ ZOO = (
     ZooMask("strided 4 (causal)", "strided", 4, (("causal", True),)),
     ZooMask("random 15 %", "random", None, (("density", 0.15), ("seed", 0))),
 )
+FIXED = {"masks": tuple(z.part for z in ZOO), "norms": ("none",)}  # the zoo, pure attention
 
 
 def configure(parameters: dict) -> dict[str, Run]:
@@ -65,7 +72,7 @@ def configure(parameters: dict) -> dict[str, Run]:
 
     A window the sequence cannot hold is rejected here, before anything runs.
     """
-    own = {k: v for k, v in parameters.items() if k != "show_largest_stored"}
+    own = computing(parameters)
     return {z.part: Run(experiments.experiment_config(own, masks=(z.mask,), window=z.window or 1,
                                                       mask_options=z.options, norms=("none",)))
             for z in ZOO}
@@ -88,19 +95,19 @@ def uniform_second_eigenvalue(mask: torch.Tensor) -> float:
 
 def decay_rate(table: pd.DataFrame, weights: str) -> float:
     """The fitted rate of μ/‖X‖_F for one weight source of a one-mask sweep; NaN with fewer than two layers
-    above FLOOR_FACTOR x the floor (collapsed to rounding within a layer).
+    above FLOOR_BAND x the floor (:data:`rankcollapse.core.metrics.FLOOR_BAND`) (collapsed to rounding within a layer).
 
     Shapes: ``table`` is a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`).
     """
     rows = table[(table["weights"] == weights) & (table["variant"] == "SAN")]
     by_metric = {m: rows[rows["metric"] == m].sort_values("layer")["mean"].to_numpy() for m in ("relative_mu", "mu", "floor")}
-    valid = torch.tensor(by_metric["mu"] > FLOOR_FACTOR * by_metric["floor"])  # [layer + 1]
+    valid = torch.tensor(by_metric["mu"] > FLOOR_BAND * by_metric["floor"])  # [layer + 1]
     if int(valid.sum()) < 2:
         return math.nan
-    return dynamics.fit_decay_rate(torch.log(torch.tensor(by_metric["relative_mu"])), valid)
+    return fit_decay_rate(torch.log(torch.tensor(by_metric["relative_mu"])), valid)
 
 
-def curve_verdict(table: pd.DataFrame, weights: str) -> str:
+def _curve_verdict(table: pd.DataFrame, weights: str) -> str:
     """The book's curve verdict (:func:`rankcollapse.verdicts.rules.curve_verdict`: "collapses", "stable", ...) of the
     median μ/‖X‖_F of one weight source of a one-mask sweep, the verdict every claims table uses.
 
@@ -125,5 +132,97 @@ def design_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
         rows.append({"mask": z.label, "edges": graph.n_edges, "edge share": graph.n_edges / n_tokens ** 2,
                      "radius": graph.radius, "uniform |λ₂|": uniform_second_eigenvalue(mask),
                      **{f"rate, {w}": decay_rate(result.table, w) for w in result.provenance["parameters"]["weights"]},
-                     **{f"verdict, {w}": curve_verdict(result.table, w) for w in result.provenance["parameters"]["weights"]}})
+                     **{f"verdict, {w}": _curve_verdict(result.table, w) for w in result.provenance["parameters"]["weights"]}})
     return pd.DataFrame(rows)
+
+
+def numbers(table: pd.DataFrame, weights: str = "initialized") -> dict[str, float | int | str]:
+    """How well radius and uniform |λ₂| order the measured rates, the causal windows' spread, uni- against
+    bidirectional windows of equal radius, the masks without a radius, the fastest sparse mask, and which
+    masks collapse at all (curve verdict "collapses"; the others' rates are not read as rates of collapse).
+
+    Shapes: ``table`` one row per zoo mask (:func:`design_table`).
+    """
+    rate = table[f"rate, {weights}"]
+    collapses = table[f"verdict, {weights}"] == "collapses"
+    connected = table["radius"].notna()
+    causal = table["mask"].str.startswith("causal window")
+    complete_rate = float(rate[table["mask"] == "complete"].iloc[0])
+    sparse = table["mask"] != "complete"
+    fastest = rate[sparse].idxmax()
+    bidirectional = table["mask"].str.startswith("window ±") & ~table["mask"].str.contains("+", regex=False)
+    pairs = (table[causal].assign(rate=rate[causal], collapses=collapses[causal])
+             .merge(table[bidirectional].assign(rate=rate[bidirectional], collapses=collapses[bidirectional]),
+                    on="radius", suffixes=("_uni", "_bi")))
+    both = pairs[pairs["collapses_uni"] & pairs["collapses_bi"]]
+    ratios = both["rate_uni"] / both["rate_bi"]
+    by_radius = rank_correlation(table.loc[connected, "radius"].astype(float), rate[connected])
+    causal_by_radius = rank_correlation(table.loc[causal, "radius"].astype(float), rate[causal])
+    sparse_min, sparse_max = float(rate[sparse].min()), float(rate[fastest])
+    return {
+        "n_masks": len(table), "n_connected": int(connected.sum()),
+        "n_collapsing": int(collapses.sum()),
+        "collapse_words": _collapse_words(table["mask"], collapses),
+        "by_radius": by_radius,
+        "by_lambda": rank_correlation(table.loc[connected, "uniform |λ₂|"], rate[connected]),
+        "causal_min": float(rate[causal].min()), "causal_max": float(rate[causal].max()),
+        "causal_radius_min": int(table.loc[causal, "radius"].min()),
+        "causal_radius_max": int(table.loc[causal, "radius"].max()),
+        "causal_by_radius": causal_by_radius,
+        "causal_order": ("none of them collapses" if not collapses[causal].any() else
+                         "the radius orders them" if causal_by_radius < -1 + 1e-9 else
+                         "the radius orders them only roughly" if causal_by_radius <= -0.5 else
+                         "the radius does not order them"),
+        "global_rate": float(rate[table["mask"] == "window ±1 + 1 global"].iloc[0]),
+        "window1_rate": float(rate[table["mask"] == "window ±1"].iloc[0]),
+        "n_pairs": len(pairs),
+        "uni_vs_bi": _uni_vs_bi(ratios, len(pairs), pairs[["rate_uni", "rate_bi"]].to_numpy()),
+        "unconnected": ", ".join(table.loc[~connected, "mask"]) or "none",
+        "unconnected_rate_max": float(rate[~connected].max()) if (~connected).any() else float("nan"),
+        "complete_rate": complete_rate,
+        "sparse_min": sparse_min, "sparse_max": sparse_max,
+        "sparse_spread": ("the slowest of them does not collapse" if not collapses[sparse].all() else
+                          "the choice among sparse masks barely changes the rate" if sparse_max < 1.5 * sparse_min
+                          else f"a factor {sparse_max / sparse_min:.2g} between the slowest and the fastest"),
+        "fastest": str(table.loc[fastest, "mask"]),
+        "fastest_share": 100 * float(table.loc[fastest, "edge share"]),
+        "fastest_over_complete": float(rate[fastest]) / complete_rate,
+    }
+
+
+def _collapse_words(names: pd.Series, collapses: pd.Series) -> str:
+    """Which masks collapse (curve verdict), in words; with the reason Theorem 1 allows the others.
+
+    Shapes: ``names``, ``collapses`` one entry per zoo mask.
+    """
+    if collapses.all():
+        return "every mask collapses"
+    return (f"only {int(collapses.sum())} of the {len(names)} masks collapse ({', '.join(names[collapses]) or 'none'}); "
+            f"for the other {int((~collapses).sum())} ({', '.join(names[~collapses])}) μ/‖X‖_F neither reaches "
+            f"the rounding floor nor decays faster than {COLLAPSE_RATE}/layer in the later layers. Theorem 1 "
+            "allows this: its bound contracts more slowly the larger the radius r and the smaller the least "
+            "attention weight ε, so over a few layers it promises almost nothing when r is large or trained "
+            "attention is sharp")
+
+
+def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:
+    """Words for uni- against bidirectional windows of equal radius, compared only where both collapse.
+
+    Shapes: ``ratios`` one rate ratio (uni over bi) per pair where both collapse; ``rates`` [pair, 2].
+    """
+    if n_pairs == 0:
+        return "has no bidirectional window of the same radius at this sequence length"
+    if ratios.empty:
+        return (f"does not collapse, and neither does the bidirectional one (rates {rates.min():.2g} to "
+                f"{rates.max():.2g} per layer), so there is nothing to compare")
+    order = ("more slowly than" if (ratios < 1).all() else "faster than" if (ratios > 1).all()
+             else "sometimes faster, sometimes more slowly than")
+    where = "" if len(ratios) == n_pairs else f" in the {len(ratios)} pairs where both collapse"
+    return f"collapses {order} the bidirectional one (rate ratio {ratios.min():.2f} to {ratios.max():.2f}{where})"
+
+
+def collapse_sentence(found: dict, found_pre: dict) -> str:
+    """The page's sentence on which masks collapse, from :func:`numbers` of the initialized and the
+    pretrained weights (Markdown)."""
+    return (f"Measured here, with initialized weights {found['collapse_words']}; "
+            f"with pretrained weights {found_pre['collapse_words']}.")

@@ -1,6 +1,5 @@
-"""The decoder pages of "Beyond the paper": an RMSNorm decoder (SmolLM2) under its own causal mask and under
-uni-directional windows, and a real sliding-window model (Gemma-3) with its windows kept, dropped or imposed
-on every layer.
+"""The RMSNorm-decoder page (book/beyond/rmsnorm_decoders.md): an RMSNorm decoder (SmolLM2) under its own
+causal mask and under uni-directional windows.
 
 One sweep per mask (its window is one value of :class:`rankcollapse.experiments.config.ExperimentConfig`), all on
 the same X(0) and the same weights. The causal sweep adds the Hugging Face forward of the whole model
@@ -8,34 +7,29 @@ the same X(0) and the same weights. The causal sweep adds the Hugging Face forwa
 without gain: the paper's LayerNorm without centring) and ``model`` (each layer's own trained
 ``input_layernorm``, in pre position, for the pretrained weights; a fresh LayerNorm for initialized ones).
 
-:func:`rate_table` gives each configuration's curve verdict (:func:`rankcollapse.verdicts.rules.table_verdicts`),
-its mean rate per layer (:func:`rankcollapse.verdicts.claims.mean_rate`) and its mask's radius.
+:func:`configure` turns the page's parameters into those sweeps; :func:`rate_table` (shared with the
+sliding-window page) gives each configuration's curve verdict, mean rate and radius; :func:`numbers` are
+the values the page's prose states, :func:`claims` its claims table.
 
-The sliding-window page (:func:`window_configure`) runs the pretrained attention sublayers only, on
-sequences longer than the window (``overlap="concatenated"``: leads of consecutive articles, joined, see
-:mod:`rankcollapse.experiments.data`), with pure attention and with the model's own norms, with and without the skip.
-
-Used by: book/beyond/rmsnorm_decoders.md, book/beyond/sliding_window_model.md (through the page registry),
+Used by: book/beyond/rmsnorm_decoders.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_decoders.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pandas as pd
 
+from rankcollapse.book.pages._common import CAUSAL, RATE_COLUMNS, computing, rate_table
+from rankcollapse.core.checks import check_ints
+from rankcollapse.core.stats import rank_correlation
 from rankcollapse.experiments import config as experiments
-from rankcollapse.verdicts import rules as verdicts
-from rankcollapse.verdicts.claims import mean_rate
-from rankcollapse.core import masks as rc_masks
-from rankcollapse.core.checks import check_int, check_ints
-from rankcollapse.experiments.config import Run
-from rankcollapse.experiments.store import StoredResult
+from rankcollapse.experiments.config import Run, value
+from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Claim, count_curves
 
-FIXED = dict(norms=("none", "rms", "model"), skips=(False, True))  # the comparisons the page is about
-RATE_COLUMNS = ("weights", "variant", "mask", "radius", "norm", "skip", "verdict", "mean rate", "late rate")
-CAUSAL = "causal"  # the part of the model's own mask (with the full transformer)
+__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "window_part"]
+
+_SWEEP = dict(norms=("none", "rms", "model"), skips=(False, True))  # the comparisons the page is about
+FIXED = {"masks": (CAUSAL, "causal_sliding_window"), **_SWEEP}
 
 
 def window_part(window: int) -> str:
@@ -47,57 +41,85 @@ def configure(parameters: dict) -> dict[str, Run]:
     """``configure`` of the page: the causal sweep (with the full transformer) and one sweep per window of
     ``windows`` (sizes of the uni-directional window, each below ``n_tokens``), the reader's other parameters
     for all. A window the sequence cannot hold is rejected here, before anything runs."""
-    own = {k: v for k, v in parameters.items() if k not in ("show_largest_stored", "windows")}
+    own = computing(parameters, "windows")
     windows = parameters.get("windows")
     windows = tuple(windows) if isinstance(windows, list) else windows
     check_ints("windows", windows, 1, int(own.get("n_tokens", 2)) - 1)
-    runs = {CAUSAL: Run(experiments.experiment_config(own, masks=(CAUSAL,), full_transformer=True, **FIXED))}
+    runs = {CAUSAL: Run(experiments.experiment_config(own, masks=(CAUSAL,), full_transformer=True, **_SWEEP))}
     for w in windows:
         runs[window_part(w)] = Run(experiments.experiment_config(own, masks=("causal_sliding_window",), window=w,
-                                                                 **FIXED))
+                                                                 **_SWEEP))
     return runs
 
 
-def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
-    """One row per configuration of every part: its ``part`` (the key of ``results``), weights, variant,
-    mask (with its window), norm, skip, the mask's radius at the run's ``n_tokens``, the curve verdict of
-    μ/‖X‖_F (median over samples), its ``mean rate`` per layer, its ``late rate`` and ``words``; ``curve``
-    keeps the CurveVerdict.
+_BLOW_UP = 10.0  # a median ||X||_F growing by more than this factor over the layers "blows up"
 
-    Shapes: ``results`` part -> result, as :func:`configure` names them.
+
+def numbers(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]:
+    """Mean rates of pure attention per mask (words); under the causal mask, the last-layer ratio of μ/‖X‖_F
+    to its first-layer value of the pretrained full model, of the SAN with its own RMSNorm and skip and of
+    pure attention, the growth of the median ‖X‖_F of pretrained pure attention from X(0) to the last layer,
+    and the heading its verdict and growth choose (collapses / blows up: growth above ``_BLOW_UP`` / neither).
+
+    Shapes: ``rates`` one row per configuration (:func:`rate_table`); ``causal`` the
+    tidy table of the causal sweep.
     """
-    frames = []
-    for part, result in results.items():
-        n_tokens = result.provenance["parameters"]["n_tokens"]
-        curves = verdicts.table_verdicts(result.table)
-        curves.insert(0, "part", part)
-        window = curves["window"].map(lambda w: None if pd.isna(w) else int(w))
-        curves["radius"] = pd.array([None if m == "model" else rc_masks.graph_radius(rc_masks.build_mask(m, n_tokens, w))
-                                     for m, w in zip(curves["mask"], window)], dtype="Int64")
-        curves["mask"] = [m if w is None else f"{m} {w}" for m, w in zip(curves["mask"], window)]
-        curves["mean rate"] = curves["curve"].map(mean_rate)
-        curves = curves.rename(columns={"rate": "late rate"})
-        frames.append(curves)
-    return pd.concat(frames, ignore_index=True)
+    pure_causal = dict(weights="pretrained", variant="SAN", mask="causal", norm="none", skip=False, stat="median")
+    pure = rates[(rates["variant"] == "SAN") & (rates["norm"] == "none") & ~rates["skip"].astype(bool)]
+    columns = ["mask", "radius", "mean rate"]
+    words = {w: "; ".join(f"{m} (radius {r}): {v:.3g}" for m, r, v in group[columns].itertuples(index=False))
+             for w, group in pure.groupby("weights", sort=False)}
+    pre = rates[rates["weights"] == "pretrained"]
+    full = pre[pre["variant"] == "full transformer"]["ratio"]
+    own = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "model") & pre["skip"].astype(bool)]
+    growth = value(causal, "norm", **pure_causal) / value(causal, "norm", layer=0, **pure_causal)
+    curve = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "none") & ~pre["skip"].astype(bool)]
+    collapses = len(curve) > 0 and curve["verdict"].iloc[0] == "collapses"
+    return {"pure_rates_initialized": words.get("initialized", "not run"),
+            "pure_rates_pretrained": words.get("pretrained", "not run"),
+            "full_ratio": float(full.iloc[0]) if len(full) else float("nan"),
+            "own_ratio": float(own["ratio"].iloc[0]) if len(own) else float("nan"),
+            "pure_norm_growth": growth,
+            "pure_ratio": float(curve["ratio"].iloc[0]) if len(curve) else float("nan"),
+            "pure_heading": ("Pretrained pure attention collapses here." if collapses else
+                             "Pretrained pure attention does not collapse here, it blows up." if growth > _BLOW_UP
+                             else "Pretrained pure attention neither collapses nor blows up here.")}
 
 
-# ---------------------------------------------------------------- a real sliding-window model (Gemma-3)
+def claims(rates: pd.DataFrame) -> list[Claim]:
+    """The paper's claims read on an RMSNorm decoder (SmolLM2) under its causal mask and uni-directional windows.
 
-WINDOW_PARTS = ("as_trained", "all_global", "all_local")  # the model's own windows, none, every layer local
-WINDOW_FIXED = dict(weights=("pretrained",), norms=("none", "model"), skips=(False, True))
+    Shapes: ``rates`` one row per configuration (:func:`rate_table`).
+    """
+    san = rates[rates["variant"] == "SAN"]
+    rows = []
+    for weights in dict.fromkeys(san["weights"]):
+        own = san[san["weights"] == weights]
+        pure = own[(own["norm"] == "none") & ~own["skip"]]
+        verdict, number = count_curves(pure, COLLAPSES, "masks collapse")
+        rows.append(Claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
+                          f"{weights} weights, pure attention: μ/‖X‖_F per mask", verdict, number))
+        rows.append(_radius_order(pure, weights))
+        rms = own[(own["norm"] == "rms") & ~own["skip"]]
+        verdict, number = count_curves(rms, STABLE, "masks keep μ/‖X‖_F")
+        rows.append(Claim("LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm without gain)",
+                          "Sec. 4, response", f"{weights} weights, SAN + RMSNorm without gain", verdict, number))
+    trained = san[(san["weights"] == "pretrained") & (san["norm"] == "model")]
+    for skip, words in ((False, "SAN + its own trained RMSNorm"), (True, "SAN + skip + its own trained RMSNorm")):
+        verdict, number = count_curves(trained[trained["skip"] == skip], STABLE, "masks keep μ/‖X‖_F")
+        rows.append(Claim("In pretrained models LayerNorm helps (together with the other components)",
+                          "Fig. 2 caption", f"pretrained weights, {words}", verdict, number))
+    return rows
 
 
-def window_configure(parameters: dict) -> dict[str, Run]:
-    """``configure`` of the sliding-window page: the pretrained model under its causal mask with its own
-    windows (as trained, with the full transformer), without them (all global) and with a uni-directional
-    window of size ``window`` imposed on every layer (all local). ``n_tokens`` must exceed ``window``, so
-    that the window binds; checked here, before anything runs."""
-    own = {k: v for k, v in parameters.items() if k != "show_largest_stored"}
-    window = own.pop("window", None)
-    check_int("window", window, 1, experiments.MAX_TOKENS - 1)
-    check_int("n_tokens", own.get("n_tokens"), window + 1, experiments.MAX_TOKENS)
-    causal = dict(masks=(CAUSAL,), **WINDOW_FIXED)
-    return {"as_trained": Run(experiments.experiment_config(own, full_transformer=True, **causal)),
-            "all_global": Run(experiments.experiment_config(own, model_windows=False, **causal)),
-            "all_local": Run(experiments.experiment_config(own, masks=("causal_sliding_window",), window=window,
-                                                           **{k: v for k, v in causal.items() if k != "masks"}))}
+def _radius_order(pure: pd.DataFrame, weights: str) -> Claim:
+    """Theorem 1's reading: sparser local masks collapse more slowly, at a rate set by the radius — the rank
+    correlation of radius and mean rate (-1: every larger radius is slower)."""
+    correlation = rank_correlation(pure["radius"].astype(float), pure["mean rate"])
+    slowest = pure.loc[pure["mean rate"].idxmin(), "mask"]
+    widest = pure.loc[pure["radius"].astype(float).idxmax(), "mask"]
+    verdict = HOLDS if correlation < -1 + 1e-9 else PARTLY if correlation < 0 or slowest == widest else FAILS
+    words = ", ".join(f"{m}: r = {r}, {v:.3g}" for m, r, v in zip(pure["mask"], pure["radius"], pure["mean rate"]))
+    return Claim("Local masks slow collapse, at a rate set by the radius", "Theorem 1",
+                 f"{weights} weights, pure attention: rank correlation of radius and mean rate per layer",
+                 verdict, f"{correlation:.2f} ({words})")

@@ -16,8 +16,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from rankcollapse.book.labels import MASK_LABELS
+
 FONT_PT = 10  # smallest font in these figures (>= 9 pt at the 672 px column for a 7 in figure)
-COLOURS = {"complete / causal": "#1b9e77", "bidirectional window": "#7570b3", "uni-directional window": "#d95f02",
+_UNI = MASK_LABELS["causal_sliding_window"]  # "uni-directional window", the group of the causal windows
+COLOURS = {"complete / causal": "#1b9e77", "bidirectional window": "#7570b3", _UNI: "#d95f02",
            "sparse patterns": "#e7298a"}
 
 
@@ -30,7 +33,7 @@ def mask_kind(label: str) -> str:
     if label in ("complete", "causal"):
         return "complete / causal"
     if label.startswith("causal window"):
-        return "uni-directional window"
+        return _UNI
     if label.startswith("window ±") and "+" not in label:
         return "bidirectional window"
     return "sparse patterns"

@@ -5,7 +5,7 @@ inline 110 dpi, so it is shown at its natural size), at most two panels per row,
 (11 pt and up, no smaller hand-set sizes) and legends below the panels or inside them, never beside
 them — so every text reads at 9 px or more on screen. Titles are short; captions go through
 ``{glue:figure}``. The book's theme, the rounding floor, the shared legend and the mask pictures come
-from :mod:`rankcollapse.book.plotting.common`.
+from :mod:`rankcollapse.book.plotting.common`, the masks' words from :mod:`rankcollapse.book.labels`.
 
 Used by: ``book/setup.md`` and the four pages of ``book/theory/``.
 """
@@ -19,17 +19,14 @@ import pandas as pd
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullFormatter
 from torch import Tensor
 
+from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.theory.dynamics import CollapseSummary
-from rankcollapse.book.pages.theorems import quantile_band
+from rankcollapse.core.stats import quantile_band
 
-MASK_LABELS = {"complete": "complete", "causal": "causal", "sliding_window": "sliding window",
-               "causal_sliding_window": "uni-directional window", "strided": "strided",
-               "dilated_window": "dilated window", "global_window": "global + window", "random": "random sparse"}
 TITLE_CHARS = 28  # a longer panel title wraps: two panels share the 672 px column
 
 
@@ -46,9 +43,9 @@ def tex_number(x: float) -> str:
     return power if float(mantissa) == 1 else f"{mantissa}\\times {power}"
 
 
-def mask_label(name: str, radius: int | None) -> str:
+def _radius_label(name: str, radius: int | None) -> str:
     """Legend text of a mask with its radius, e.g. ``causal (r = 1)``."""
-    return f"{MASK_LABELS.get(name, name)} (r = {'none' if radius is None else radius})"
+    return f"{mask_label(name)} (r = {'none' if radius is None else radius})"
 
 
 def mask_grid(shown: dict[str, Tensor]) -> Figure:
@@ -58,7 +55,7 @@ def mask_grid(shown: dict[str, Tensor]) -> Figure:
     """
     fig, axes = plotting.panel_grid(len(shown), panel_height=3.3)
     for ax, (name, mask) in zip(axes, shown.items()):
-        plotting.draw_mask(ax, mask, MASK_LABELS.get(name, name))
+        plotting.draw_mask(ax, mask, mask_label(name))
     plotting.label_outer(axes, min(2, len(shown)))
     for ax in axes:  # axis labels on the outer panels only, token indices on none (draw_mask hides them)
         ax.tick_params(labelbottom=False, labelleft=False)
@@ -107,11 +104,11 @@ def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_
     Shapes: the runs' curves are ``[sample, layer + 1]``.
     """
     fig, axes = plotting.panel_grid(len(panels), panel_height=2.9, sharex=True, sharey=True)
-    labels = [mask_label(m, s.radius) for runs in panels.values() for m, s in runs.items()]
+    labels = [_radius_label(m, s.radius) for runs in panels.values() for m, s in runs.items()]
     colours = plotting.hue_colours(pd.DataFrame({"mask": labels}), "mask")
     for ax, (title, runs) in zip(axes, panels.items()):
-        curves = {mask_label(m, s.radius): s.mu_exact if exact else s.mu_direct for m, s in runs.items()}
-        dashed = {mask_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
+        curves = {_radius_label(m, s.radius): s.mu_exact if exact else s.mu_direct for m, s in runs.items()}
+        dashed = {_radius_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
         band_axes(ax, curves, colours, dashed, y_min)
         if exact:
             ax.plot([], [], color="0.3", lw=1, ls="--", label=r"$\mu$ of $X$ itself (dashed)")
@@ -137,7 +134,7 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     applies = table[table["radius"].notna()]
     for k, (name, row) in enumerate(applies.iterrows()):
         left.scatter(int(row["radius"]), row["rate"], color=f"C{k}", marker="os^Dv<>p"[k % 8], s=50, zorder=3,
-                     label=MASK_LABELS.get(name, name))
+                     label=mask_label(name))
     left.set_yscale("log")
     left.set_xlabel("graph radius $r$")
     left.set_ylabel("rate per layer")
@@ -167,7 +164,7 @@ def linear_figure(curves: dict[str, Tensor], linear: pd.DataFrame) -> Figure:
     for k, (name, median) in enumerate(curves.items()):
         rate = float(linear.loc[name, "rate -log|lambda_2|"])
         t = torch.arange(median.shape[0])
-        label = rf"{MASK_LABELS.get(name, name)}: $|\lambda_2| = {math.exp(-rate):.3f}$"
+        label = rf"{mask_label(name)}: $|\lambda_2| = {math.exp(-rate):.3f}$"
         ax.plot(t, median, color=f"C{k}", lw=2, label=label)
         ax.plot(t, median[-1] * torch.exp(rate * (median.shape[0] - 1 - t)), color=f"C{k}", lw=1, ls=":")
     ax.plot([], [], color="0.3", lw=1, ls=":", label=r"$|\lambda_2|^t$ (dotted)")
@@ -192,7 +189,7 @@ def proportion_bars(ax: Axes, table: pd.DataFrame, x: str, hue: str | None = Non
         ax.bar(position, part["fraction"], width, color=colours, label=value)
         ax.errorbar(position, part["fraction"], yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
                     fmt="none", color="black", lw=1)
-    ax.set_xticks(range(len(groups)), [MASK_LABELS.get(g, str(g)) for g in groups])
+    ax.set_xticks(range(len(groups)), [mask_label(str(g)) for g in groups])
 
 
 def contrast_figure(contrast: pd.DataFrame, collapse_tol: float, n_layers: int) -> Figure:

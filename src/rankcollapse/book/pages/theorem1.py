@@ -1,58 +1,31 @@
-"""What the setup, data and theorem pages compute: one frozen config (= the page's parameters) and one
-function per page.
+"""The Theorem 1 page (book/theory/theorem1.md): pure masked attention on every mask — rates, radii, the
+explicit bound, the sliding-window sweep, the temperature table and the linear special case.
 
-Each ``XConfig`` (here and in :mod:`rankcollapse.book.pages.setup`) has exactly the fields of its page's ``parameters`` cell, with the same defaults, and is
-validated once in ``__post_init__`` (one ValueError naming the parameter and the allowed values); the page
-registry builds it from a reader's parameters before running the page. Each page calls its function once
-(``theorem1(config) -> Theorem1Result``) and shows the tables, curves and ``numbers`` (the values its
-prose glues) of the result. The LayerNorm counterexample and the equilibria live in
-:mod:`rankcollapse.book.pages.layernorm`, the setup and data pages in :mod:`rankcollapse.book.pages.setup`; the
-timing helper every page uses (:func:`timed`) is here; a page gets its config from
-:func:`rankcollapse.book.report.page_config` (through the registry).
+:class:`Theorem1Config` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
+and is validated once in ``__post_init__`` (one ValueError naming the parameter and the allowed values);
+:func:`configure` builds it from a reader's parameters, :func:`compute` gives what the page shows, its
+``numbers`` the values its prose glues.
 
-Used by: ``book/theory/theorem1.md``, ``book/theory/theorem2.md`` and the modules above.
+Used by: book/theory/theorem1.md (through the page registry, :mod:`rankcollapse.book.registry`),
+tests/unit/test_theory.py.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import pandas as pd
-import torch
 from torch import Tensor
 
-from rankcollapse.theory import counterexample
+from rankcollapse.book.pages._common import MAX_SEED, check_system, own_config
 from rankcollapse.core import masks
-from rankcollapse.core import metrics
 from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_ints, check_number, check_numbers,
-                                 check_temperature, freeze_lists)
-from rankcollapse.theory.dynamics import WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig, fit_decay_rate
-from rankcollapse.theory.dynamics import linear_rate, run_system, sample_system, summarize_collapse, theorem1_bound
-
-MAX_TOKENS = 4096  # largest N a theory page accepts
-MAX_LAYERS = 100_000  # largest depth a theory page accepts
-MAX_SAMPLES = 1_000_000  # largest number of random draws a page accepts
-MAX_SEED = 2**63 - 1  # torch.Generator seeds
-
-
-PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")  # the paper's four masks
-
-
-def _check_system(config: object) -> None:
-    """The fields every theory sweep shares: sizes, seed, dtype."""
-    check_int("n_tokens", config.n_tokens, 2, MAX_TOKENS)
-    check_int("d_model", config.d_model, 1, 4096)
-    check_int("n_layers", config.n_layers, 1, MAX_LAYERS)
-    check_int("n_samples", config.n_samples, 1, MAX_SAMPLES)
-    check_int("seed", config.seed, 0, MAX_SEED)
-    check_choice("dtype", config.dtype, tuple(metrics.DTYPES))
-
-
-def quantile_band(curves: Tensor) -> Tensor:
-    """10 %, 50 % and 90 % quantiles over samples.  Shapes: ``[sample, layer]`` -> ``[3, layer]``."""
-    return curves.double().quantile(torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64), dim=0)
+                                      check_temperature, freeze_lists)
+from rankcollapse.core.masks import PAPER_MASKS
+from rankcollapse.core.stats import fit_decay_rate
+from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig, linear_rate,
+                                          sample_system, summarize_collapse, theorem1_bound)
 
 
 def log10_bound_rate(epsilon: float, radius: int | None) -> float:
@@ -74,9 +47,6 @@ def log10_bound_rate(epsilon: float, radius: int | None) -> float:
 def faster_or_slower(rate: float, other: float) -> str:
     """The word comparing two collapse rates: "faster" when ``rate > other``, else "slower"."""
     return "faster" if rate > other else "slower"
-
-
-# ---------------------------------------------------------------- Theorem 1
 
 
 @dataclass(frozen=True)
@@ -106,7 +76,7 @@ class Theorem1Config:
 
     def __post_init__(self) -> None:
         freeze_lists(self, "paper_masks", "zoo_masks", "sweep_windows", "temperatures")
-        _check_system(self)
+        check_system(self)
         check_temperature("temperature", self.temperature)
         check_choice("qk_weights", self.qk_weights, WEIGHT_LAWS)
         check_choice("value_weights", self.value_weights, WEIGHT_LAWS)
@@ -167,7 +137,7 @@ def _bound_note(summary: CollapseSummary, X0: Tensor, config: Theorem1Config) ->
     return "holds at every layer" if bool((summary.mu_exact <= bound * (1 + 1e-9)).all()) else "VIOLATED"
 
 
-def theorem1(config: Theorem1Config) -> Theorem1Result:
+def compute(config: Theorem1Config) -> Theorem1Result:
     """Pure masked attention on every mask: rates, radii, the explicit bound, the window sweep, the
     temperature table and the linear special case (W_Q = W_K = 0, W_V = I).
 
@@ -205,10 +175,10 @@ def theorem1(config: Theorem1Config) -> Theorem1Result:
     panels = {"the paper's four masks": {m: summaries[m] for m in config.paper_masks},
               "other masks": {m: summaries[m] for m in config.zoo_masks}}
     return Theorem1Result(summaries, panels, table, sweep.set_index("window"), temperatures.set_index("temperature"),
-                          linear, linear_curves, max(gaps), _theorem1_numbers(config, table, sweep, linear))
+                          linear, linear_curves, max(gaps), _numbers(config, table, sweep, linear))
 
 
-def _theorem1_numbers(config: Theorem1Config, table: pd.DataFrame, sweep: pd.DataFrame,
+def _numbers(config: Theorem1Config, table: pd.DataFrame, sweep: pd.DataFrame,
                       linear: pd.DataFrame) -> dict[str, object]:
     """The values the Theorem 1 page glues into its prose."""
     none = table[table["radius"].isna()].index.tolist()
@@ -232,119 +202,4 @@ def _theorem1_numbers(config: Theorem1Config, table: pd.DataFrame, sweep: pd.Dat
     return numbers
 
 
-# ---------------------------------------------------------------- Theorem 2
-
-
-@dataclass(frozen=True)
-class Theorem2Config:
-    """The parameters of ``book/theory/theorem2.md``."""
-
-    n_tokens: int = 16  # N
-    d_model: int = 8  # d (also d_QK)
-    n_layers: int = 80  # depth
-    n_samples: int = 16  # seeds (spread bands)
-    seed: int = 0  # seed of the torch.Generator
-    dtype: str = "float64"  # "float64" or "float32"
-    temperature: float = 8.0  # d_QK: logits are divided by sqrt(temperature)
-    qk_weights: str = "gaussian"  # law of W_Q, W_K
-    window: int = 2  # window of the window masks
-    norms: tuple[str, ...] = ("unit", "layernorm")  # the paper's D ("unit") and the variants to compare
-    masks_shown: tuple[str, ...] = PAPER_MASKS  # masks of the orthogonal runs
-    contrast_masks: tuple[str, ...] = ("causal", "causal_sliding_window")  # masks of the orthogonal vs random contrast
-    contrast_window: int = 1  # window of the contrast masks
-    contrast_n_tokens: int = 8  # N of the contrast
-    contrast_d_model: int = 2  # d of the contrast (small d: the counterexample's regime; also its d_QK)
-    contrast_layers: int = 400  # depth of the contrast
-    contrast_samples: int = 200  # seeds of the contrast
-    collapse_tol: float = 1e-8  # mu(X) at the last layer below this (or 100 rounding floors) counts as collapsed
-
-    def __post_init__(self) -> None:
-        freeze_lists(self, "norms", "masks_shown", "contrast_masks")
-        _check_system(self)
-        check_temperature("temperature", self.temperature)
-        check_choice("qk_weights", self.qk_weights, WEIGHT_LAWS)
-        check_int("window", self.window, 1, self.n_tokens - 1)
-        check_choices("norms", self.norms, ("unit", "rms", "layernorm"))
-        if self.norms[0] != "unit":
-            raise ValueError(f"norms must start with 'unit' (the paper's D, the theorem's setting), got {self.norms!r}")
-        check_choices("masks_shown", self.masks_shown, masks.MASK_NAMES)
-        check_choices("contrast_masks", self.contrast_masks, masks.MASK_NAMES)
-        check_int("contrast_n_tokens", self.contrast_n_tokens, 2, MAX_TOKENS)
-        check_int("contrast_window", self.contrast_window, 1, self.contrast_n_tokens - 1)
-        check_int("contrast_d_model", self.contrast_d_model, 2, 4096)
-        check_int("contrast_layers", self.contrast_layers, 1, MAX_LAYERS)
-        check_int("contrast_samples", self.contrast_samples, 1, MAX_SAMPLES)
-        check_number("collapse_tol", self.collapse_tol, 0.0, 1.0, open_low=True)
-
-
-NORM_WORDS = {"unit": "LayerNorm D (unit norm, the paper's)", "rms": "RMSNorm (norm √d)",
-              "layernorm": "LayerNorm without affine (norm ≈ √d)"}  # panel titles of the Theorem 2 page
-CONTRAST_LAWS = ("orthogonal", "gaussian", "uniform")  # the value-matrix laws of the Theorem 2 contrast
-
-
-@dataclass(frozen=True)
-class Theorem2Result:
-    """Everything the Theorem 2 page shows. Shapes: curves in ``summaries`` are ``[sample, layer + 1]``."""
-
-    panels: dict[str, dict[str, CollapseSummary]]  # norm in words -> mask -> run with orthogonal W_V
-    rates: pd.DataFrame  # per (norm, mask): radius, rate (median, 10 %, 90 %, slowest seed)
-    contrast: pd.DataFrame  # per (mask, W_V law): fraction not collapsed with its Wilson interval
-    numbers: dict[str, object]  # glued values
-
-
-def theorem2(config: Theorem2Config) -> Theorem2Result:
-    """LayerNorm with a fresh orthogonal W_V per layer on every mask, and the contrast: one fixed W_V per
-    seed, orthogonal or random, counting the seeds that have not collapsed.
-
-    Shapes: see :class:`Theorem2Result`.
-    """
-    system = SystemConfig(n_tokens=config.n_tokens, d_model=config.d_model, n_layers=config.n_layers,
-                          n_samples=config.n_samples, qk_weights=config.qk_weights, value_weights="orthogonal",
-                          hemisphere=True, seed=config.seed, dtype=config.dtype)
-    panels, rows = {}, []
-    for norm in config.norms:
-        panel = panels[NORM_WORDS[norm]] = {}
-        for name in config.masks_shown:
-            mask = masks.build_mask(name, config.n_tokens, window=config.window)
-            s = panel[name] = summarize_collapse(mask, system, DynamicsConfig(norm, config.temperature))
-            rows.append({"norm": norm, "mask": name, "radius": s.radius, "rate": s.rate,
-                         "rate 10%": float(s.rates.quantile(0.1)), "rate 90%": float(s.rates.quantile(0.9)),
-                         "slowest rate": float(s.rates.min())})
-    rates = pd.DataFrame(rows).set_index(["norm", "mask"])
-    contrast_rows = []
-    for name in config.contrast_masks:
-        mask = masks.build_mask(name, config.contrast_n_tokens, window=config.contrast_window)
-        for law in CONTRAST_LAWS:
-            contrast_system = SystemConfig(
-                n_tokens=config.contrast_n_tokens, d_model=config.contrast_d_model, n_layers=config.contrast_layers,
-                n_samples=config.contrast_samples, qk_weights=config.qk_weights, value_weights=law,
-                share_layers=True, hemisphere=True, seed=config.seed, dtype=config.dtype)
-            final = run_system(mask, contrast_system, DynamicsConfig("unit", float(config.contrast_d_model),
-                                                                      keep_states=False)).final
-            floor = metrics.rounding_floor(metrics.frobenius_norm(final), metrics.resolve_dtype(config.dtype))
-            alive = int((metrics.mu(final) > torch.clamp(100 * floor, min=config.collapse_tol)).sum())
-            p = counterexample.wilson_interval(alive, config.contrast_samples)
-            contrast_rows.append({"mask": name, "W_V": law, "not collapsed": p.fraction, "low": p.low, "high": p.high})
-    contrast = pd.DataFrame(contrast_rows)
-    random_max = float(contrast[contrast["W_V"] != "orthogonal"]["not collapsed"].max())
-    numbers: dict[str, object] = {
-        "thm2_n_samples": config.n_samples, "thm2_contrast_d": config.contrast_d_model,
-        "thm2_contrast_n_tokens": config.contrast_n_tokens, "thm2_contrast_layers": config.contrast_layers,
-        "thm2_contrast_samples": config.contrast_samples, "thm2_collapse_tol": config.collapse_tol,
-        "thm2_alive_max_random": random_max,
-        "thm2_other_norms": ", ".join(NORM_WORDS[n] for n in config.norms[1:]) or "none",
-        "thm2_random_verdict": ("so the theorem's hypothesis is not a technicality" if random_max > 0 else
-                                "so this run shows no difference: try a smaller contrast width or more layers"),
-    }
-    for name in config.masks_shown:
-        numbers[f"thm2_rate_{name}"] = float(rates.loc[("unit", name), "rate"])
-    for row in contrast.itertuples():
-        numbers[f"thm2_alive_{row.mask}_{row.W_V}"] = float(row._3)
-    return Theorem2Result(panels, rates, contrast, numbers)
-
-
-def timed(function, config):
-    """``(function(config), wall seconds)``: a page's result and how long it took (for its re-run block)."""
-    started = time.perf_counter()
-    result = function(config)
-    return result, time.perf_counter() - started
+configure = own_config(Theorem1Config)

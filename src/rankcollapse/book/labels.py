@@ -1,0 +1,34 @@
+"""The book's words for masks, in one table: legends and panel titles of every figure, the setup page's
+radius table and the group names of the mask-design figure read it, so a mask is named the same
+everywhere. A new mask gets its words here (and its builder in :mod:`rankcollapse.core.masks`).
+
+Used by: :mod:`rankcollapse.book.report` (panel titles), :mod:`rankcollapse.book.plotting.theory` (legends,
+mask pictures, bar labels), :mod:`rankcollapse.book.plotting.beyond` (group names), the setup page
+(:mod:`rankcollapse.book.pages.setup`).
+"""
+
+from __future__ import annotations
+
+MASK_LABELS = {"complete": "complete", "causal": "causal", "sliding_window": "sliding window",
+               "causal_sliding_window": "uni-directional window", "strided": "strided",
+               "dilated_window": "dilated window", "global_window": "global + window", "random": "random sparse",
+               "model": "the model's own mask"}  # "model": a pretrained model's own mask (its full transformer)
+_WINDOW_MASKS = ("sliding_window", "causal_sliding_window")  # masks whose title names their window w
+
+
+def mask_label(mask: str) -> str:
+    """The words for a mask name (the name itself when the table has none).
+
+    >>> mask_label("causal_sliding_window"), mask_label("my_mask")
+    ('uni-directional window', 'my_mask')
+    """
+    return MASK_LABELS.get(mask, mask)
+
+
+def mask_title(mask: str, window: int | None) -> str:
+    """Words for a mask in a panel title: its label, with ``w`` for the window masks.
+
+    >>> mask_title("sliding_window", 4), mask_title("model", None)
+    ('sliding window, w = 4', "the model's own mask")
+    """
+    return f"{mask_label(mask)}, w = {window}" if mask in _WINDOW_MASKS else mask_label(mask)

@@ -1,0 +1,129 @@
+"""What several page modules share, and no page owns: the largest sizes a page accepts, the ``configure``
+makers of experiment pages and of pages that compute in their own module, the fixed choices of the Fig. 2
+and Fig. 3 sweeps (which the appendix, sample-size and pretrained-panels pages rerun or reuse), the
+response's claim on the pretrained temperature panels (Fig. 3 and the pretrained panels) and the rate table
+of the two decoder pages.
+
+Used by: the modules of :mod:`rankcollapse.book.pages`, never by a page's ``.md`` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pandas as pd
+
+from rankcollapse.core import masks as rc_masks
+from rankcollapse.core import metrics
+from rankcollapse.core.checks import check_choice, check_int
+from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.store import StoredResult
+from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim, mean_rate
+
+MAX_TOKENS = 4096  # largest N a theory page accepts
+MAX_LAYERS = 100_000  # largest depth a theory page accepts
+MAX_SAMPLES = 1_000_000  # largest number of random draws a page accepts
+MAX_SEED = 2**63 - 1  # torch.Generator seeds
+PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only, never for computing
+
+# The Fig. 2 and Fig. 3 sweeps' fixed choices (reconstructions named in PAPER.md §3 are parameters, not
+# fixed here). "model": each layer's own norm — the trained γ, β of a pretrained model (Dong et al.'s
+# SAN + LN), and LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a fresh model has it.
+FIG2 = dict(norms=("none", "unit", "model"))
+FIG3 = dict(norms=("none",))
+
+
+def check_system(config: object) -> None:
+    """The fields every theory sweep shares: sizes, seed, dtype."""
+    check_int("n_tokens", config.n_tokens, 2, MAX_TOKENS)
+    check_int("d_model", config.d_model, 1, 4096)
+    check_int("n_layers", config.n_layers, 1, MAX_LAYERS)
+    check_int("n_samples", config.n_samples, 1, MAX_SAMPLES)
+    check_int("seed", config.seed, 0, MAX_SEED)
+    check_choice("dtype", config.dtype, tuple(metrics.DTYPES))
+
+
+def own_config(config_class: type) -> Callable[[dict], dict[str, object]]:
+    """``configure`` of a page that computes in its own module: its config dataclass checks every parameter."""
+    def configure(parameters: dict) -> dict[str, object]:
+        return {"main": config_class(**parameters)}
+    return configure
+
+
+def computing(parameters: Mapping[str, object], *extra: str) -> dict[str, object]:
+    """The parameters that go into a page's sweeps: all but the display-only ones (PAGE_ONLY) and ``extra``."""
+    return {k: v for k, v in parameters.items() if k not in (*PAGE_ONLY, *extra)}
+
+
+def experiment(fixed: dict, **extra_fixed) -> Callable[[dict], dict[str, Run]]:
+    """``configure`` of a one-sweep experiment page: the page's fixed choices, then the reader's parameters."""
+    def configure(parameters: dict) -> dict[str, Run]:
+        return {"main": Run(experiments.experiment_config(computing(parameters), **fixed, **extra_fixed))}
+    return configure
+
+
+def fig2_and_fig3(stored_as_figures: bool = False, **shared) -> Callable[[dict], dict[str, Run]]:
+    """``configure`` of a page showing the Fig. 2 and Fig. 3 sweeps of the same parameters (the
+    ``temperatures`` parameter belongs to the Fig. 3 sweep only); ``stored_as_figures``: the very sweeps of
+    the Fig. 2 and Fig. 3 pages, stored as theirs."""
+    def configure(parameters: dict) -> dict[str, Run]:
+        own = computing(parameters)
+        temperatures = {"temperatures": own.pop("temperatures")} if "temperatures" in own else {}
+        return {"fig2": Run(experiments.experiment_config(own, **shared, **FIG2), "fig2" if stored_as_figures else None),
+                "fig3": Run(experiments.experiment_config({**own, **temperatures}, **shared, **FIG3),
+                            "fig3" if stored_as_figures else None)}
+    return configure
+
+
+# ---------------------------------------------------------------- the temperature sweeps (Fig. 3, pretrained panels)
+
+
+def temperature_range(table: pd.DataFrame) -> tuple[float, float]:
+    """The smallest and the largest temperature of a temperature sweep (NaN: a layer's own scaling, left out)."""
+    temperatures = sorted(table["temperature"].dropna().unique())
+    return temperatures[0], temperatures[-1]
+
+
+def pretrained_layers_claim(table: pd.DataFrame) -> Claim:
+    """The response (W2): with pretrained weights a smaller temperature keeps μ/‖X‖_F higher in every layer
+    and for every mask — the share of (mask, layer >= 1) where the coldest temperature is above the warmest."""
+    cold, warm = temperature_range(table)
+    rows = table[(table["metric"] == "relative_mu") & (table["weights"] == "pretrained") & (table["layer"] >= 1)]
+    pivot = rows.pivot_table(index=["mask", "layer"], columns="temperature", values="median")
+    ratios = pivot[cold] / pivot[warm]
+    persistent = float((ratios > 1).mean())
+    return Claim("In pretrained models the effect is visible in all layers and for every mask",
+                 "response W2", f"pretrained: share of (mask, layer) with μ/‖X‖_F at d_QK = {cold:g} above "
+                 f"d_QK = {warm:g}", HOLDS if persistent == 1 else PARTLY if persistent > 0.5 else FAILS,
+                 f"{100 * persistent:.0f} % (lowest ratio {ratios.min():.3g})")
+
+
+# ---------------------------------------------------------------- the decoder pages (RMSNorm, sliding-window model)
+
+CAUSAL = "causal"  # the part (and mask) of a decoder's own causal mask, run with the full transformer
+RATE_COLUMNS = ("weights", "variant", "mask", "radius", "norm", "skip", "verdict", "mean rate", "late rate")
+
+
+def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
+    """One row per configuration of every part: its ``part`` (the key of ``results``), weights, variant,
+    mask (with its window), norm, skip, the mask's radius at the run's ``n_tokens``, the curve verdict of
+    μ/‖X‖_F (median over samples), its ``mean rate`` per layer (:func:`rankcollapse.verdicts.claims.mean_rate`),
+    its ``late rate`` and ``words``; ``curve`` keeps the CurveVerdict.
+
+    Shapes: ``results`` part -> result, as the page's ``configure`` names them.
+    """
+    frames = []
+    for part, result in results.items():
+        n_tokens = result.provenance["parameters"]["n_tokens"]
+        curves = verdicts.table_verdicts(result.table)
+        curves.insert(0, "part", part)
+        window = curves["window"].map(lambda w: None if pd.isna(w) else int(w))
+        curves["radius"] = pd.array([None if m == "model" else rc_masks.graph_radius(rc_masks.build_mask(m, n_tokens, w))
+                                     for m, w in zip(curves["mask"], window)], dtype="Int64")
+        curves["mask"] = [m if w is None else f"{m} {w}" for m, w in zip(curves["mask"], window)]
+        curves["mean rate"] = curves["curve"].map(mean_rate)
+        curves = curves.rename(columns={"rate": "late rate"})
+        frames.append(curves)
+    return pd.concat(frames, ignore_index=True)

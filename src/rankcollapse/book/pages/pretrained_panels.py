@@ -1,0 +1,39 @@
+"""The pretrained-panels page (book/response/pretrained_panels.md): Fig. 2's and Fig. 3's own runs with
+the weights named in every panel (the response's corrected pretrained panels).
+
+:func:`configure` turns the page's parameters into the two sweeps (stored as the Fig. 2 and Fig. 3 pages'
+own); :func:`numbers` are the values its prose states, :func:`claims` its claims table (the response's
+claim on the pretrained temperature panels, :func:`rankcollapse.book.pages._common.pretrained_layers_claim`).
+
+Used by: book/response/pretrained_panels.md (through the page registry, :mod:`rankcollapse.book.registry`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3, pretrained_layers_claim
+from rankcollapse.verdicts.claims import Claim
+
+FIXED = {"fig2": FIG2, "fig3": FIG3}
+configure = fig2_and_fig3(stored_as_figures=True)
+
+
+def _weights_gap(table: pd.DataFrame, hue: str) -> float:
+    """Median factor (>= 1) between pretrained and initialized μ after one layer, over masks and ``hue``."""
+    first = table[(table["metric"] == "mu") & (table["layer"] == 1) & (table["variant"] == "SAN")]
+    by_weights = first.pivot_table(index=["mask", hue], columns="weights", values="mean")
+    ratio = by_weights["pretrained"] / by_weights["initialized"]
+    return float(np.maximum(ratio, 1 / ratio).median())
+
+
+def numbers(fig2_table: pd.DataFrame, fig3_table: pd.DataFrame) -> dict[str, float]:
+    """How far the pretrained row lies from the initialized row after one layer (:func:`_weights_gap`), in
+    the Fig. 2 panels (over masks and norms) and in the Fig. 3 panels (over masks and temperatures)."""
+    return {"gap_fig2": _weights_gap(fig2_table, "norm"), "gap_fig3": _weights_gap(fig3_table, "temperature")}
+
+
+def claims(fig3_table: pd.DataFrame) -> list[Claim]:
+    """The response (W2): corrected pretrained panels show the temperature's effect in all layers."""
+    return [pretrained_layers_claim(fig3_table)]

@@ -1,0 +1,85 @@
+"""The sliding-window-model page (book/beyond/sliding_window_model.md): a real sliding-window model
+(Gemma-3) with its windows kept (as trained), dropped (all global) or imposed on every layer (all local).
+
+It runs the pretrained attention sublayers only, on sequences longer than the window
+(``overlap="concatenated"``: leads of consecutive articles, joined, see :mod:`rankcollapse.experiments.data`),
+with pure attention and with the model's own norms, with and without the skip. :func:`configure` turns the
+page's parameters into the three sweeps, :func:`rankcollapse.book.pages._common.rate_table` (shared with the
+RMSNorm page) reads them; :func:`numbers` are the values its prose states, :func:`claims` its claims table.
+
+Used by: book/beyond/sliding_window_model.md (through the page registry, :mod:`rankcollapse.book.registry`),
+tests/unit/test_decoders.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from rankcollapse.book.pages._common import CAUSAL, RATE_COLUMNS, computing, rate_table
+from rankcollapse.core.checks import check_int
+from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.store import StoredResult
+from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.verdicts.claims import COLLAPSES, FAILS, FLOOR, HOLDS, STABLE, Claim, count_curves
+
+__all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table"]
+
+_PARTS = ("as_trained", "all_global", "all_local")  # the model's own windows, none, every layer local
+_SWEEP = dict(weights=("pretrained",), norms=("none", "model"), skips=(False, True))
+FIXED = {"parts": _PARTS, **_SWEEP}
+
+
+def configure(parameters: dict) -> dict[str, Run]:
+    """``configure`` of the page: the pretrained model under its causal mask with its own windows (as
+    trained, with the full transformer), without them (all global) and with a uni-directional window of
+    size ``window`` imposed on every layer (all local). ``n_tokens`` must exceed ``window``, so that the
+    window binds; checked here, before anything runs."""
+    own = computing(parameters)
+    window = own.pop("window", None)
+    check_int("window", window, 1, experiments.MAX_TOKENS - 1)
+    check_int("n_tokens", own.get("n_tokens"), window + 1, experiments.MAX_TOKENS)
+    causal = dict(masks=(CAUSAL,), **_SWEEP)
+    return {"as_trained": Run(experiments.experiment_config(own, full_transformer=True, **causal)),
+            "all_global": Run(experiments.experiment_config(own, model_windows=False, **causal)),
+            "all_local": Run(experiments.experiment_config(own, masks=("causal_sliding_window",), window=window,
+                                                           **{k: v for k, v in causal.items() if k != "masks"}))}
+
+
+def numbers(result: StoredResult) -> dict[str, int]:
+    """How many samples of the page's length the corpus holds (the as-trained run's provenance)."""
+    return {"available": result.provenance["samples_available"]}
+
+
+def claims(rates: pd.DataFrame) -> list[Claim]:
+    """Does a local window slow collapse in a trained sliding-window model? Mean rates of the all-local and
+    as-trained runs against the all-global one, for pure attention and for the model's own norms + skip.
+
+    Shapes: ``rates`` one row per configuration (:func:`rankcollapse.book.pages._common.rate_table`), parts
+    ``as_trained``, ``all_global``, ``all_local``.
+    """
+    san = rates[rates["variant"] == "SAN"]
+    rows = []
+    pure = san[(san["norm"] == "none") & ~san["skip"]]
+    verdict, number = count_curves(pure.assign(mask=pure["part"]), COLLAPSES, "runs collapse")
+    rows.append(Claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
+                      "pretrained, pure attention: μ/‖X‖_F as trained, all global, all local", verdict, number))
+    for norm, skip, words in (("none", False, "pure attention"), ("model", True, "SAN + skip + its own norms")):
+        own = san[(san["norm"] == norm) & (san["skip"] == skip)].set_index("part")
+        rate = own["mean rate"]
+        for part, name in (("all_local", "all local"), ("as_trained", "as trained")):
+            if (own.loc[[part, "all_global"], "verdict"] == verdicts.CURVE_VERDICTS[3]).all():
+                verdict = FLOOR
+            else:
+                verdict = HOLDS if rate[part] < 0.9 * rate["all_global"] else FAILS
+            ratio = rate[part] / rate["all_global"] if rate["all_global"] else math.nan
+            rows.append(Claim("Local (sliding-window) masks slow collapse", "Theorem 1, response",
+                              f"pretrained, {words}: mean rate per layer, {name} against all global",
+                              verdict, f"{rate[part]:.3g} vs {rate['all_global']:.3g} ({ratio:.2f}×)"))
+    kept = san[(san["norm"] == "model") & san["skip"]]
+    verdict, number = count_curves(kept.assign(mask=kept["part"]), STABLE, "runs keep μ/‖X‖_F")
+    rows.append(Claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
+                      "pretrained, SAN + skip + its own norms", verdict, number))
+    return rows
