@@ -18,21 +18,12 @@ Used by: book/setup.md (mask pictures, radius table), the theory pages and the S
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")  # the paper's four masks (Fig. 2)
-MASK_NAMES = (
-    "complete",
-    "causal",
-    "sliding_window",
-    "causal_sliding_window",
-    "strided",
-    "dilated_window",
-    "global_window",
-    "random",
-)
 
 
 def _check_n_tokens(n_tokens: int) -> None:
@@ -155,6 +146,31 @@ def mask_from_matrix(matrix: torch.Tensor | list) -> torch.Tensor:
     return mask | torch.eye(mask.shape[0], dtype=torch.bool)
 
 
+@dataclass(frozen=True)
+class _Kind:
+    """How a mask name is built: its builder, whether it takes ``window`` and the keywords it takes."""
+
+    build: Callable[..., torch.Tensor]  # (n_tokens, [window,] **options) -> [token, token] bool
+    takes_window: bool  # the half-width, window size or stride of :func:`build_mask`
+    options: tuple[str, ...] = ()  # keyword arguments a sweep may pass (ExperimentConfig.mask_options)
+
+
+# Every mask by name, in the order pages list them: a new mask is its builder above and one entry here.
+_KINDS = {
+    "complete": _Kind(complete_mask, False),
+    "causal": _Kind(causal_mask, False),
+    "sliding_window": _Kind(sliding_window_mask, True),
+    "causal_sliding_window": _Kind(causal_sliding_window_mask, True),
+    "strided": _Kind(strided_mask, True, ("causal",)),
+    "dilated_window": _Kind(dilated_window_mask, True, ("dilation",)),
+    "global_window": _Kind(global_window_mask, True, ("n_global",)),
+    "random": _Kind(random_mask, False, ("density", "seed")),
+}
+MASK_NAMES = tuple(_KINDS)
+WINDOWED_MASKS = tuple(name for name, kind in _KINDS.items() if kind.takes_window)  # masks taking ``window``
+MASK_OPTIONS = {name: kind.options for name, kind in _KINDS.items() if kind.options}  # keywords per mask
+
+
 def build_mask(name: str, n_tokens: int, window: int | None = None, **kwargs) -> torch.Tensor:
     """Build a mask by name, for page parameters and configuration sweeps.
 
@@ -162,21 +178,14 @@ def build_mask(name: str, n_tokens: int, window: int | None = None, **kwargs) ->
     window size (``causal_sliding_window``) or the stride (``strided``). Extra keyword arguments go to the
     builder (``dilation``, ``n_global``, ``causal``, ``density``, ``seed``).  Shapes: -> [token, token] bool.
     """
-    builders = {
-        "complete": lambda: complete_mask(n_tokens, **kwargs),
-        "causal": lambda: causal_mask(n_tokens, **kwargs),
-        "sliding_window": lambda: sliding_window_mask(n_tokens, window, **kwargs),
-        "causal_sliding_window": lambda: causal_sliding_window_mask(n_tokens, window, **kwargs),
-        "strided": lambda: strided_mask(n_tokens, window, **kwargs),
-        "dilated_window": lambda: dilated_window_mask(n_tokens, window, **kwargs),
-        "global_window": lambda: global_window_mask(n_tokens, window, **kwargs),
-        "random": lambda: random_mask(n_tokens, **kwargs),
-    }
-    if name not in builders:
+    if name not in _KINDS:
         raise ValueError(f"mask name must be one of {', '.join(MASK_NAMES)}; got {name!r}")
-    if name not in ("complete", "causal", "random") and window is None:
+    kind = _KINDS[name]
+    if not kind.takes_window:
+        return kind.build(n_tokens, **kwargs)
+    if window is None:
         raise ValueError(f"window must be given for mask {name!r} (an integer in [1, n_tokens - 1])")
-    return builders[name]()
+    return kind.build(n_tokens, window, **kwargs)
 
 
 # ---------------------------------------------------------------- graph quantities (BFS)

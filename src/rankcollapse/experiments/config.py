@@ -38,16 +38,12 @@ from rankcollapse.core.checks import check_choice, check_choices, check_int, che
 from rankcollapse.hf.load import check_model_spec
 from rankcollapse.core.norms import NORM_NAMES
 
-WINDOWED_MASKS = ("sliding_window", "causal_sliding_window", "strided", "dilated_window", "global_window")
 WEIGHT_SOURCES = ("initialized", "pretrained")  # where the attention weights come from
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
                  "sigma_min", "sigma_min_floor", "mean_abs_cosine")  # "exact": 1 where mu is tracked below the floor
 MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
 MAX_TOKENS = 8192  # longest sequence of a sweep (a model's own limit is checked by experiment_config)
-# build_mask keywords each mask takes (ExperimentConfig.mask_options); the random mask needs both of its own.
-MASK_OPTIONS = {"dilated_window": ("dilation",), "global_window": ("n_global",), "strided": ("causal",),
-                "random": ("density", "seed")}
 
 
 @dataclass(frozen=True)
@@ -88,7 +84,7 @@ class ExperimentConfig:
         check_int("n_samples", self.n_samples, 1, MAX_SAMPLES)
         check_int("n_layers", self.n_layers, 1, 4096)
         check_int("seed", self.seed, 0, 2**31 - 1)
-        if any(m in WINDOWED_MASKS for m in self.masks):
+        if any(m in rc_masks.WINDOWED_MASKS for m in self.masks):
             check_int("window", self.window, 1, self.n_tokens - 1)
         check_choice("overlap", self.overlap, rc_data.CUT_NAMES)
         check_choice("init", self.init, engine.INIT_NAMES)
@@ -108,9 +104,9 @@ class ExperimentConfig:
         object.__setattr__(self, "mask_options", options)
         names = tuple(name for name, _ in options)
         for mask in self.masks:
-            allowed = MASK_OPTIONS.get(mask, ())
+            allowed = rc_masks.MASK_OPTIONS.get(mask, ())
             if any(n not in allowed for n in names) or (mask == "random" and sorted(names) != sorted(allowed)):
-                takes = "; ".join(f"{m}: {', '.join(o)}" for m, o in MASK_OPTIONS.items())
+                takes = "; ".join(f"{m}: {', '.join(o)}" for m, o in rc_masks.MASK_OPTIONS.items())
                 raise ValueError(f"mask_options {names} do not fit mask {mask!r}; the options are ({takes}), "
                                  f"the random mask needs both of its own, other masks none")
         for c in self.san_configs():
@@ -118,7 +114,7 @@ class ExperimentConfig:
 
     def san_configs(self) -> tuple[engine.SANConfig, ...]:
         """The engine's configuration axis, in the order of the table."""
-        pairs = tuple((m, self.window if m in WINDOWED_MASKS else None) for m in self.masks)
+        pairs = tuple((m, self.window if m in rc_masks.WINDOWED_MASKS else None) for m in self.masks)
         grid = engine.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms, skips=self.skips)
         return tuple(replace(c, mask_options=self.mask_options) for c in grid) if self.mask_options else grid
 

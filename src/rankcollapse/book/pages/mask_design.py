@@ -41,7 +41,7 @@ class ZooMask:
     label: str  # words in the table and the plot
     mask: str  # rankcollapse.core.masks.MASK_NAMES
     window: int | None = None  # half-width, window size or stride (rankcollapse.core.masks.build_mask)
-    options: tuple[tuple[str, object], ...] = ()  # build_mask keywords (experiments.MASK_OPTIONS)
+    options: tuple[tuple[str, object], ...] = ()  # build_mask keywords (rankcollapse.core.masks.MASK_OPTIONS)
 
     @property
     def part(self) -> str:
