@@ -83,7 +83,7 @@ def _average_ranks(x: np.ndarray) -> np.ndarray:
 def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rank correlation (Pearson's on ranks, ties averaged); NaN pairs dropped.
 
-    >>> rank_correlation([1, 2, 3, 4], [10, 20, 30, 25])
+    >>> round(rank_correlation([1, 2, 3, 4], [10, 20, 30, 25]), 12)
     0.8
     >>> rank_correlation([1, 2, float("nan"), 4], [3, 2, 5, 1])
     -1.0
@@ -93,8 +93,17 @@ def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
     rx, ry = _average_ranks(x[keep]), _average_ranks(y[keep])
     if len(rx) < 2 or rx.std() == 0 or ry.std() == 0:
         return math.nan
-    dx, dy = rx - rx.mean(), ry - ry.mean()
-    return float((dx * dy).sum() / math.sqrt((dx * dx).sum() * (dy * dy).sum()))
+    return _pearson(rx, ry)
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson's correlation, centred and scaled before the products (pandas' own algorithm, so the book's
+    correlations are those ``pandas.Series.corr`` gives, to the last bit); clipped to [-1, 1]."""
+    a, b = a - a.mean(), b - b.mean()
+    a, b = a / np.max(np.abs(a)), b / np.max(np.abs(b))
+    n = len(a) - 1
+    result = np.dot(a, b) / n / np.sqrt(np.dot(a, a) / n) / np.sqrt(np.dot(b, b) / n)
+    return float(np.clip(result, -1.0, 1.0))
 
 
 @dataclass(frozen=True)
