@@ -39,14 +39,14 @@ from sphinx.util import logging
 from rankcollapse import __version__
 from rankcollapse.experiments.provenance import git_commit
 
-logger = logging.getLogger(__name__)
+_logger = logging.getLogger(__name__)
 
-FIGURE_PREFIX = "fig-"
+_FIGURE_PREFIX = "fig-"
 DOWNLOADS = ("png", "svg", "pdf", "json")
-SITE_FOLDER = "_figures"  # where the exported files land in the HTML output
+_SITE_FOLDER = "_figures"  # where the exported files land in the HTML output
 # Captions in the body text colour (the theme's muted grey is too faint), citations that wrap on a phone,
 # the gallery as a grid of cards.
-STYLE = """<style>
+_STYLE = """<style>
 figure figcaption, figure figcaption p { color: var(--pst-color-text-base); }
 .figure-downloads { font-size: 0.9rem; margin: -0.75rem 0 0.25rem; }
 details.figure-cite { font-size: 0.9rem; margin-bottom: 1.5rem; }
@@ -58,17 +58,17 @@ details.figure-cite p { overflow-wrap: anywhere; }
 </style>"""
 
 
-class gallery_placeholder(nodes.General, nodes.Element):
+class _gallery_placeholder(nodes.General, nodes.Element):
     """Where ``figure-gallery`` puts the book's figures once all pages are read."""
 
 
-class FigureGallery(Directive):
+class _FigureGallery(Directive):
     """``{figure-gallery}``: every ``fig-*`` figure of the book with caption, page, downloads and citation."""
 
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        return [gallery_placeholder()]
+        return [_gallery_placeholder()]
 
 
 # -- what a page and a figure are -------------------------------------------------------------------------
@@ -97,12 +97,12 @@ def site_url(config) -> str:
     return f"https://{match[1]}.github.io/{match[2]}/"
 
 
-def book_title(config) -> str:
+def _book_title(config) -> str:
     """The book's title: ``html_title`` (Jupyter Book's ``title``), else ``project``."""
     return config.html_title or config.project
 
 
-def book_year(config) -> str:
+def _book_year(config) -> str:
     """The year the book is dated, from ``copyright`` (e.g. ``"2026"``), else this year."""
     match = re.search(r"\d{4}", str(config.copyright or ""))
     return match[0] if match else str(_dt.date.today().year)
@@ -127,14 +127,14 @@ def figure_citation(label: str, number: str, page_title: str, url: str, record: 
         f"@misc{{rankcollapse-{label},",
         f"  title = {{{title}}},",
         f"  author = {{{{{author}}}}},",
-        f"  howpublished = {{Figure in {book_title(config)}}},",
-        f"  year = {{{book_year(config)}}},",
+        f"  howpublished = {{Figure in {_book_title(config)}}},",
+        f"  year = {{{_book_year(config)}}},",
         f"  version = {{{__version__}}},",
         f"  url = {{{url}}},",
         f"  note = {{Version {__version__}, commit {made_at}. Parameters: {params}}}",
         "}",
     ])
-    plain = (f"{author} ({book_year(config)}). {title}. In {book_title(config)}, version {__version__} "
+    plain = (f"{author} ({_book_year(config)}). {title}. In {_book_title(config)}, version {__version__} "
              f"(commit {made_at}). {url}. Parameters: {params}.")
     return {"bibtex": bibtex, "plain": plain}
 
@@ -148,29 +148,29 @@ def _figures(env: BuildEnvironment) -> dict[str, dict]:
     return env.rankcollapse_figures
 
 
-def collect_figures(app: Sphinx, doctree: nodes.document) -> None:
+def _collect_figures(app: Sphinx, doctree: nodes.document) -> None:
     """Record every ``fig-*`` figure of the page just read, by label: its page."""
     docname = app.env.docname
     for figure in doctree.findall(nodes.figure):
         for label in figure["ids"]:
-            if not label.startswith(FIGURE_PREFIX):
+            if not label.startswith(_FIGURE_PREFIX):
                 continue
             _figures(app.env)[label] = {"docname": docname}
 
 
-def purge_figures(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
+def _purge_figures(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
     for label in [label for label, info in _figures(env).items() if info["docname"] == docname]:
         del _figures(env)[label]
 
 
-def merge_figures(app: Sphinx, env: BuildEnvironment, docnames, other: BuildEnvironment) -> None:
+def _merge_figures(app: Sphinx, env: BuildEnvironment, docnames, other: BuildEnvironment) -> None:
     _figures(env).update({label: info for label, info in _figures(other).items() if info["docname"] in docnames})
 
 
 # -- writing: figures, gallery, page context ---------------------------------------------------------------
 
 
-def export_dir(app: Sphinx) -> Path:
+def _export_dir(app: Sphinx) -> Path:
     """Where :func:`rankcollapse.book.plotting.common.export_figure` wrote the figures of this book."""
     override = os.environ.get("RANKCOLLAPSE_FIGURE_DIR")
     return Path(override) if override else Path(app.srcdir) / "_build" / "figures"
@@ -178,14 +178,14 @@ def export_dir(app: Sphinx) -> Path:
 
 def _published(app: Sphinx, label: str, location) -> dict | None:
     """Copy ``label``'s exported files into the site; their provenance record, or None (with a warning)."""
-    source = export_dir(app)
+    source = _export_dir(app)
     missing = [f"{label}.{ext}" for ext in DOWNLOADS if not (source / f"{label}.{ext}").is_file()]
     if missing:
-        logger.warning(f"figure {label!r} has no exported {', '.join(missing)} in {source}: export it with "
+        _logger.warning(f"figure {label!r} has no exported {', '.join(missing)} in {source}: export it with "
                        f"plotting.glue_figure(key, fig, stem={label!r}, parameters=...)",
                        location=location, type="rankcollapse", subtype="figure")
         return None
-    target = Path(app.outdir) / SITE_FOLDER
+    target = Path(app.outdir) / _SITE_FOLDER
     target.mkdir(parents=True, exist_ok=True)
     for ext in DOWNLOADS:
         shutil.copyfile(source / f"{label}.{ext}", target / f"{label}.{ext}")
@@ -206,11 +206,11 @@ def _page_title(env: BuildEnvironment, docname: str) -> str:
     return title.astext() if title else docname
 
 
-def figure_footer_html(app: Sphinx, docname: str, label: str, record: dict) -> str:
+def _figure_footer_html(app: Sphinx, docname: str, label: str, record: dict) -> str:
     """The downloads and the collapsible citation block under a figure, as HTML for page ``docname``."""
     env = app.env
     links = " · ".join(
-        f'<a class="reference download" href="{_relative(docname, f"{SITE_FOLDER}/{label}.{ext}")}" download>'
+        f'<a class="reference download" href="{_relative(docname, f"{_SITE_FOLDER}/{label}.{ext}")}" download>'
         f"{ext.upper()}</a>" for ext in DOWNLOADS)
     page = _figures(env)[label]["docname"]
     url = f"{site_url(app.config)}{app.builder.get_target_uri(page)}#{label}"
@@ -222,13 +222,13 @@ def figure_footer_html(app: Sphinx, docname: str, label: str, record: dict) -> s
             f'<pre class="figure-cite-bibtex">{html.escape(cite["bibtex"])}</pre>\n</details>\n')
 
 
-def decorate_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+def _decorate_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """Alt text, click-to-enlarge, downloads and citation for every ``fig-*`` figure of a page; fills the
     gallery."""
     if app.builder.format != "html":
         return
     for figure in list(doctree.findall(nodes.figure)):
-        label = next((i for i in figure["ids"] if i.startswith(FIGURE_PREFIX)), None)
+        label = next((i for i in figure["ids"] if i.startswith(_FIGURE_PREFIX)), None)
         if label is None:
             continue
         record = _published(app, label, figure)
@@ -237,15 +237,15 @@ def decorate_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None
             caption = figure.next_node(nodes.caption)  # resolved now: references show their titles
             image["alt"] = caption_text(caption) if caption else ""
             if record is not None and not isinstance(image.parent, nodes.reference):
-                link = nodes.reference("", "", refuri=_relative(docname, f"{SITE_FOLDER}/{label}.png"),
+                link = nodes.reference("", "", refuri=_relative(docname, f"{_SITE_FOLDER}/{label}.png"),
                                        classes=["figure-full-size"], internal=False)
                 image.replace_self(link)
                 link += image
         if record is not None:
             figure.parent.insert(figure.parent.index(figure) + 1,
-                                 nodes.raw("", figure_footer_html(app, docname, label, record), format="html"))
-    for placeholder in list(doctree.findall(gallery_placeholder)):
-        placeholder.replace_self(nodes.raw("", gallery_html(app, docname, doctree), format="html"))
+                                 nodes.raw("", _figure_footer_html(app, docname, label, record), format="html"))
+    for placeholder in list(doctree.findall(_gallery_placeholder)):
+        placeholder.replace_self(nodes.raw("", _gallery_html(app, docname, doctree), format="html"))
 
 
 def _toc_order(env: BuildEnvironment, root: str) -> list[str]:
@@ -259,7 +259,7 @@ def _toc_order(env: BuildEnvironment, root: str) -> list[str]:
     return order
 
 
-def gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
+def _gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
     """Every figure of the book, in table of contents order, as thumbnails with caption, page, downloads
     and citation, for page ``docname`` (resolved as ``doctree``)."""
     env = app.env
@@ -284,25 +284,25 @@ def gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
         number = _figure_number(env, info["docname"], label)
         cards.append(
             f'<div class="gallery-card">\n<figure class="gallery-figure" id="gallery-{label}">\n'
-            f'<a href="{page}#{label}"><img src="{_relative(docname, f"{SITE_FOLDER}/{label}.png")}" '
+            f'<a href="{page}#{label}"><img src="{_relative(docname, f"{_SITE_FOLDER}/{label}.png")}" '
             f'alt="{html.escape(plain)}" loading="lazy"></a>\n'
             f'<figcaption><p><strong>{"Fig. " + number if number else label}</strong> '
             f'(<a href="{page}#{label}">{html.escape(_page_title(env, info["docname"]))}</a>): '
             f'{html.escape(with_math)}</p></figcaption>\n</figure>\n'
-            + figure_footer_html(app, docname, label, record) + "</div>\n")
+            + _figure_footer_html(app, docname, label, record) + "</div>\n")
     return f'<div class="figure-gallery">\n{"".join(cards)}</div>\n'
 
 
-def page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     """Highwire Press ``citation_*`` meta tags and the figures' style on every page."""
     config = app.config
-    title = re.sub(r"<[^>]+>", "", context.get("title", "")) or book_title(config)
-    tags = {"citation_title": title, "citation_inbook_title": book_title(config), "citation_author": config.author,
-            "citation_publication_date": book_year(config), "citation_language": "en",
+    title = re.sub(r"<[^>]+>", "", context.get("title", "")) or _book_title(config)
+    tags = {"citation_title": title, "citation_inbook_title": _book_title(config), "citation_author": config.author,
+            "citation_publication_date": _book_year(config), "citation_language": "en",
             "citation_public_url": f"{site_url(config)}{app.builder.get_target_uri(pagename)}",
             "citation_technical_report_number": f"version {__version__}, commit {app.env.rankcollapse_commit}"}
     context["metatags"] = context.get("metatags", "") + "".join(
-        f'\n<meta name="{name}" content="{html.escape(value, quote=True)}" />' for name, value in tags.items()) + STYLE
+        f'\n<meta name="{name}" content="{html.escape(value, quote=True)}" />' for name, value in tags.items()) + _STYLE
 
 
 def _gallery_math(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
@@ -312,7 +312,7 @@ def _gallery_math(app: Sphinx, pagename: str, templatename: str, context: dict, 
         app.env.get_domain("math").data["has_equations"][pagename] = True
 
 
-def builder_inited(app: Sphinx) -> None:
+def _builder_inited(app: Sphinx) -> None:
     """The book's commit once per build, the version and commit in every page's footer."""
     app.env.rankcollapse_commit = git_commit(Path(app.srcdir))
     site_url(app.config)  # a wrong base URL fails at once, not on the first figure
@@ -323,13 +323,13 @@ def builder_inited(app: Sphinx) -> None:
 
 
 def setup(app: Sphinx) -> dict:
-    app.add_node(gallery_placeholder)
-    app.add_directive("figure-gallery", FigureGallery)
-    app.connect("builder-inited", builder_inited)
-    app.connect("doctree-read", collect_figures)
-    app.connect("env-purge-doc", purge_figures)
-    app.connect("env-merge-info", merge_figures)
-    app.connect("doctree-resolved", decorate_figures)
+    app.add_node(_gallery_placeholder)
+    app.add_directive("figure-gallery", _FigureGallery)
+    app.connect("builder-inited", _builder_inited)
+    app.connect("doctree-read", _collect_figures)
+    app.connect("env-purge-doc", _purge_figures)
+    app.connect("env-merge-info", _merge_figures)
+    app.connect("doctree-resolved", _decorate_figures)
     app.connect("html-page-context", _gallery_math, priority=400)
-    app.connect("html-page-context", page_context)
+    app.connect("html-page-context", _page_context)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -36,7 +36,7 @@ rounding noise either way, and the Gram value is within ``sqrt(delta)`` of the S
 within ``delta`` of the rank threshold, so the rank is the SVD's exactly. Every other sample gets the SVD:
 float32 states with sigma_min between the two bounds. States computed in float64 always get the SVD: there
 the Gram error would exceed the states' own rounding (``eps64 ||X||_F``), and the engine's float64 agreement
-tests would see it. See :func:`singular_spectrum`.
+tests would see it. See :func:`_singular_spectrum`.
 
 Used by: every page that measures collapse; the engine calls ``all_metrics`` (or ``norm_metrics``) after every layer.
 """
@@ -170,7 +170,7 @@ def _token_gram(Xp: torch.Tensor) -> torch.Tensor:
     return Xp @ Xp.mT
 
 
-def singular_spectrum(Xp: torch.Tensor, valid: torch.Tensor | None, rtol: float, dtype: torch.dtype,
+def _singular_spectrum(Xp: torch.Tensor, valid: torch.Tensor | None, rtol: float, dtype: torch.dtype,
                       token_gram: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Descending singular values and the numerical rank of states computed in ``dtype`` (held in float64),
     from the Gram eigenvalues where they are resolved and by SVD elsewhere (rule and error bound in the
@@ -254,7 +254,7 @@ def numerical_rank(X: torch.Tensor, token_mask: torch.Tensor | None = None, rtol
     """
     rtol = _default_rtol(X, X.dtype) if rtol is None else rtol
     Xp, valid = _prepare(X, token_mask)
-    return singular_spectrum(Xp, valid, rtol, X.dtype)[1]
+    return _singular_spectrum(Xp, valid, rtol, X.dtype)[1]
 
 
 def _mean_abs_cosine(gram: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
@@ -325,7 +325,7 @@ def all_metrics(
     X: torch.Tensor, token_mask: torch.Tensor | None = None, dtype: torch.dtype | None = None
 ) -> dict[str, torch.Tensor]:
     """Every metric of ``METRIC_NAMES`` at once (one Gram matrix, one centring; SVD only where the Gram
-    eigenvalues are not resolved, see :func:`singular_spectrum`).
+    eigenvalues are not resolved, see :func:`_singular_spectrum`).
 
     ``dtype`` is the dtype the states were computed in (default ``X.dtype``); it sets the floor and the
     rank tolerance.  Shapes: [..., token, d_model] -> each value [...].
@@ -335,7 +335,7 @@ def all_metrics(
     centred = _centred(Xp, valid)
     gram = _token_gram(Xp)  # [..., token, token]
     rtol = _default_rtol(X, dtype)
-    sv, rank = singular_spectrum(Xp, valid, rtol, dtype, token_gram=gram)  # [..., k], [...]
+    sv, rank = _singular_spectrum(Xp, valid, rtol, dtype, token_gram=gram)  # [..., k], [...]
     values = _norm_values(Xp, centred, dtype)
     values.update({
         "dong_ratio": _composite_norm(centred) / _composite_norm(Xp).clamp_min(torch.finfo(torch.float64).tiny),

@@ -33,7 +33,7 @@ def split_state(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     """
     x64 = x.to(torch.float64)
     gamma = x64.mean(-2)  # [sample, d_model]
-    R, log_scale = unit_centred(x64 - gamma[:, None])
+    R, log_scale = _unit_centred(x64 - gamma[:, None])
     return gamma.to(x.dtype), R.to(x.dtype), log_scale
 
 
@@ -49,14 +49,14 @@ def split_step(X: torch.Tensor, split: tuple[torch.Tensor, torch.Tensor, torch.T
     gamma, R, log_scale = split
     y, out = attend_split(X, gamma, R, layer, bias, scale, weights=weights, qkv=qkv)
     mean_out = out.mean(-2)  # [sample, d_model]
-    R, log_norm = unit_centred(out - mean_out[:, None])  # [sample, token, d_model], [sample]
+    R, log_norm = _unit_centred(out - mean_out[:, None])  # [sample, token, d_model], [sample]
     gamma = y + torch.exp(log_scale).to(X.dtype)[:, None] * mean_out  # [sample, d_model]; s underflows to 0
     log_scale = log_scale + log_norm  # [sample]
     X = gamma[:, None] + torch.exp(log_scale).to(X.dtype)[:, None, None] * R  # [sample, token, d_model]
     return X, (gamma, R, log_scale)
 
 
-def unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """R scaled to unit Frobenius norm per sample, and the float64 log of the norm (-inf for R = 0).
 
     Shapes: R [sample, token, d_model] -> ([sample, token, d_model], [sample]).

@@ -51,7 +51,7 @@ def points_on_circle(theta: Tensor) -> Tensor:
     return torch.stack([torch.cos(theta), torch.sin(theta)], dim=-1)
 
 
-def pairs_from_angles(theta1: Tensor, theta2: Tensor) -> Tensor:
+def _pairs_from_angles(theta1: Tensor, theta2: Tensor) -> Tensor:
     """All pairs (token 1 at theta1[i], token 2 at theta2[j]). Shapes: ``[n]``, ``[m]`` -> ``[n * m, 2, 2]``."""
     t1, t2 = torch.meshgrid(theta1, theta2, indexing="ij")  # [n, m] each
     return torch.stack([points_on_circle(t1), points_on_circle(t2)], dim=-2).reshape(-1, 2, 2)  # [n*m, 2, 2]
@@ -148,7 +148,7 @@ def basin_map(W_V: Tensor, theta1: Tensor, theta2: Tensor, n_layers: int) -> Ten
 
     Shapes: theta1 ``[n]``, theta2 ``[m]`` -> ``[n, m]`` bool.
     """
-    final = run_pair(pairs_from_angles(theta1, theta2), W_V, n_layers, keep_states=False).final
+    final = run_pair(_pairs_from_angles(theta1, theta2), W_V, n_layers, keep_states=False).final
     return full_rank(final).reshape(theta1.shape[0], theta2.shape[0])  # [n, m]
 
 
@@ -175,7 +175,7 @@ def rotation_invariance_gap(X0: Tensor, W_V: Tensor, Z: Tensor, n_layers: int) -
     return float((rotated - plain @ Z).abs().max())
 
 
-def star_mask(n_tokens: int) -> Tensor:
+def _star_mask(n_tokens: int) -> Tensor:
     """Token 1 (index 0) attends only to itself; every other token to token 1 and itself.
 
     Shapes: -> ``[token, token]`` bool.
@@ -266,7 +266,7 @@ def run_star(X0: Tensor, W_V: Tensor, n_layers: int, keep_states: bool = True) -
     """
     zero = torch.zeros_like(W_V)
     config = DynamicsConfig(norm="unit", keep_states=keep_states)
-    return simulate(X0, star_mask(X0.shape[-2]), zero, zero, W_V, n_layers, config)
+    return simulate(X0, _star_mask(X0.shape[-2]), zero, zero, W_V, n_layers, config)
 
 
 def star_map(X: Tensor, W_V: Tensor, n_layers: int = 1) -> Tensor:

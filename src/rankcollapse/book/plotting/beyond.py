@@ -18,16 +18,16 @@ from matplotlib.lines import Line2D
 
 from rankcollapse.book.labels import MASK_LABELS
 
-FONT_PT = 10  # smallest font in these figures (>= 9 pt at the 672 px column for a 7 in figure)
+_FONT_PT = 10  # smallest font in these figures (>= 9 pt at the 672 px column for a 7 in figure)
 _UNI = MASK_LABELS["causal_sliding_window"]  # "uni-directional window", the group of the causal windows
-COLOURS = {"complete / causal": "#1b9e77", "bidirectional window": "#7570b3", _UNI: "#d95f02",
+_COLOURS = {"complete / causal": "#1b9e77", "bidirectional window": "#7570b3", _UNI: "#d95f02",
            "sparse patterns": "#e7298a"}
 
 
-def mask_kind(label: str) -> str:
+def _mask_kind(label: str) -> str:
     """The colour group of a zoo label (rankcollapse.book.pages.mask_design.ZOO).
 
-    >>> mask_kind("causal window 4"), mask_kind("window ±1 + 1 global")
+    >>> _mask_kind("causal window 4"), _mask_kind("window ±1 + 1 global")
     ('uni-directional window', 'sparse patterns')
     """
     if label in ("complete", "causal"):
@@ -57,9 +57,9 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
     for ax, column in zip(axes[0], rate_columns):
         verdict = column.replace("rate, ", "verdict, ")
         collapses = table[verdict] == "collapses" if verdict in table else pd.Series(True, index=table.index)
-        for kind, colour in COLOURS.items():
+        for kind, colour in _COLOURS.items():
             for filled in (True, False):
-                rows = (table["mask"].map(mask_kind) == kind) & (collapses == filled)
+                rows = (table["mask"].map(_mask_kind) == kind) & (collapses == filled)
                 ax.scatter(x[rows], table.loc[rows, column], s=12 + 200 * table.loc[rows, "edges"] / table["edges"].max(),
                            facecolor=colour if filled else "none", edgecolor="black" if filled else colour,
                            alpha=0.75 if filled else 1.0, linewidth=0.5 if filled else 1.5)
@@ -68,23 +68,23 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
         ax.set_yscale("log" if (table[rate_columns] > 0).all().all() else "symlog", **(
             {} if (table[rate_columns] > 0).all().all() else {"linthresh": 0.01}))
         ticks = sorted({2**k for k in range(12) if 2**k < top / 1.5} | {int(top)}) + [top * 2.5]
-        ax.set_xticks(ticks, [*(str(t) for t in ticks[:-1]), "none"], fontsize=FONT_PT)
+        ax.set_xticks(ticks, [*(str(t) for t in ticks[:-1]), "none"], fontsize=_FONT_PT)
         ax.minorticks_off()
-        ax.set_xlabel("radius r", fontsize=FONT_PT)
-        ax.set_title(column.removeprefix("rate, ") + " weights", fontsize=FONT_PT + 1)
-        ax.tick_params(labelsize=FONT_PT)
-    axes[0][0].set_ylabel("rate of μ/‖X‖ per layer", fontsize=FONT_PT)
+        ax.set_xlabel("radius r", fontsize=_FONT_PT)
+        ax.set_title(column.removeprefix("rate, ") + " weights", fontsize=_FONT_PT + 1)
+        ax.tick_params(labelsize=_FONT_PT)
+    axes[0][0].set_ylabel("rate of μ/‖X‖ per layer", fontsize=_FONT_PT)
     handles = [Line2D([], [], ls="", marker="o", ms=7, mfc=colour, mec="black", mew=0.5, alpha=0.75, label=kind)
-               for kind, colour in COLOURS.items()]
+               for kind, colour in _COLOURS.items()]
     if any_hollow:
         handles.append(Line2D([], [], ls="", marker="o", ms=7, mfc="none", mec="grey", mew=1.5,
                               label="hollow: does not collapse"))
-    axes[0][-1].legend(handles=handles, fontsize=FONT_PT, loc="best", frameon=False)
+    axes[0][-1].legend(handles=handles, fontsize=_FONT_PT, loc="best", frameon=False)
     fig.tight_layout()
     return fig
 
 
-SORT_SCRIPT = """
+_SORT_SCRIPT = """
 (function () {
   document.querySelectorAll("table.rc-sortable:not([data-sort-bound])").forEach(function (table) {
     table.dataset.sortBound = "1";
@@ -128,4 +128,4 @@ def sortable_table(table: pd.DataFrame, digits: int = 3) -> str:
     body = "".join("<tr>" + "".join(_cell(v, digits) for v in row) + "</tr>"
                    for row in table.astype(object).itertuples(index=False))
     return (f'<table class="rc-sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-            f"<script>{SORT_SCRIPT}</script>")
+            f"<script>{_SORT_SCRIPT}</script>")

@@ -32,8 +32,8 @@ from rankcollapse.core.masks import describe_mask
 from rankcollapse.core.metrics import FLOOR_OF
 from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
 
-EXACT_METRICS = ("mu", "relative_mu")  # the metrics the engine tracks exactly below the floor (metric "exact")
-FIGURE_FORMATS = ("png", "svg", "pdf")
+_EXACT_METRICS = ("mu", "relative_mu")  # the metrics the engine tracks exactly below the floor (metric "exact")
+_FIGURE_FORMATS = ("png", "svg", "pdf")
 
 
 # The page a figure is read on: sphinx-book-theme's text column is 672 px wide at a 1280 px viewport, and
@@ -68,7 +68,7 @@ def export_figure(fig: Figure, stem: str, parameters: dict) -> dict[str, Path]:
         "pdf": {"Title": stem, "Subject": text, "Creator": f"rankcollapse {__version__}"},
     }
     out = figure_dir()
-    paths = {fmt: out / f"{stem}.{fmt}" for fmt in FIGURE_FORMATS}
+    paths = {fmt: out / f"{stem}.{fmt}" for fmt in _FIGURE_FORMATS}
     for fmt, path in paths.items():
         atomic_write(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=metadata[fmt]))
     paths["json"] = out / f"{stem}.json"
@@ -111,7 +111,7 @@ def screen_text_px(min_font_pt: float, dpi: float, natural_px: float, shown_px: 
     return min_font_pt * dpi / 72 * shown_px / natural_px
 
 
-AXIS_LABELS = {
+_AXIS_LABELS = {
     "mu": r"$\mu(X)$",
     "relative_mu": r"$\mu(X)\,/\,\|X\|_F$",
     "norm": r"$\|X\|_F$",
@@ -127,9 +127,9 @@ AXIS_LABELS = {
 
 def axis_label(metric: str) -> str:
     """The axis label of a metric, in math symbols (``mu`` -> $\\mu(X)$)."""
-    if metric not in AXIS_LABELS:
-        raise ValueError(f"metric must be one of {sorted(AXIS_LABELS)}, got {metric!r}")
-    return AXIS_LABELS[metric]
+    if metric not in _AXIS_LABELS:
+        raise ValueError(f"metric must be one of {sorted(_AXIS_LABELS)}, got {metric!r}")
+    return _AXIS_LABELS[metric]
 
 
 def panel_grid(n_panels: int, max_cols: int = 2, panel_height: float = 2.3, parent: Figure | SubFigure | None = None,
@@ -196,8 +196,8 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
     ax.set_ylabel("token i")
 
 
-LEGEND_COLUMN_CHARS = 30  # longer legend labels go one per row, or the legend would outgrow the column
-FLOOR_CROSS = {"marker": "x", "s": 34, "linewidths": 1.6, "zorder": 4}
+_LEGEND_COLUMN_CHARS = 30  # longer legend labels go one per row, or the legend would outgrow the column
+_FLOOR_CROSS = {"marker": "x", "s": 34, "linewidths": 1.6, "zorder": 4}
 
 
 def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str = "mean",
@@ -225,7 +225,7 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     floors = table[(table["metric"] == floor_metric) & (table["layer"] >= (1 if log_x else 0))]
     band_floors = floors[floors["variant"] == "SAN"] if "variant" in floors and (floors["variant"] == "SAN").any() else floors
     floor_value = float(band_floors["median"].max()) if floor and len(floors) else None  # SAN curves' floor
-    exact = table[(table["metric"] == "exact") & (table["median"] == 1)] if metric in EXACT_METRICS else table[:0]
+    exact = table[(table["metric"] == "exact") & (table["median"] == 1)] if metric in _EXACT_METRICS else table[:0]
     colours = colours or hue_colours(rows, hue)
     for name, curve in rows.groupby(hue, sort=False):
         colour = colours[name]
@@ -237,7 +237,7 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
             tracked = set(exact.loc[exact[hue] == name, "layer"])  # layers measured exactly below the floor
             low = curve[(curve[centre].to_numpy() <= flag_factor * own.reindex(curve["layer"]).to_numpy())
                         & ~curve["layer"].isin(tracked).to_numpy()]
-            ax.scatter(low["layer"], low[centre], color=colour, **FLOOR_CROSS)
+            ax.scatter(low["layer"], low[centre], color=colour, **_FLOOR_CROSS)
     if log_x:
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # short log ranges would label every minor tick
@@ -268,7 +268,7 @@ def figure_legend(fig: Figure, axes, floor_cross: bool = False) -> None:
             entries.setdefault(label, handle)
     if floor_cross:
         entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
-    n_cols = 2 if max(map(len, entries)) <= LEGEND_COLUMN_CHARS else 1
+    n_cols = 2 if max(map(len, entries)) <= _LEGEND_COLUMN_CHARS else 1
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=n_cols, frameon=False)
 
 
@@ -311,21 +311,21 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
     return fig
 
 
-GEOMETRY_METRICS = ("full_rank", "sigma_min", "mean_abs_cosine")
+_GEOMETRY_METRICS = ("full_rank", "sigma_min", "mean_abs_cosine")
 
 
 def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict | None = None) -> Figure:
-    """Fig. 4's token geometry: rows = GEOMETRY_METRICS (sigma_min on a log axis), columns = ``col``
+    """Fig. 4's token geometry: rows = _GEOMETRY_METRICS (sigma_min on a log axis), columns = ``col``
     (shared axes per row); one text column wide, one legend below.
 
     Shapes: ``table`` is a tidy experiments table.
     """
     titles = titles or {}
     col_values = list(dict.fromkeys(table[col]))
-    fig = plt.figure(figsize=(COLUMN_WIDTH_IN, 2.2 * len(GEOMETRY_METRICS) + 1.2), layout="constrained")
-    axes = fig.subplots(len(GEOMETRY_METRICS), len(col_values), squeeze=False, sharex=True, sharey="row")
+    fig = plt.figure(figsize=(COLUMN_WIDTH_IN, 2.2 * len(_GEOMETRY_METRICS) + 1.2), layout="constrained")
+    axes = fig.subplots(len(_GEOMETRY_METRICS), len(col_values), squeeze=False, sharex=True, sharey="row")
     colours = hue_colours(table, hue)
-    for i, metric in enumerate(GEOMETRY_METRICS):
+    for i, metric in enumerate(_GEOMETRY_METRICS):
         for j, c in enumerate(col_values):
             ax = axes[i, j]
             plot_layer_curves(ax, table[table[col] == c], metric, hue=hue, log_x=False,

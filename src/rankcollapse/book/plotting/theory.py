@@ -27,13 +27,13 @@ from rankcollapse.book.plotting import common as plotting
 from rankcollapse.theory.dynamics import CollapseSummary
 from rankcollapse.core.stats import quantile_band
 
-TITLE_CHARS = 28  # a longer panel title wraps: two panels share the 672 px column
+_TITLE_CHARS = 28  # a longer panel title wraps: two panels share the 672 px column
 
 
-def tex_number(x: float) -> str:
+def _tex_number(x: float) -> str:
     r"""A number for math text: ``1e-08`` -> ``10^{-8}``, ``2.5e-05`` -> ``2.5\times 10^{-5}``, else ``{:g}``.
 
-    >>> print(tex_number(1e-8), tex_number(2.5e-5), tex_number(0.5))
+    >>> print(_tex_number(1e-8), _tex_number(2.5e-5), _tex_number(0.5))
     10^{-8} 2.5\times 10^{-5} 0.5
     """
     if x == 0 or 1e-3 <= abs(x) < 1e4:
@@ -62,7 +62,7 @@ def mask_grid(shown: dict[str, Tensor]) -> Figure:
     return fig
 
 
-def legend_below(fig: Figure, axes) -> None:
+def _legend_below(fig: Figure, axes) -> None:
     """:func:`plotting.figure_legend` under the panels, with the figure made taller by the legend's height so
     that the panels keep theirs."""
     plotting.figure_legend(fig, axes)
@@ -70,14 +70,14 @@ def legend_below(fig: Figure, axes) -> None:
     fig.set_figheight(fig.get_figheight() + height)
 
 
-def layer_log_axes(ax: Axes, ylabel: str) -> None:
+def _layer_log_axes(ax: Axes, ylabel: str) -> None:
     """A log y axis over the layers, with the y label in math (e.g. ``$\\mu(X^{(t)})$``)."""
     ax.set_yscale("log")
     ax.set_xlabel("layer $t$")
     ax.set_ylabel(ylabel)
 
 
-def band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object], dashed: dict[str, Tensor] | None = None,
+def _band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object], dashed: dict[str, Tensor] | None = None,
               y_min: float = 0.0) -> None:
     """Per label: the median over samples (thick, in ``colours[label]``), its 10-90 % band and optionally
     a dashed second curve's median (e.g. mu of X itself next to the exact track), on a log y axis clipped
@@ -92,11 +92,11 @@ def band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object], d
         ax.fill_between(t, q[0], q[2], color=colours[label], alpha=0.2, lw=0)
         if dashed is not None and label in dashed:
             ax.plot(t, quantile_band(dashed[label])[1].clamp(min=y_min), color=colours[label], lw=1, ls="--")
-    layer_log_axes(ax, r"$\mu(X^{(t)})$")
+    _layer_log_axes(ax, r"$\mu(X^{(t)})$")
 
 
 def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_min: float = 0.0) -> Figure:
-    """One :func:`band_axes` panel per entry of ``panels`` (title -> mask -> run), two per row with shared
+    """One :func:`_band_axes` panel per entry of ``panels`` (title -> mask -> run), two per row with shared
     axes, each with its rounding floor shaded; one legend below, a mask keeping its colour in every
     panel. ``exact``: the thick line is mu from the exact centred tracking and mu of X itself is dashed
     (a legend entry says so); else mu of X alone.
@@ -109,16 +109,16 @@ def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_
     for ax, (title, runs) in zip(axes, panels.items()):
         curves = {_radius_label(m, s.radius): s.mu_exact if exact else s.mu_direct for m, s in runs.items()}
         dashed = {_radius_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
-        band_axes(ax, curves, colours, dashed, y_min)
+        _band_axes(ax, curves, colours, dashed, y_min)
         if exact:
             ax.plot([], [], color="0.3", lw=1, ls="--", label=r"$\mu$ of $X$ itself (dashed)")
         plotting.draw_floor(ax, float(next(iter(runs.values())).floor.median()))
-        ax.set_title(textwrap.fill(title, TITLE_CHARS))
+        ax.set_title(textwrap.fill(title, _TITLE_CHARS))
     for ax in axes:  # each panel's draw_floor fixed the shared limits to its own floor: span them all
         ax.set_autoscaley_on(True)
         ax.autoscale_view(scalex=False)
     plotting.label_outer(axes, min(2, len(panels)))
-    legend_below(fig, axes)
+    _legend_below(fig, axes)
     return fig
 
 
@@ -151,7 +151,7 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     right.set_xlim(0.5, float(sweep["radius"].max()) + 1.5)  # room for the window labels
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    legend_below(fig, [left, right])
+    _legend_below(fig, [left, right])
     return fig
 
 
@@ -168,12 +168,12 @@ def linear_figure(curves: dict[str, Tensor], linear: pd.DataFrame) -> Figure:
         ax.plot(t, median, color=f"C{k}", lw=2, label=label)
         ax.plot(t, median[-1] * torch.exp(rate * (median.shape[0] - 1 - t)), color=f"C{k}", lw=1, ls=":")
     ax.plot([], [], color="0.3", lw=1, ls=":", label=r"$|\lambda_2|^t$ (dotted)")
-    layer_log_axes(ax, r"$\mu(X^{(t)})$")
-    legend_below(fig, [ax])
+    _layer_log_axes(ax, r"$\mu(X^{(t)})$")
+    _legend_below(fig, [ax])
     return fig
 
 
-def proportion_bars(ax: Axes, table: pd.DataFrame, x: str, hue: str | None = None) -> None:
+def _proportion_bars(ax: Axes, table: pd.DataFrame, x: str, hue: str | None = None) -> None:
     """Bars of ``fraction`` with Wilson error bars (columns ``low``, ``high``), grouped by ``x`` and coloured
     by ``hue`` (one colour per bar when ``hue`` is None).
 
@@ -198,14 +198,14 @@ def contrast_figure(contrast: pd.DataFrame, collapse_tol: float, n_layers: int) 
     Shapes: ``contrast`` has columns mask, W_V, fraction (``not collapsed``), low, high.
     """
     fig, (ax,) = plotting.panel_grid(1, panel_height=2.7)
-    proportion_bars(ax, contrast.rename(columns={"not collapsed": "fraction"}).assign(
+    _proportion_bars(ax, contrast.rename(columns={"not collapsed": "fraction"}).assign(
         W_V=lambda frame: "$W_V$ " + frame["W_V"]), "mask", "W_V")
-    ax.set_ylabel(f"fraction with $\\mu > {tex_number(collapse_tol)}$\nafter {n_layers} layers")
-    legend_below(fig, [ax])
+    ax.set_ylabel(f"fraction with $\\mu > {_tex_number(collapse_tol)}$\nafter {n_layers} layers")
+    _legend_below(fig, [ax])
     return fig
 
 
-def circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> None:
+def _circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> None:
     """Token 2's paths on the unit circle (orange: ends at B, blue: collapses), the arc of starts that
     reach B (green), starts as black squares and named points.
 
@@ -230,7 +230,7 @@ def circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points:
 
 def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> Figure:
     """The paper's Fig. 1: left, both tokens without LayerNorm (they meet, stars); right, token 2 on the
-    circle with LayerNorm (:func:`circle_axes`) and token 1's path (red); one legend below.
+    circle with LayerNorm (:func:`_circle_axes`) and token 1's path (red); one legend below.
 
     Shapes: plain, normed ``[start, layer + 1, token, 2]``; reaches_B ``[start]``; arc ``[angle]``.
     """
@@ -243,11 +243,11 @@ def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor, p
     left.set_xlabel("$x_1$")
     left.set_ylabel("$x_2$")
     left.set_aspect("equal", adjustable="datalim")
-    circle_axes(right, normed[:, :, 1], reaches_B, arc, points)
+    _circle_axes(right, normed[:, :, 1], reaches_B, arc, points)
     right.plot(normed[0, :, 0, 0], normed[0, :, 0, 1], color="C3", lw=1.2, marker="o", ms=3, label="token 1")
     right.set_title("with LayerNorm")
     right.set_xlabel("$x_1$")
-    legend_below(fig, [right])
+    _legend_below(fig, [right])
     return fig
 
 
@@ -279,12 +279,12 @@ def basin_figure(angles: Tensor, basin: Tensor, strip: Tensor, marks: dict[str, 
 
 
 def rotation_figure(paths: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> Figure:
-    """The counterexample with ``Z^T W_V Z``: :func:`circle_axes` alone (square, half the column).
+    """The counterexample with ``Z^T W_V Z``: :func:`_circle_axes` alone (square, half the column).
 
     Shapes: paths ``[start, layer + 1, 2]``, reaches_B ``[start]``, arc ``[angle]``.
     """
     fig, (ax,) = plotting.panel_grid(1, panel_height=3.0)
-    circle_axes(ax, paths, reaches_B, arc, points)
+    _circle_axes(ax, paths, reaches_B, arc, points)
     ax.set_xlabel("$x_1$")
     ax.set_ylabel("$x_2$")
     return fig
@@ -298,7 +298,7 @@ def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, flo
     Shapes: ``fractions`` indexed by rank; steps ``[sample, layer]``; final_ranks ``[sample]`` (-1: unsettled).
     """
     fig, (left, right) = plotting.panel_grid(2, panel_height=2.8)
-    proportion_bars(left, fractions.reset_index(), "rank")
+    _proportion_bars(left, fractions.reset_index(), "rank")
     left.set_xlabel("rank of the final $X$")
     left.set_ylabel("fraction of starts")
     t = torch.arange(1, steps.shape[1] + 1)
@@ -306,9 +306,9 @@ def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, flo
         group = steps[final_ranks == k]
         if group.shape[0]:
             right.plot(t, group.median(dim=0).values.clamp(min=1e-17), color=f"C{k - 1}", lw=2, label=f"rank {k}")
-    layer_log_axes(right, r"$\Vert X^{(t)} - X^{(t-1)} \Vert_F$")
+    _layer_log_axes(right, r"$\Vert X^{(t)} - X^{(t-1)} \Vert_F$")
     plotting.draw_floor(right, floor)
-    legend_below(fig, [right])
+    _legend_below(fig, [right])
     return fig
 
 
