@@ -18,7 +18,7 @@ from rankcollapse.hf.families import FAMILIES
 from rankcollapse.hf.testing import tiny_model
 
 
-@pytest.mark.parametrize("family", models_extract.FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_tiny_family_matches_hugging_face(family):
     model = tiny_model(family)
     input_ids = torch.randint(3, 100, (3, 12), generator=torch.Generator().manual_seed(1))
@@ -30,7 +30,7 @@ def test_tiny_family_matches_hugging_face(family):
     assert max(err64) <= (1e-6 if FAMILIES[family].rotary is not None else 1e-13), err64
 
 
-@pytest.mark.parametrize("family", models_extract.FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_tiny_family_own_norm_matches_hugging_face(family):
     """The extracted trained norm (γ, β, eps; RMSNorm gains) reproduces each HF norm module on the input HF
     feeds it, and the whole block (norm "model" + skip at the layer's own position) reproduces HF's block."""

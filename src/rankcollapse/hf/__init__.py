@@ -12,11 +12,10 @@
 
 Imports torch, transformers (when a model is built or loaded), numpy, the standard library and
 :mod:`rankcollapse.core`, :mod:`rankcollapse.engine`; never the experiments, verdicts or the book.
-Here ``FAMILIES`` is the registry (name -> record); ``rankcollapse.hf.extract.FAMILIES`` is the tuple of
-its names.
+``FAMILIES`` is the registry of families (``model_type`` -> record), in the order lists name them.
 """
 
-from rankcollapse.hf.extract import (CAUSAL_FAMILIES, attention_io, embed, extract_layers, full_transformer_metrics,
+from rankcollapse.hf.extract import (attention_io, embed, extract_layers, full_transformer_metrics,
                                      model_family, model_layer, model_mask, validate_attention,
                                      validate_attention_block, validate_norms)
 from rankcollapse.hf.families import FAMILIES, Family, Norm, Rotary, family_of
@@ -24,7 +23,7 @@ from rankcollapse.hf.load import (PACKAGED_MAX_TOKENS, PACKAGED_MODELS, LoadedMo
                                   check_n_tokens, load_model, load_tokenizer, max_tokens, model_config, resolve_spec)
 from rankcollapse.hf.testing import offload_check, save_tiny_model, tiny_config, tiny_model
 
-__all__ = ["CAUSAL_FAMILIES", "FAMILIES", "PACKAGED_MAX_TOKENS", "PACKAGED_MODELS", "Family", "LoadedModel",
+__all__ = ["FAMILIES", "PACKAGED_MAX_TOKENS", "PACKAGED_MODELS", "Family", "LoadedModel",
            "ModelSource", "Norm", "Rotary", "attention_io", "check_model_spec", "check_n_tokens", "embed",
            "extract_layers", "family_of", "full_transformer_metrics", "load_model", "load_tokenizer", "max_tokens",
            "model_config", "model_family", "model_layer", "model_mask", "offload_check", "resolve_spec",

@@ -3,8 +3,7 @@
 Every family is read through its record in :mod:`rankcollapse.hf.families` (``config.model_type`` ->
 :class:`~rankcollapse.hf.families.Family`: where the layers, projections, norms, rotary embedding, position
 bias, QK-norm and sliding window live); this module names no family, and a model of an unknown family is
-refused with one ValueError (:func:`~rankcollapse.hf.families.family_of`). ``FAMILIES`` and
-``CAUSAL_FAMILIES`` are the records' names. Each layer's attention sublayer is Q/K/V projection -> masked
+refused with one ValueError (:func:`~rankcollapse.hf.families.family_of`). Each layer's attention sublayer is Q/K/V projection -> masked
 softmax -> output projection; the HF module's own ``scaling`` is kept; sliding windows are stored as
 ``window = sliding_window - 1`` (HF allows keys at distance < sliding_window).
 
@@ -34,11 +33,8 @@ from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.core.norms import TrainedNorm, apply_trained_norm
 from rankcollapse.engine import AttentionLayer, attention_sublayer
-from rankcollapse.hf import families as _families
 from rankcollapse.hf.families import Family, Norm, family_of
 
-FAMILIES = tuple(_families.FAMILIES)  # the supported config.model_type names, in registry order
-CAUSAL_FAMILIES = tuple(name for name, record in _families.FAMILIES.items() if record.causal)
 
 
 class _Stop(Exception):
@@ -46,7 +42,7 @@ class _Stop(Exception):
 
 
 def model_family(model: torch.nn.Module) -> str:
-    """``config.model_type``, checked against FAMILIES (:func:`~rankcollapse.hf.families.family_of`)."""
+    """``config.model_type``, checked against the records (:func:`~rankcollapse.hf.families.family_of`)."""
     return family_of(model).model_type
 
 

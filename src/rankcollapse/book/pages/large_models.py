@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 
 from rankcollapse.core.checks import check_int
-from rankcollapse.hf import extract as models_extract
+from rankcollapse.hf import families as hf_families
 from rankcollapse.hf import testing
 
 
@@ -36,4 +36,4 @@ def numbers(check: dict[str, object]) -> dict[str, object]:
     load, the number of sequences, and the model families the attention extractor knows."""
     placement = ", ".join(f"{module} → {device}" for module, device in check["device_map"].items())
     return {"placement": placement, "difference": check["max_relative_difference"],
-            "n_sequences": check["n_sequences"], "families": ", ".join(models_extract.FAMILIES)}
+            "n_sequences": check["n_sequences"], "families": ", ".join(hf_families.FAMILIES)}
