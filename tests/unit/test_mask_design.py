@@ -118,6 +118,12 @@ def test_sortable_table_carries_values_and_its_script():
     assert text.count("<script>") == 1 and "rc-sortable" in text
 
 
+def test_sortable_table_shows_a_missing_integer_as_none_not_na():
+    """A nullable integer column (the model's own mask has no radius) holds pd.NA, which printed "<NA>"."""
+    text = plotting_beyond.sortable_table(pd.DataFrame({"radius": pd.array([3, None], dtype="Int64")}))
+    assert 'data-value="Infinity">none' in text and "&lt;NA&gt;" not in text and "<NA>" not in text
+
+
 def test_figure_fits_the_column_with_legible_fonts():
     table = pd.DataFrame({"mask": ["complete", "causal window 2", "dilated"], "edges": [64, 15, 20],
                           "radius": [1, 4, None], "rate, initialized": [1.0, 0.3, 0.1], "rate, pretrained": [0.5, 0.1, 0.0]})

@@ -19,10 +19,11 @@ def _config(**kw):
     return SimpleNamespace(**{**base, **kw})
 
 
-def test_caption_text_keeps_math_source_and_optionally_delimits_it():
+def test_caption_text_keeps_math_source_and_marks_it_for_mathjax_in_html():
     caption = nodes.caption("", "", nodes.math("", r"\mu(X)"), nodes.Text("  against\nlayer "), nodes.emphasis("", "t"))
     assert caption_text(caption) == r"\mu(X) against layer t"
-    assert caption_text(caption, math_delimiters=True) == r"\(\mu(X)\) against layer t"
+    assert caption_text(caption, math_html=True) == (
+        r'<span class="math notranslate nohighlight">\(\mu(X)\)</span> against layer t')  # MathJax reads class math
 
 
 def test_site_url_from_baseurl_or_github_pages():

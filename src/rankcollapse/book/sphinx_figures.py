@@ -74,15 +74,17 @@ class _FigureGallery(Directive):
 # -- what a page and a figure are -------------------------------------------------------------------------
 
 
-def caption_text(caption: nodes.Element, math_delimiters: bool = False) -> str:
-    """The caption's words in one line; math as its LaTeX source, inside ``\\( \\)`` when
-    ``math_delimiters`` (for MathJax)."""
+def caption_text(caption: nodes.Element, math_html: bool = False) -> str:
+    """The caption's words in one line; math as its LaTeX source. ``math_html``: HTML for the gallery, the
+    words escaped and each formula in a ``<span class="math">`` as ``\\( \\)`` (Sphinx's MathJax typesets
+    only inside elements of class ``math``)."""
     parts = []
     for node in caption.findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
         if isinstance(node, nodes.math):
-            parts.append(rf"\({node.astext()}\)" if math_delimiters else node.astext())
+            tex = node.astext()
+            parts.append(rf'<span class="math notranslate nohighlight">\({html.escape(tex)}\)</span>' if math_html else tex)
         elif not isinstance(node.parent, nodes.math):
-            parts.append(node.astext())
+            parts.append(html.escape(node.astext()) if math_html else node.astext())
     return " ".join("".join(parts).split())
 
 
@@ -279,7 +281,7 @@ def _gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
             resolved[info["docname"]] = app.env.get_and_resolve_doctree(info["docname"], app.builder)
         figure = next(f for f in resolved[info["docname"]].findall(nodes.figure) if label in f["ids"])
         caption = figure.next_node(nodes.caption)
-        plain, with_math = (caption_text(caption), caption_text(caption, True)) if caption else ("", "")
+        plain, with_math = (caption_text(caption), caption_text(caption, math_html=True)) if caption else ("", "")
         page = _relative(docname, app.builder.get_target_uri(info["docname"]))
         number = _figure_number(env, info["docname"], label)
         cards.append(
@@ -288,7 +290,7 @@ def _gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
             f'alt="{html.escape(plain)}" loading="lazy"></a>\n'
             f'<figcaption><p><strong>{"Fig. " + number if number else label}</strong> '
             f'(<a href="{page}#{label}">{html.escape(_page_title(env, info["docname"]))}</a>): '
-            f'{html.escape(with_math)}</p></figcaption>\n</figure>\n'
+            f'{with_math}</p></figcaption>\n</figure>\n'
             + _figure_footer_html(app, docname, label, record) + "</div>\n")
     return f'<div class="figure-gallery">\n{"".join(cards)}</div>\n'
 

@@ -112,7 +112,7 @@ _SORT_SCRIPT = """
 
 def _cell(value: object, digits: int) -> str:
     """A table cell: numbers carry their value for sorting; a missing value shows "none" and sorts last."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return '<td data-value="Infinity">none</td>'
     if isinstance(value, float):
         return f'<td data-value="{value!r}">{value:.{digits}g}</td>'
