@@ -95,3 +95,32 @@ def test_concatenated_runs_join_consecutive_leads_without_sharing_text(tokenizer
         assert len(ids) == 2 * each + 2 and "\n\nArticle" in text
         assert tokenizer(text, truncation=True, max_length=2 * each + 2)["input_ids"] == ids
     assert found[1][1].startswith("Article 3 ")
+
+
+@pytest.fixture
+def word_tokenizers(tmp_path):
+    """Two fast tokenizers saved to folders and loaded back: words ``w0 ... w63`` (``w0`` unknown, as a tiny
+    test model's), and an empty BPE (as a folder without its vocabulary)."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers.models import BPE, WordLevel
+
+    words = Tokenizer(WordLevel({f"w{i}": i for i in range(64)}, unk_token="w0"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0").save_pretrained(tmp_path / "words")
+    transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(BPE())).save_pretrained(tmp_path / "empty")
+    return {name: transformers.AutoTokenizer.from_pretrained(tmp_path / name) for name in ("words", "empty")}, tmp_path
+
+
+def test_a_tokenizer_that_cannot_encode_the_text_is_refused_naming_its_folder(word_tokenizers, articles, tokenizer):
+    """It used to cut samples of unknown tokens only (stored as a result), or blame the corpus ("the corpus
+    holds 0 disjoint samples")."""
+    tokenizers, folder = word_tokenizers
+    advice = "; save the model's own tokenizer (tokenizer.json, vocab.txt, ...) into that folder"
+    for name, what, size in (("words", "100% of their tokens as its unknown token 'w0'", 64),
+                             ("empty", "no tokens at all", 0)):
+        with pytest.raises(ValueError) as err:
+            data.sample_token_ids(tokenizers[name], n_samples=2, n_tokens=16, articles=articles)
+        assert str(err.value) == (f"the tokenizer of {folder / name} cannot encode the Wikipedia text: it gives the "
+                                  f"first {data.PROBE_LEADS} leads {what} (its vocabulary holds {size} tokens){advice}")
+    data.check_encodes(tokenizer, articles)  # MiniLM's own: a handful of unknown tokens at most

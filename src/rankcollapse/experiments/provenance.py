@@ -1,5 +1,5 @@
 """Where a figure or a result came from: the book root, the git commit, the hardware, one provenance record,
-and the atomic writer both use.
+the atomic writer both use, and the file hashes that identify a model folder.
 
 Every exported figure (:func:`rankcollapse.book.plotting.common.export_figure`) and every stored result
 (:meth:`rankcollapse.experiments.store.ResultStore.load_or_compute`) carries the same :func:`provenance_record`:
@@ -13,6 +13,7 @@ Used by: :mod:`rankcollapse.book.plotting.common`, :mod:`rankcollapse.experiment
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -20,7 +21,7 @@ import os
 import platform
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
@@ -92,16 +93,76 @@ def provenance_record(parameters: dict) -> dict:
     }
 
 
+class WriteError(OSError, ValueError):
+    """A file that could not be written (a full disk, a read-only folder): one sentence naming it. Also a
+    ValueError, so the command line prints it as one line; :func:`atomic_write` leaves nothing half-written."""
+
+
+def _why(err: BaseException) -> str:
+    """An error in a few words: the OS's reason (``No space left on device``), else its first line."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 def atomic_write(path: Path, write: Callable[[str], object]) -> None:
     """Call ``write(tmp)`` on a temporary file in the same folder, then rename it to ``path`` (never a
-    half-written file; readable by all, as the figures and results are shared)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    half-written file; readable by all, as the figures and results are shared).
+
+    A write that fails with an OSError (a full disk, a read-only folder) raises one :class:`WriteError`
+    naming ``path``; any failure removes the temporary file and leaves ``path`` as it was.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    except OSError as err:
+        raise WriteError(f"could not write {path} ({_why(err)}); nothing was written") from err
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600 files
         os.replace(tmp, path)
+    except OSError as err:
+        raise WriteError(f"could not write {path} ({_why(err)}); nothing was left half-written") from err
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, hashed once per process for each (path, inode, size, mtime, ctime)."""
+    stat = path.stat()
+    return _file_sha256(str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=512)
+def _file_sha256(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(2**22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model", "merges.txt", "tokenizer_config.json", "special_tokens_map.json",
+                   "added_tokens.json")  # what a Hugging Face tokenizer is read from
+MODEL_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack")  # weights
+
+
+def folder_files(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The files of a model folder that make the model: (its config and weights, its tokenizer files)."""
+    files = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
+    weights = [p for p in files if p.name == "config.json" or p.suffix in MODEL_SUFFIXES
+               or p.name.endswith(".index.json")]
+    return weights, [p for p in files if p.name in TOKENIZER_FILES]
+
+
+def files_sha256(paths: Iterable[Path]) -> str:
+    """sha256 over files, by name (each file's :func:`file_sha256`): what a model folder's weights or
+    tokenizer files are, compared before a stored result of that folder is reused."""
+    digest = hashlib.sha256()
+    for path in sorted(paths, key=lambda p: p.name):
+        digest.update(f"{path.name}\0{file_sha256(path)}\0".encode())
+    return digest.hexdigest()

@@ -14,9 +14,13 @@ for this key, the CSV's SHA-256 and row count equal to the recorded ones, and (w
 parameters ask for. Anything else raises one :class:`DamagedResultError` naming the file and the command
 that recomputes it -- never a silent partial figure.
 
-Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last). A
-sweep stores each entry as soon as it is computed, so an interrupted sweep resumes at the first entry
-that is missing.
+Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last); a write
+that fails (a full disk) raises one :class:`rankcollapse.experiments.provenance.WriteError` naming the file and
+leaves neither half of the result, and a sweep refuses a store it cannot write before it computes anything
+(:meth:`ResultStore.check_writable`). A sweep stores each entry as soon as it is computed, so an interrupted
+sweep resumes at the first entry that is missing. An experiment's result is reused only while its model's
+files are those it recorded (:func:`rankcollapse.experiments.config.identity_mismatch`, checked by
+:func:`rankcollapse.experiments.sweep.run_experiment`).
 
 Used by: :mod:`rankcollapse.experiments.config` (every experiment page), book/reproduce.md (:func:`summary_table`),
 ``results/add_table_hashes.py`` and ``tests/unit/test_results.py``.
@@ -24,11 +28,14 @@ Used by: :mod:`rankcollapse.experiments.config` (every experiment page), book/re
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import hashlib
 import io
 import json
 import os
 import shlex
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -37,7 +44,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
+from rankcollapse.experiments.provenance import WriteError, atomic_write, book_root, provenance_record
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
 
@@ -95,8 +102,19 @@ def run_command(page: str, pairs: Iterable[tuple[str, str]] = (), options: Itera
     return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(text)}" for name, text in pairs), *options])
 
 
+_COMMAND_BUILDERS: list[Callable[[str, dict], str | None]] = []
+
+
+def register_command_builder(builder: Callable[[str, dict], str | None]) -> None:
+    """Let the layer that knows each page's parameters (the book: :mod:`rankcollapse.book.recompute`) write
+    :func:`recompute_command`: ``builder(page, stored parameters)`` gives the line, or None to leave it here."""
+    if builder not in _COMMAND_BUILDERS:
+        _COMMAND_BUILDERS.append(builder)
+
+
 def recompute_command(page: str, parameters: dict | None) -> str:
-    """The ``rankcollapse run`` line that recomputes a result of an experiment page from its stored parameters.
+    """The ``rankcollapse run`` line that recomputes a result of an experiment page from its stored parameters:
+    a registered builder's (:func:`register_command_builder`), else the scale and the common parameters.
 
     >>> recompute_command("fig2", {"model": "pkg:mpnet", "n_layers": 12, "n_samples": 32, "n_tokens": 128,
     ...                            "seed": 0, "window": 4, "masks": ["complete"]})
@@ -104,6 +122,13 @@ def recompute_command(page: str, parameters: dict | None) -> str:
     """
     if parameters is None:
         return f"{run_command(page)} with the parameters it was computed for"
+    for builder in _COMMAND_BUILDERS:  # the book's, in the page's own parameters; its failure leaves it to us
+        try:
+            command = builder(page, parameters)
+        except Exception:  # noqa: BLE001 -- a message being written must not fail
+            command = None
+        if command:
+            return command
     pairs = [(name, value) for name, value in parameters.items()
              if name in _COMMAND_ALWAYS or (name in _COMMAND_DEFAULTS and value != _COMMAND_DEFAULTS[name])]
     order = [*_COMMAND_DEFAULTS, *_COMMAND_ALWAYS]
@@ -116,8 +141,12 @@ def _table_text(table: pd.DataFrame) -> bytes:
     return table.to_csv(index=False, float_format="%.17g").encode()
 
 
-def _read_table(data: bytes) -> pd.DataFrame:
-    return pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
+def _read_table(data: bytes) -> pd.DataFrame | None:
+    """The table of CSV bytes, or None when they do not parse (any bytes: a damaged file is refused, not raised)."""
+    try:
+        return pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
+    except (ValueError, UnicodeDecodeError, csv.Error):  # pandas' ParserError and EmptyDataError are ValueErrors
+        return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,10 +219,7 @@ class ResultStore:
             raise damaged(f"its record {json_path.name} has no table_sha256 / table_rows "
                           f"(add them with results/add_table_hashes.py)", stored)
         data = csv_path.read_bytes()
-        try:
-            table = _read_table(data)
-        except (ValueError, UnicodeDecodeError):  # pandas' ParserError and EmptyDataError are ValueErrors
-            table = None
+        table = _read_table(data)
         if hashlib.sha256(data).hexdigest() != record["table_sha256"] or table is None \
                 or len(table) != record["table_rows"]:
             rows = "it does not parse" if table is None else f"{len(table)} rows"
@@ -214,8 +240,36 @@ class ResultStore:
                   "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
         text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
         atomic_write(csv_path, lambda tmp: Path(tmp).write_bytes(data))
-        atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+        try:
+            atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+        except WriteError:  # e.g. the disk filled up: no new table beside an old record (or none), no half result
+            for path in (csv_path, json_path):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
         return StoredResult(table, record, csv_path, False)
+
+    def check_writable(self, page: str, *folders: Path) -> None:
+        """One ValueError, a sentence naming the folder, unless new files can be made in ``<root>/<page>`` and
+        each of ``folders`` (those not there yet: in the nearest folder above that is): a folder without write
+        permission (even for root, who could write it) or where a trial file cannot be made. Creates nothing."""
+        for folder in (self.root / page, *folders):
+            there = folder.absolute()
+            while not there.exists() and there != there.parent:
+                there = there.parent
+            problem = None if there.is_dir() else "is not a folder"
+            if problem is None and not there.stat().st_mode & 0o222:
+                problem = f"is read-only (mode {there.stat().st_mode & 0o777:o})"
+            if problem is None:
+                try:
+                    fd, trial = tempfile.mkstemp(dir=there, prefix=".write-check-")
+                    os.close(fd)
+                    os.unlink(trial)
+                except OSError as err:
+                    problem = f"is not writable ({err.strerror or err})"
+            if problem:
+                raise ValueError(f"the results store cannot be written: {there} {problem}, so nothing was computed; "
+                                 f"make it writable, or set RANKCOLLAPSE_RESULTS_DIR to a writable folder")
 
     def load_or_compute(self, page: str, parameters: dict, compute: Callable[[], tuple[pd.DataFrame, dict]],
                         check: TableCheck | None = None) -> StoredResult:
@@ -273,6 +327,8 @@ def add_table_hashes(store: ResultStore, check: TableCheck) -> list[Path]:
                 continue
             data = csv_path.read_bytes()
             table = _read_table(data)
+            if table is None:
+                raise DamagedResultError(f"stored result {csv_path} is damaged: its table does not parse")
             check(table, record["parameters"])
             record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
             text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
@@ -292,12 +348,24 @@ def compute_seconds(provenance: dict) -> float | None:
     return provenance.get("compute_time_s", provenance.get("wall_time_s"))
 
 
+def _setting_words(value: object) -> str:
+    """A stored setting in a table cell: lists joined, ``None`` (a parameter's default, e.g. a layer's own
+    temperature) as "default".
+
+    >>> _setting_words([None, 1.0]), _setting_words(None), _setting_words("disjoint")
+    ('default, 1.0', 'default', 'disjoint')
+    """
+    if isinstance(value, list):
+        return ", ".join(_setting_words(v) for v in value)
+    return "default" if value is None else str(value)
+
+
 def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
     """One row per stored result: page, scale, model, the settings that tell it apart, where and how long it ran.
 
     ``settings`` lists the parameters (other than scale and model) whose values differ between the stored
     results of the same page, so two runs of one page at one scale never show as identical rows. Columns:
-    page, result (the key), scale (samples×tokens×layers), model, settings, ran on (hardware and
+    page, result (the key), scale (samples×tokens×layers, those a page has), model, settings, ran on (hardware and
     dtype), compute time (s) (:func:`compute_seconds`), commit. Used by book/reproduce.md.
     """
     store = store or ResultStore()
@@ -310,11 +378,9 @@ def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
         differ = [n for n in names if len({json.dumps(r["parameters"].get(n)) for r in entries}) > 1]
         for r in entries:
             p = r["parameters"]
-            settings = "; ".join(
-                f"{n}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for n in differ for v in [p.get(n)]
-            )
-            rows.append({"page": page, "result": r["key"],
-                         "scale": f"{p.get('n_samples')}×{p.get('n_tokens')}×{p.get('n_layers')}",
+            settings = "; ".join(f"{n}: {_setting_words(p.get(n))}" for n in differ)
+            scale = "×".join(str(p[n]) for n in ("n_samples", "n_tokens", "n_layers") if p.get(n) is not None)
+            rows.append({"page": page, "result": r["key"], "scale": scale or "–",
                          "model": p.get("model"), "settings": settings or "–",
                          "ran on": f"{r.get('hardware')}, {r.get('dtype')}",
                          "compute time (s)": compute_seconds(r), "commit": str(r.get("git_commit", ""))[:8]})

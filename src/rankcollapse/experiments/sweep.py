@@ -23,7 +23,10 @@ one call over all samples gives, so the summary table does not depend on how the
   wall time from the measured throughput (``benchmarks/throughput.json``, written by
   ``benchmarks/bench_san.py``; else a quick timing of one small block) and the memory it needs, and
   refuses with one ValueError when the memory budget (``$RANKCOLLAPSE_MEMORY_BUDGET`` bytes, default
-  1 GiB) cannot hold one block, or the machine cannot hold the run.
+  1 GiB) cannot hold one block, or the machine cannot hold the run (estimated from the shapes, before any
+  layer is built or sample drawn), or the store cannot be written (before the first unit).
+* **Stale results**: a stored result is reused only while its model's files are those it recorded
+  (:func:`rankcollapse.experiments.config.identity_mismatch`); else it is computed again, saying so in one line.
 * **Progress**: a tqdm bar over blocks x configurations with an ETA, on stderr, when reporting is on
   (:mod:`rankcollapse.experiments.ranks`): asked by the command line (``rankcollapse run`` and
   ``rankcollapse compute``), or ``$RANKCOLLAPSE_PROGRESS=1``, or stderr is a terminal; never inside a
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import math
@@ -56,6 +60,7 @@ import pandas as pd
 import torch
 
 from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import check_finite
 from rankcollapse.engine import (AttentionLayer, bytes_per_sample, random_layers, resolve_device, run_san,
                                  samples_per_chunk)
 from rankcollapse.core import metrics as rc_metrics
@@ -74,23 +79,6 @@ THROUGHPUT_FILE = Path(__file__).resolve().parents[3] / "benchmarks" / "throughp
 
 
 # ---------------------------------------------------------------- units of work
-
-
-def check_finite(metrics: dict[str, torch.Tensor], labels: list[dict], dtype: str) -> None:
-    """One ValueError when a unit's metrics hold inf or NaN: its hidden states overflowed (e.g. pretrained
-    SmolLM2 without any norm grows about 15x a layer and leaves float32's range after 17 layers). The
-    message names the first such configuration and layer and, for float32, the dtype that holds them.
-
-    Shapes: metrics each [layer + 1, config, sample]; labels one dict per config.
-    """
-    for name, values in metrics.items():
-        bad = ~torch.isfinite(values)
-        if bad.any():
-            layer, config, _ = (int(i) for i in bad.nonzero()[0])
-            what = ", ".join(f"{k} {v}" for k, v in labels[config].items() if v is not None)
-            advice = "; run it with -p dtype float64" if dtype == "float32" else ""
-            raise ValueError(f"{what}: {name} is not finite from layer {layer} on (the hidden states overflowed "
-                             f"in {dtype}){advice}")
 
 
 def block_samples(config: experiments.ExperimentConfig) -> int:
@@ -116,7 +104,6 @@ class _Work:
     def __init__(self, config: experiments.ExperimentConfig) -> None:
         self.config = config
         self.loaded = experiments.loaded_model(config.model)
-        self.drawn = experiments.samples(config.model, config.n_samples, config.n_tokens, config.seed, config.overlap)
         self.configs = config.san_configs()
         self.names = None if config.geometry else rc_metrics.NORM_METRIC_NAMES
         self._layers: dict[str, list[AttentionLayer]] = {}
@@ -126,6 +113,12 @@ class _Work:
     @property
     def d_model(self) -> int:
         return int(self.loaded.model.config.hidden_size)
+
+    @functools.cached_property
+    def drawn(self) -> experiments.rc_data.TextSamples:
+        """The sweep's text samples, drawn on first use (after the plan's memory check)."""
+        c = self.config
+        return experiments.samples(c.model, c.n_samples, c.n_tokens, c.seed, c.overlap)
 
     def layers(self, kind: str) -> list[AttentionLayer]:
         """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh)."""
@@ -278,19 +271,20 @@ class Plan:
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+    return (f"{seconds:.0f} s" if seconds < 120 else
+            f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
 
 
 def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budget: int, timed: bool = True) -> Plan:
-    """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run.
-    ``timed=False`` skips the throughput (NaN) when nobody will read the expected time."""
+    """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run,
+    estimated from the shapes (:func:`rankcollapse.experiments.config.layer_shapes`) before any layer is
+    built or sample drawn. ``timed=False`` skips the throughput (NaN) when nobody will read the expected time."""
     c, (_, world) = work.config, rank_and_world()
     device = resolve_device(c.device)
     dtype = rc_metrics.DTYPES[c.dtype]
-    depths = {kind: len(work.layers(kind)) for kind in c.weights}
-    widest = max((la for layers in map(work.layers, c.weights) for la in layers), key=lambda la: la.n_heads)
+    shapes = experiments.layer_shapes(c, work.loaded.model.config)
+    depths = {kind: depth for kind, (depth, _) in shapes.items()}
+    widest = max((shape for _, shape in shapes.values()), key=lambda s: bytes_per_sample(c.n_tokens, s, dtype))
     per_sample = bytes_per_sample(c.n_tokens, widest, dtype)
     if budget < per_sample:
         raise ValueError(f"the memory budget ({budget:,} bytes, ${BUDGET_ENV}) cannot hold one block: one sample of "
@@ -306,6 +300,7 @@ def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budge
     if need > available:
         raise ValueError(f"{label} needs about {need / 2**30:.2f} GiB per process but {available / 2**30:.2f} GiB "
                          f"are available on {device}; use fewer samples or layers, or a larger machine")
+    depths = {kind: len(work.layers(kind)) for kind in c.weights}  # built only now that they fit
     throughput, source = measured_throughput(work, device, block, budget) if timed else (math.nan, "not timed")
     return Plan(label, c.n_samples, depths, n_configs, len(plan_units), block, world, throughput, source,
                 need, engine, available)
@@ -327,8 +322,9 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
     plan = make_plan(work, label, plan_units, block, budget, timed=show)
     if show:
         print(plan.text(), file=sys.stderr, flush=True)
-    checkpoints = Checkpoints(partial, {"parameters": asdict(config), "torch": torch.__version__,
-                                         "block": block, "folder": None if partial is None else partial.name})
+    checkpoints = Checkpoints(partial, {"parameters": asdict(config), "torch": torch.__version__, "block": block,
+                                         "folder": None if partial is None else partial.name,
+                                         "model": experiments.model_identity(config.model)})
     mine = plan_units[rank::world]
     resumed = {u.name: found for u in mine if (found := checkpoints.load(u)) is not None}
     computed = {name: metrics for name, (metrics, _) in resumed.items()}
@@ -352,6 +348,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
     ids, model = work.drawn.input_ids, work.loaded.model
     extra = {"model_spec": config.model, "model_description": work.loaded.source.description,
              "model_quantized": work.loaded.source.quantized, "weight_sha256": experiments.weight_hash(model),
+             **experiments.model_identity(config.model, work.loaded.source.location),
              "sample_ids_sha256": hashlib.sha256(ids.numpy().tobytes()).hexdigest(),
              "sample_texts_sha256": work.drawn.texts_hash, "samples_available": work.drawn.n_available,
              "dtype": config.dtype, "device": config.device,
@@ -371,11 +368,16 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
     store = store or ResultStore()
     parameters = experiments.stored_parameters(config)
     rank, _ = rank_and_world()
-    found = broadcast(store.load(page, parameters, experiments.check_table) if rank == 0 else None)
+    found = store.load(page, parameters, experiments.check_table) if rank == 0 else None
+    stale = found and experiments.identity_mismatch(config.model, found.provenance)
+    if stale:  # e.g. a local folder's weights rewritten since: never answer from the old numbers
+        print(f"{page}: not using the stored result {found.csv_path}: {stale}; computing it again", file=sys.stderr)
+    found = broadcast(None if stale else found)
     if found is not None:
         return found
     start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
     partial = partial_folder(store, page, parameters)
+    store.check_writable(page, partial)  # before the first unit, not after the last
     out = compute(config, label=page, partial=partial)
     result = None
     if rank == 0:

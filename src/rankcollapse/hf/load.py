@@ -54,6 +54,8 @@ _PACKAGES = {  # spec name -> (distribution, version pin, install hint, descript
                "google/gemma-3-270m (Gemma-3; 4-bit Q4_K_M GGUF, dequantized)"),
 }
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                    "sentencepiece.bpe.model")  # a folder's tokenizer needs one of these (its vocabulary)
 
 
 @dataclass(frozen=True)
@@ -161,13 +163,13 @@ def _dequantized_folder(name: str, folder: Path, gguf_file: str) -> Path:
     return _atomic_folder(_cache_dir(name) / "dequantized", build)
 
 
-_HUB_ID = re.compile(r"[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?")
+_HUB_ID = re.compile(r"(?:[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?/)?[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?")  # owner/ optional
 _PACKAGED_WORDS = ", ".join("pkg:" + n for n in PACKAGED_MODELS)
 
 
 def check_model_spec(spec: object, gguf_file: str | None = None) -> None:
     """One ValueError naming ``model`` unless ``spec`` is a packaged name (``pkg:minilm`` ...), an existing
-    folder with ``config.json`` (or any folder with ``gguf_file``), or a well-formed hub id ``owner/name``.
+    folder with ``config.json`` (or any folder with ``gguf_file``), or a well-formed hub id ``owner/name`` or ``name``.
 
     Nothing is loaded: whether a hub id exists is only known when :func:`load_model` tries it.
 
@@ -178,7 +180,7 @@ def check_model_spec(spec: object, gguf_file: str | None = None) -> None:
     ValueError: model must be ... got 'pkg:gpt2' (no such packaged model)
     """
     allowed = (f"model must be a packaged model ({_PACKAGED_WORDS}), a folder containing config.json, "
-               f"or a Hugging Face hub id 'owner/name'")
+               f"or a Hugging Face hub id ('owner/name' or 'name')")
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"{allowed}; got {spec!r}")
     if spec.startswith("pkg:"):
@@ -234,12 +236,43 @@ def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
 
 
 def _unavailable(spec: str, source: ModelSource, err: Exception) -> ValueError:
-    """One line for a model whose files cannot be had: from the hub (offline?) or from its folder (why)."""
-    first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    """One line for a model whose files cannot be had: from the hub (offline?) or from its folder (why, whole)."""
+    why = " ".join(str(err).split())
+    why = why if isinstance(err, (OSError, ValueError)) and why else f"{type(err).__name__} {why}".strip()
     where = "from the Hugging Face hub (offline, or no such model?)" if source.location == spec and \
-        not Path(spec).expanduser().is_dir() else f"from its folder ({first_line})"
+        not Path(spec).expanduser().is_dir() else f"from its folder ({why})"
     return ValueError(f"model {spec!r} could not be loaded {where}; the packaged models load offline: "
                       f"{_PACKAGED_WORDS}")
+
+
+def packaged_version(spec: str) -> str | None:
+    """``distribution==version`` of the installed package of a packaged spec; None when it is not installed."""
+    dist = _PACKAGES[spec.removeprefix("pkg:")][0]
+    try:
+        return f"{dist}=={importlib.metadata.version(dist)}"
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def hub_snapshot(spec: str) -> Path | None:
+    """The cached snapshot folder of a hub id (named by its commit hash), found offline; None when not cached."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(spec, "config.json")
+    except ValueError:  # huggingface_hub's HFValidationError: not a repository id it takes
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def _check_tokenizer_files(spec: str, source: ModelSource) -> None:
+    """One ValueError naming a local folder (no GGUF) that holds no vocabulary file of a tokenizer."""
+    folder = Path(source.location)
+    local = not spec.startswith("pkg:") and source.gguf_file is None and folder.is_dir()
+    if local and not any((folder / name).is_file() for name in VOCABULARY_FILES):
+        raise ValueError(f"model folder {folder} has no tokenizer files (none of {', '.join(VOCABULARY_FILES)}), "
+                         f"so its text cannot be tokenized; save the model's tokenizer into it with "
+                         f"tokenizer.save_pretrained({str(folder)!r})")
 
 
 def model_config(spec: str, *, gguf_file: str | None = None):
@@ -248,10 +281,36 @@ def model_config(spec: str, *, gguf_file: str | None = None):
     from transformers import AutoConfig
 
     kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
+    location = source.location
+    if location == spec and not Path(spec).expanduser().is_dir():  # a hub id: its cache first, then the hub
+        cached = hub_snapshot(spec)
+        location = str(cached) if cached is not None else _hub_or_error(spec)
     try:
-        return AutoConfig.from_pretrained(source.location, **kwargs)
+        return AutoConfig.from_pretrained(location, **kwargs)
     except (OSError, ValueError) as err:
         raise _unavailable(spec, source, err) from None
+
+
+def _hub_or_error(spec: str) -> str:
+    """``spec`` when the Hugging Face hub can be reached (a proxy is trusted to); else one ValueError at once,
+    not after the hub client's retries."""
+    import socket
+    import urllib.parse
+
+    from huggingface_hub import constants
+
+    url = urllib.parse.urlparse(constants.ENDPOINT)
+    proxied = any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"))
+    if not constants.HF_HUB_OFFLINE and (proxied or url.hostname is None):
+        return spec
+    if not constants.HF_HUB_OFFLINE:
+        try:
+            socket.create_connection((url.hostname, url.port or (80 if url.scheme == "http" else 443)), 3).close()
+            return spec
+        except OSError:
+            pass
+    raise ValueError(f"model {spec!r} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and the hub "
+                     f"({url.hostname}) cannot be reached: offline; the packaged models load offline: {_PACKAGED_WORDS}")
 
 
 def _check_family(config, spec: str) -> None:
@@ -314,21 +373,27 @@ def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = 
     source = resolve_spec(spec, gguf_file)
     from transformers import AutoModel, AutoTokenizer
 
+    _check_tokenizer_files(spec, source)
     kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
     placement = {} if device_map is None else {"device_map": device_map, "offload_folder": offload_folder}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
         model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs,
                                           **placement)
-    except (OSError, ValueError) as err:
+    except Exception as err:  # noqa: BLE001 -- damaged files raise anything (SafetensorError, KeyError): one line
         raise _unavailable(spec, source, err) from None
     return LoadedModel(model=model.eval(), tokenizer=tokenizer, source=source)
 
 
 def load_tokenizer(spec: str, *, gguf_file: str | None = None):
-    """Only the tokenizer of a spec (cheap once the packaged model's cache exists)."""
+    """Only the tokenizer of a spec (cheap once the packaged model's cache exists); one ValueError in one line
+    when it cannot be loaded, or a local folder has no tokenizer files."""
     source = resolve_spec(spec, gguf_file)
+    _check_tokenizer_files(spec, source)
     from transformers import AutoTokenizer
 
     kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
-    return AutoTokenizer.from_pretrained(source.location, **kwargs)
+    try:
+        return AutoTokenizer.from_pretrained(source.location, **kwargs)
+    except Exception as err:  # noqa: BLE001 -- a damaged tokenizer.json raises anything (KeyError ...): one line
+        raise _unavailable(spec, source, err) from None
