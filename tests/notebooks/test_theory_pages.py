@@ -80,3 +80,27 @@ def test_equilibria_page(repo_root, tmp_path, figure_dir, figure_text_px):
     assert glued["eq_sweep_max_below"] == 0 and glued["eq_sweep_min_above"] > 0
     assert (figure_dir / "fig-equilibria-ranks.png").is_file() and (figure_dir / "fig-equilibria-threshold.svg").is_file()
     _legible(figure_text_px(), {"fig-equilibria-ranks", "fig-equilibria-threshold"})
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["theorem1", "-p", "n_layers", "10"], "not converged at this depth (n_layers = 10, N = 16): the linear causal"),
+    (["theorem1", "-p", "n_layers", "20", "-p", "n_tokens", "12"], "not converged at this depth (n_layers = 20, N = 12)"),
+    (["theorem2", "-p", "contrast_layers", "50"], "not converged at this depth (contrast_layers = 50): with an "
+                                                  "orthogonal W_V, 42.5 % of the causal_sliding_window seeds"),
+    (["counterexample", "-p", "n_layers", "5", "-p", "n_angles", "48", "-p", "basin_layers", "80", "-p", "mc_samples",
+      "2000", "-p", "mc_layers", "80"], "not converged at this depth (n_layers = 5): without LayerNorm the pictured"),
+    (["equilibria", "-p", "n_layers", "1", "-p", "n_samples", "10"],
+     "not converged at this depth (n_layers = 1): after a kick of 0.0001 the rank-1 equilibrium has rank"),
+    (["equilibria", "-p", "c", "5.0", "-p", "n_samples", "100", "-p", "sweep_samples", "20"],
+     "too few samples (sweep_samples = 20): at the sweep's largest c / c* some width d has no start that stays apart"),
+], ids=["theorem1-10-layers", "theorem1-20-layers-12-tokens", "theorem2-contrast-50", "counterexample-5-layers",
+        "equilibria-1-layer", "equilibria-20-sweep-samples"])
+def test_accepted_parameters_the_claim_needs_more_of_say_so(argv, words, tmp_path, capsys):
+    """Parameters the page accepts but at which a claim is not yet visible: the page runs to its end and says
+    which check does not hold, with its numbers (the command line repeats it), where an empty assert stopped it."""
+    from rankcollapse.book import cli
+
+    assert cli.main(["run", *argv, "--output", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and f"note: {words}" in out, out
+    assert read_glue(tmp_path / "out" / f"{argv[0]}.ipynb")  # every glue of the page is there

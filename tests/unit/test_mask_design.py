@@ -26,7 +26,7 @@ def test_zoo_parts_are_distinct_and_each_sweep_has_its_one_mask():
 
 
 def test_a_window_wider_than_the_sequence_is_refused_before_running():
-    with pytest.raises(ValueError, match=r"window must be an integer in \[1, 7\], got 8"):
+    with pytest.raises(ValueError, match=r"n_tokens must be an integer in \[9, 8192\] on this page \(its zoo holds windows of up to 8 tokens\), got 8"):
         pages.configure("mask_design", {"n_tokens": 8})
 
 

@@ -6,8 +6,10 @@ Used by: the notebook tests (every page at tiny parameters) and the re-run instr
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 from pathlib import Path
 
 import jupytext
@@ -36,8 +38,26 @@ def execute_page(page: str | Path, parameters: dict, output: Path, timeout: int 
         cwd=str(page.parent),
         progress_bar=False,
         execution_timeout=timeout,
+        extra_arguments=["--IPKernelApp.log_level=CRITICAL"],  # the kernel's own log: its notice on every start, its
+        # shutdown noise after a timeout (a failing cell reports in the notebook)
     )
     return output
+
+
+CHECK_HEADING = "**Not every check holds on this run:**"  # what a theory page shows for claims it could not confirm
+
+
+def check_notes(ipynb: Path) -> list[str]:
+    """The claims an executed page could not confirm on its run (the items under CHECK_HEADING in its
+    outputs, :func:`rankcollapse.book.report.check_note`), for the command line to repeat."""
+    notes = []
+    for cell in json.loads(Path(ipynb).read_text()).get("cells", []):
+        for output in cell.get("outputs", []):
+            text = output.get("data", {}).get("text/markdown", "")
+            text = "".join(text) if isinstance(text, list) else text
+            if text.startswith(CHECK_HEADING):
+                notes += [line[2:] for line in text.splitlines() if line.startswith("- ")]
+    return notes
 
 
 def page_parameters(page: str | Path) -> dict[str, object]:
@@ -53,7 +73,17 @@ def page_parameters(page: str | Path) -> dict[str, object]:
     return defaults
 
 
-def _type_name(value: object) -> str:
+def parameter_comments(page: str | Path) -> dict[str, str]:
+    """The comment after each name of the page's ``parameters`` cell (``name = literal  # comment``), or ''."""
+    notebook = jupytext.read(Path(page))
+    source = next(c.source for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    comments = {token.start[0]: token.string.lstrip("# ").strip()
+                for token in tokenize.generate_tokens(io.StringIO(source).readline) if token.type == tokenize.COMMENT}
+    return {node.targets[0].id: comments.get(node.end_lineno, "") for node in ast.parse(source).body
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+
+
+def type_name(value: object) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
             type(None): "None or a value"}.get(type(value), type(value).__name__)
 
@@ -72,7 +102,7 @@ def check_parameter_types(defaults: dict[str, object], parameters: dict[str, obj
         ok = (isinstance(value, type(default)) and isinstance(value, bool) == isinstance(default, bool)) or (
             isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool))
         if not ok:
-            raise ValueError(f"parameter {name!r} must be {_type_name(default)} (default {default!r}), "
+            raise ValueError(f"parameter {name!r} must be {type_name(default)} (default {default!r}), "
                              f"got {value!r}")
 
 

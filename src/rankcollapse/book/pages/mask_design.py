@@ -65,6 +65,7 @@ ZOO = (
     ZooMask("random 15 %", "random", None, (("density", 0.15), ("seed", 0))),
 )
 FIXED = {"masks": tuple(z.part for z in ZOO), "norms": ("none",)}  # the zoo, pure attention
+MIN_TOKENS = max(z.window or 1 for z in ZOO) + 1  # the widest zoo window must fit in the sequence
 
 
 def configure(parameters: dict) -> dict[str, Run]:
@@ -73,6 +74,10 @@ def configure(parameters: dict) -> dict[str, Run]:
     A window the sequence cannot hold is rejected here, before anything runs.
     """
     own = computing(parameters)
+    n_tokens = own.get("n_tokens")
+    if isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and n_tokens < MIN_TOKENS:
+        raise ValueError(f"n_tokens must be an integer in [{MIN_TOKENS}, {experiments.MAX_TOKENS}] on this page "
+                         f"(its zoo holds windows of up to {MIN_TOKENS - 1} tokens), got {n_tokens}")
     return {z.part: Run(experiments.experiment_config(own, masks=(z.mask,), window=z.window or 1,
                                                       mask_options=z.options, norms=("none",)))
             for z in ZOO}

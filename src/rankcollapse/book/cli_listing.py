@@ -1,0 +1,192 @@
+"""What ``rankcollapse`` lists: the pages (``rankcollapse pages``), one page's parameters with their defaults,
+types and ranges (``rankcollapse pages PAGE``), the results store (``rankcollapse results``), and where a run's
+results went (the closing lines of ``rankcollapse run`` and ``rankcollapse compute``).
+
+A parameter's range is the one its page checks: the page's configuration is asked with a value out of every
+range (:func:`parameter_range`), and the words of its one-line refusal are shown, so the listing can never
+disagree with the check.
+
+Used by: :mod:`rankcollapse.book.cli`, tests/unit/test_cli_listing.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+_PROBES = {int: -(10**12), float: -1e300, str: "\x00", list: [object()]}  # out of every range of their type
+
+
+def _root() -> Path:
+    """The book root, from the working directory or else the package (as :func:`rankcollapse.book.cli.repo_root`)."""
+    from rankcollapse.experiments.provenance import book_root
+
+    try:
+        return book_root()
+    except FileNotFoundError:
+        return book_root(Path(__file__).resolve().parent)
+
+
+def _relative(path: Path) -> str:
+    """``path`` from the working directory when it lies below it, else in full."""
+    with contextlib.suppress(ValueError):
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    return str(path)
+
+
+def parameter_range(page: str, defaults: Mapping[str, object], name: str) -> str:
+    """What the page's configuration allows for ``name`` (at the other parameters' defaults), in the words of
+    its refusal of a value out of every range, e.g. ``an integer in [1, 31]``; '' where nothing is refused."""
+    from rankcollapse.book import registry as pages
+
+    default = defaults[name]
+    probe = _PROBES.get(type(default)) if not isinstance(default, bool) else None
+    if isinstance(default, list) and default and not isinstance(default[0], (bool, list)):
+        probe = [_PROBES.get(type(default[0]), object())]  # a list of values out of every range
+    if probe is None:
+        return ""
+    full = {**defaults, name: probe}
+    if "show_largest_stored" in full:
+        full["show_largest_stored"] = False
+    try:
+        pages.configure(page, full)
+    except (ValueError, TypeError) as err:
+        text = str(err).splitlines()[0]
+        heads = {f"{name} must be ": "", f"every entry of {name} must be ": "a list, each entry "}
+        head = next((h for h in heads if text.startswith(h)), None)
+        if head is None:
+            return ""
+        words = heads[head] + text[len(head):]
+        for tail in ("; got ", ", got "):
+            if tail in words:
+                words = words[:words.rindex(tail)]
+        words = words.replace("tuple", "list")
+        return words if not isinstance(default, list) or "list" in words else "a list, each entry " + words
+    return ""
+
+
+def describe_page(page: str) -> str:
+    """``rankcollapse pages PAGE``: the page's title and file, each parameter with its default, type, range and
+    comment (from the parameters cell), its profiles and the options it takes."""
+    from rankcollapse.book import registry as pages
+    from rankcollapse.book import runner
+
+    entry = pages.page(page)
+    path = entry.path(_root())
+    defaults = runner.page_parameters(path)
+    comments = runner.parameter_comments(path)
+    lines = [f"{page}: {entry.title} ({entry.source})",
+             "parameters (set with -p NAME VALUE; ranges at the other parameters' defaults):"]
+    for name, default in defaults.items():
+        kind = runner.type_name(default)
+        allowed = parameter_range(page, defaults, name)
+        words = allowed if allowed.startswith(kind) or (kind == "a list" and allowed.startswith("a ")) else \
+            f"{kind}{'; ' + allowed if allowed else ''}"
+        lines.append(f"  {name} = {default!r}  ({words})")
+        if comments.get(name):
+            lines.append(f"      {comments[name]}")
+    for profile, values in entry.profiles.items():
+        lines.append(f"profile {profile}: " + ", ".join(f"{k} = {v!r}" for k, v in values.items()))
+    if page in pages.EXPERIMENT_PAGES:
+        lines.append("options: --profile, --device, --nproc K (samples over K processes), --output, --timeout, "
+                     "--add-to-book")
+    else:
+        lines.append("options: --output, --timeout, --add-to-book (it computes in one process"
+                     f"{', on the device of its device parameter' if 'device' in defaults else ', on the CPU'})")
+    return "\n".join(lines)
+
+
+def _cell(record: dict, key: str) -> str:
+    p = record.get("parameters", {})
+    if key == "scale":
+        return f"{p['n_samples']} × {p['n_tokens']}" if "n_samples" in p else f"{p.get('n_tokens', '–')} tokens"
+    if key == "layers":
+        return str(p.get("n_layers", "–"))
+    if key == "time":
+        from rankcollapse.experiments.store import compute_seconds
+
+        seconds = compute_seconds(record)
+        return "–" if seconds is None else f"{seconds:.0f} s"
+    if key == "commit":
+        return str(record.get("git_commit", "–"))[:8]
+    return str(record.get(key, p.get(key, "–")))
+
+
+_COLUMNS = ("page", "key", "scale", "layers", "model", "dtype", "device", "commit", "time", "status")
+
+
+def results_table(page: str | None = None) -> list[dict[str, str]]:
+    """One row per stored result (of ``page``, or every page), each verified (:meth:`ResultStore.verify`):
+    page, key, scale (samples × tokens), layers, model, dtype, device, commit, compute time, and ``verified``
+    or ``damaged: <why>``."""
+    from rankcollapse.experiments.store import DamagedResultError, ResultStore
+
+    with contextlib.chdir(_root()):
+        store = ResultStore()
+    names = sorted(p.name for p in store.root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+        if store.root.is_dir() else []
+    rows = []
+    for name in [n for n in names if page in (None, n)]:
+        for key in store.keys(name):
+            try:
+                record, status = store.verify(name, key).provenance, "verified"
+            except DamagedResultError as err:
+                status = "damaged: " + str(err).splitlines()[0].split(" is damaged: ", 1)[-1].rstrip(".")
+                try:
+                    record = json.loads((store.root / name / f"{key}.json").read_text())
+                    record = record if isinstance(record, dict) and isinstance(record.get("parameters"), dict) else {}
+                except (OSError, ValueError):
+                    record = {}
+            rows.append({"page": name, "key": key, **{c: _cell(record, c) for c in _COLUMNS[2:-1]}, "status": status})
+    return rows
+
+
+def format_table(rows: list[dict[str, str]]) -> str:
+    """Rows as aligned columns under a header line."""
+    if not rows:
+        return ""
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in _COLUMNS}
+    return "\n".join("  ".join(str(r[c]).ljust(widths[c]) for c in _COLUMNS).rstrip()
+                     for r in [{c: c for c in _COLUMNS}, *rows])
+
+
+def stored_parts(page: str, parameters: Mapping[str, object]) -> dict[str, object]:
+    """The stored result of every sweep the page computes for ``parameters`` (over its defaults), or None
+    for a part not stored yet; {} for a page that computes in its own module. A damaged one raises its
+    DamagedResultError (a ValueError)."""
+    from rankcollapse.book import registry as pages
+    from rankcollapse.book import runner
+    from rankcollapse.experiments import config as experiments
+    from rankcollapse.experiments.store import ResultStore
+
+    if page not in pages.EXPERIMENT_PAGES:
+        return {}
+    with contextlib.chdir(_root()):
+        full = {**runner.page_parameters(pages.page(page).path(_root())), **parameters}
+        store = ResultStore()
+        return {part: store.load(run.page or page, experiments.stored_parameters(run.config), experiments.check_table)
+                for part, run in pages.configure(page, full).items()}
+
+
+def stored_lines(before: Mapping[str, object], after: Mapping[str, object]) -> list[str]:
+    """Where each part's result is: ``stored: <file>`` when this run computed it, ``already stored: <file>``
+    when it was there before."""
+    lines = []
+    for part, result in after.items():
+        if result is not None:
+            word = "already stored" if before.get(part) is not None else "stored"
+            lines.append(f"{word}: {_relative(result.csv_path)}")
+    return list(dict.fromkeys(lines))
+
+
+def shown_line(page: str, own: Mapping[str, object], shown: Mapping[str, object]) -> str | None:
+    """The plain sentence for a page showing the largest stored run instead of its parameters cell's, or None."""
+    if not shown or all(shown[p] is own.get(p) or shown[p].csv_path == own[p].csv_path for p in shown):
+        return None
+    first = next(iter(shown.values()))
+    p = first.provenance["parameters"]
+    return (f"note: {page} shows the largest stored run of this experiment ({p['n_samples']} samples × "
+            f"{p['n_tokens']} tokens, {p['model']}, {p['dtype']}: {_relative(first.csv_path)}), not its parameters "
+            f"cell's defaults; add -p show_largest_stored False to see exactly the defaults")

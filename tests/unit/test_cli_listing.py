@@ -1,0 +1,159 @@
+"""What a user expects of the command line: ``--version``; ``pages PAGE`` (parameters, defaults, types, ranges);
+``results`` (every stored result, verified or damaged); ``--nproc`` on ``compute``; where the results went;
+a page that shows the largest stored run says so; every run gets a folder of its own; the README names the
+extra models of the paper profile and every environment variable the package reads."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rankcollapse.book import cli
+from rankcollapse.book import registry as pages
+from rankcollapse.book import runner
+from rankcollapse.experiments import sweep
+from rankcollapse.experiments.config import stored_parameters
+from rankcollapse.experiments.store import ResultStore, result_key
+
+ROOT = Path(__file__).resolve().parents[2]
+STORE = ResultStore(ROOT / "results")
+
+
+def test_version(capsys):
+    from rankcollapse import __version__
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"rankcollapse {__version__}\n"
+
+
+def test_pages_page_lists_parameters_with_defaults_types_and_ranges(capsys):
+    assert cli.main(["pages", "fig2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("fig2: Fig. 2: masks and LayerNorm (book/experiments/fig2.md)\n")
+    assert "  window = 4  (an integer in [1, 31])\n      w: half-width of the sliding window" in out
+    assert "  dtype = 'float64'  (a string; one of 'float64', 'float32')\n" in out
+    assert "  show_largest_stored = True  (a boolean)\n" in out
+    assert "profile paper: model = 'pkg:mpnet', n_samples = 3000" in out and "--nproc K" in out
+    assert cli.main(["pages", "equilibria"]) == 0
+    out = capsys.readouterr().out
+    assert "  sweep_d_models = [2, 3, 4]  (a list, each entry an integer in [2, 6])\n" in out
+    assert "  n_layers = 100  (an integer in [1, 100000])\n" in out and "--nproc" not in out
+
+
+@pytest.mark.parametrize("name", list(pages.PAGES))
+def test_pages_page_lists_every_parameter(name, capsys):
+    assert cli.main(["pages", name]) == 0
+    out = capsys.readouterr().out
+    for parameter, default in runner.page_parameters(pages.page(name).path(ROOT)).items():
+        assert f"\n  {parameter} = {default!r}  (" in out, parameter
+
+
+def test_pages_of_an_unknown_page_is_one_line(capsys):
+    assert cli.main(["pages", "fig9"]) == 2
+    assert capsys.readouterr().err.startswith("rankcollapse pages: error: unknown page 'fig9'; pages are: setup")
+
+
+def test_results_lists_every_stored_result(capsys):
+    assert cli.main(["results"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["page", "key", "scale", "layers", "model", "dtype", "device", "commit", "time",
+                                "status"]
+    keys = {(p.name, k) for p in STORE.root.iterdir() if p.is_dir() and not p.name.startswith(".")
+            for k in STORE.keys(p.name)}
+    assert {tuple(line.split()[:2]) for line in lines[1:]} == keys
+    fig2 = next(line for line in lines if line.startswith("fig2") and "3000 × 128" in line)
+    assert fig2.split()[-1] == "verified" and "pkg:mpnet" in fig2 and "float32" in fig2
+
+
+def test_results_says_which_are_damaged(tmp_path, monkeypatch, capsys):
+    key = STORE.keys("fig2")[0]
+    (tmp_path / "fig2").mkdir()
+    for suffix in (".csv", ".json"):
+        shutil.copyfile(STORE.root / "fig2" / f"{key}{suffix}", tmp_path / "fig2" / f"{key}{suffix}")
+    (tmp_path / "fig2" / f"{key}.csv").write_text("edited\n")
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
+    assert cli.main(["results", "fig2"]) == 1
+    (line,) = capsys.readouterr().out.splitlines()[1:]
+    assert line.startswith(f"fig2  {key}") and "damaged: the table is not the one recorded" in line
+
+
+def test_compute_takes_nproc(monkeypatch, capsys):
+    from rankcollapse.book import cli_listing
+
+    seen = {}
+    monkeypatch.setattr(cli, "compute_page", lambda page, parameters, nproc=1, show=True: seen.update(nproc=nproc))
+    monkeypatch.setattr(cli_listing, "stored_parts", lambda page, parameters: {})
+    assert cli.main(["compute", "fig2", "-p", "n_samples", "4", "--nproc", "2"]) == 0
+    assert seen == {"nproc": 2}
+
+
+def _default_fig2(results: Path, larger: bool = False) -> str:
+    """Copy Fig. 2's result at its defaults (and a larger stored run of it) into ``results``; its key."""
+    defaults = runner.page_parameters(pages.page("fig2").path(ROOT))
+    own = result_key("fig2", stored_parameters(pages.configure("fig2", defaults)["main"].config))
+    keys = [own] + [k for k in STORE.keys("fig2") if larger and
+                    json.loads((STORE.root / "fig2" / f"{k}.json").read_text())["parameters"]["n_samples"] == 128]
+    (results / "fig2").mkdir(parents=True)
+    for key in keys:
+        for suffix in (".csv", ".json"):
+            shutil.copyfile(STORE.root / "fig2" / f"{key}{suffix}", results / "fig2" / f"{key}{suffix}")
+    return own
+
+
+def test_compute_says_the_result_was_already_stored(tmp_path, monkeypatch, capsys):
+    own = _default_fig2(tmp_path)
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(sweep, "compute", lambda *a, **k: pytest.fail("nothing is computed"))
+    assert cli.main(["compute", "fig2"]) == 0
+    assert capsys.readouterr().out == f"already stored: {tmp_path / 'fig2' / own}.csv\n"
+
+
+@pytest.mark.models
+def test_compute_says_where_it_stored_the_result(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("RANKCOLLAPSE_PROGRESS", "0")
+    assert cli.main(["compute", "fig2", "-p", "n_samples", "2", "-p", "n_tokens", "8", "-p", "n_layers", "1"]) == 0
+    (csv,) = (tmp_path / "fig2").glob("*.csv")
+    assert capsys.readouterr().out.splitlines()[-1] == f"stored: {csv}"
+
+
+def test_run_without_parameters_says_it_shows_the_largest_stored_run(tmp_path, monkeypatch, capsys):
+    own = _default_fig2(tmp_path / "results", larger=True)
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path / "unused"))  # main() sets it; restored after
+
+    def execute(page, parameters, output, timeout=600):
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(json.dumps({"cells": []}))
+        return output
+
+    monkeypatch.setattr(runner, "execute_page", execute)
+    assert cli.main(["run", "fig2", "--output", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("note: fig2 shows the largest stored run of this experiment (128 samples × 32 tokens, "
+                               "pkg:minilm, float64: ")
+    assert lines[0].endswith("not its parameters cell's defaults; add -p show_largest_stored False to see exactly "
+                             "the defaults")
+    assert lines[-1] == f"already stored: {tmp_path / 'results' / 'fig2' / own}.csv"
+    assert cli.main(["run", "fig2", "-p", "show_largest_stored", "False", "--output", str(tmp_path / "out2")]) == 0
+    assert not capsys.readouterr().out.startswith("note:")
+
+
+def test_every_run_gets_a_folder_of_its_own(tmp_path):
+    first = cli.new_run_folder(tmp_path / "runs", "setup", "20240101T000000Z")
+    second = cli.new_run_folder(tmp_path / "runs", "setup", "20240101T000000Z")
+    assert first.name == "setup-20240101T000000Z" and second.name == "setup-20240101T000000Z-2"
+    assert first.is_dir() and second.is_dir()
+
+
+def test_the_readme_names_the_extra_models_and_every_environment_variable():
+    readme = (ROOT / "README.md").read_text()
+    used = {m for path in (ROOT / "src").rglob("*.py") for m in re.findall(r"RANKCOLLAPSE_[A-Z_]+", path.read_text())}
+    assert used and all(f"`{name}`" in readme for name in used), sorted(n for n in used if f"`{n}`" not in readme)
+    assert re.search(r"paper profile.{0,200}requirements-models-extra\.txt", readme, re.S)
+    for command in ("rankcollapse pages fig2", "rankcollapse results", "rankcollapse --version",
+                    "rankcollapse compute fig2"):
+        assert command in readme, command

@@ -1,0 +1,93 @@
+"""Killing ``rankcollapse run --nproc 2`` (SIGTERM to the command) ends torchrun and both of its workers too,
+and the command says, in one line, that the same command resumes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rankcollapse.experiments import ranks, sweep
+
+pytestmark = pytest.mark.models
+
+ROOT = Path(__file__).resolve().parents[2]
+SETUP_LIMIT = 60  # seconds for torchrun and its two workers to appear; longer: skipped
+
+
+def _kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_sigterm_to_the_command_ends_torchrun_and_its_workers(tmp_path):
+    env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path / "results"), sweep.BLOCK_ENV: "1",
+           ranks.PROGRESS_ENV: "0"}
+    command = [sys.executable, "-m", "rankcollapse", "run", "fig2", "-p", "n_samples", "64", "-p", "n_tokens",
+               "16", "-p", "n_layers", "2", "--nproc", "2", "--output", str(tmp_path / "out")]
+    parent = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    below: list[int] = []
+    try:
+        deadline = time.monotonic() + SETUP_LIMIT
+        while parent.poll() is None and time.monotonic() < deadline:
+            below = _descendants(parent.pid)
+            workers = [p for p in below if "rankcollapse" in _cmdline(p) and "torch.distributed.run" not in _cmdline(p)]
+            if len(workers) >= 2:
+                break
+            time.sleep(0.1)
+        else:
+            if parent.poll() not in (None, 0):
+                pytest.fail(f"the command failed before its workers started: {parent.communicate()[1][-3000:]}")
+            pytest.skip(f"torchrun and its workers did not start within {SETUP_LIMIT} s (or finished first)")
+        time.sleep(1.0)  # the workers importing torch
+        below = sorted(set(below) | set(_descendants(parent.pid)))
+        parent.send_signal(signal.SIGTERM)
+        out, err = parent.communicate(timeout=60)
+        assert parent.returncode == 143, err[-3000:]
+        assert err.splitlines()[-1] == ("rankcollapse run: terminated (SIGTERM); run the same command again to "
+                                        "resume from its checkpoints")
+        assert "Traceback" not in err, err[-3000:]
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in below) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        survivors = [(p, _cmdline(p)) for p in below if _alive(p)]
+        assert not survivors, survivors
+    finally:
+        _kill_all([parent.pid, *below])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            children.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
