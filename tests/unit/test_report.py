@@ -96,3 +96,23 @@ def test_the_rerun_block_states_the_cost_of_every_part(tmp_path, pair):
     block = report.rerun_result_block("sample_size", {"n_samples": 8}, results)
     # the resumed part counts every session (3000 s), the other its wall time: 3020 s in all
     assert "Its computation took 3020 s on CPU x86_64, 2 cores (50.3 min)" in block
+
+
+def test_the_rerun_block_has_no_myst_role_and_no_zero_seconds(tmp_path, pair):
+    """Markdown output is not parsed for roles: "(see {ref}`sec-reproduce`)" showed raw on ten pages."""
+    large, _ = pair
+    table = _store(ResultStore(tmp_path / "t"), large).table
+    result = ResultStore(tmp_path / "s").save("fig2", stored_parameters(large), table,
+                                              {"hardware": "CPU", "wall_time_s": 0.2, "git_commit": "abc"})
+    block = report.rerun_result_block("fig2", {"n_samples": 8}, {"main": result})
+    assert "{ref}" not in block and "took under 1 s" in block and " 0 s " not in block
+
+
+def test_the_banner_is_nothing_unless_the_page_shows_another_run(tmp_path, pair):
+    """An empty Markdown displays as its repr, "<IPython.core.display.Markdown object>": no banner is None."""
+    large, _ = pair
+    result = _store(ResultStore(tmp_path), large)
+    same = {k: v for k, v in stored_parameters(large).items() if k in ("model", "n_samples", "n_tokens")}
+    assert report.shown_banner("fig2", same, {"main": result}) is None
+    banner = report.shown_banner("fig2", {**same, "n_samples": 999}, {"main": result})
+    assert banner is not None and "largest stored run" in banner.data and "n_samples = 8" in banner.data

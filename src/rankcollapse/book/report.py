@@ -11,21 +11,24 @@ Used by: every computed page, book/reproduce.md (through the registry).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 from IPython.display import Markdown
 from myst_nb import glue
 
+from rankcollapse.book import recompute
 from rankcollapse.book import registry as pages
 from rankcollapse.book.labels import mask_title
 from rankcollapse.book.plotting import common as plotting
-from rankcollapse.book.runner import page_parameters
+from rankcollapse.book.runner import CHECK_HEADING, page_parameters
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.config import check_table
 from rankcollapse.experiments.provenance import book_root
 from rankcollapse.experiments.store import ResultStore, StoredResult, compute_seconds, run_command
 from rankcollapse.verdicts import claims as rc_claims
+
+recompute.register()  # a damaged result met by a page names the command, in its page's parameters, that recomputes it
 
 # Parameters that change a run's scale but not what it computes: a stored run that differs only in these
 # is the same experiment, larger or smaller.
@@ -183,6 +186,17 @@ def glue_markdown(key: str, text: str) -> None:
     glue(key, Markdown(text), display=False)
 
 
+def check_note(checks: Sequence[tuple[bool, str]]) -> Markdown:
+    """The closing check of a theory page for the claims a run confirms only when it is deep (or large)
+    enough: ``(holds, what this run shows instead, with its numbers)`` per claim. Markdown saying that all
+    hold, or listing each that does not (e.g. "not converged at this depth ..."), where an assert would stop
+    the page with an empty AssertionError."""
+    failed = [words for holds, words in checks if not holds]
+    if not failed:
+        return Markdown("All of these checks hold on this run.")
+    return Markdown(f"{CHECK_HEADING}\n\n" + "\n".join(f"- {words}" for words in failed))
+
+
 def glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
     """Glue a page's claims table (``<prefix>_claims``, GitHub-flavoured Markdown: paste it with
     ``{glue:md}`` and ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
@@ -222,17 +236,19 @@ def scale_note(result: StoredResult) -> str:
             f"(`results/{result.csv_path.parent.name}/{result.csv_path.name}`).")
 
 
-def shown_banner(name: str, parameters: Mapping[str, object], results: Mapping[str, StoredResult]) -> str:
-    """A note for the top of a page when it shows a stored run other than its parameters cell's; else ''."""
+def shown_banner(name: str, parameters: Mapping[str, object],
+                 results: Mapping[str, StoredResult]) -> Markdown | None:
+    """A note for the top of a page when it shows a stored run other than its parameters cell's; else None,
+    which a notebook cell displays as nothing (an empty Markdown would show its repr)."""
     asked = {k: v for k, v in parameters.items() if k in _SCALE_PARAMETERS}
     shown = next(iter(results.values())).provenance["parameters"]
     differs = {k: shown[k] for k in asked if k in shown and shown[k] != asked[k]}
     if not differs:
-        return ""
+        return None
     what = ", ".join(f"{k} = {shown[k]!r}" for k in differs)
-    return (f"**This page shows the largest stored run of this experiment** ({what}), not the parameters "
-            f"cell's values; run `{run_command(name)}` with `-p show_largest_stored False` to see exactly "
-            f"the cell's parameters.")
+    return Markdown(f"**This page shows the largest stored run of this experiment** ({what}), not the "
+                    f"parameters cell's values; run `{run_command(name)}` with `-p show_largest_stored False` to "
+                    f"see exactly the cell's parameters.")
 
 
 def _lists(value: object) -> object:
@@ -258,13 +274,14 @@ def _rerun_block(name: str, parameters: Mapping[str, object], seconds: float | N
     command = run_command(name, [(k, repr(v)) for k, v in changed.items()])
     lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
     if seconds is not None:
-        lines.append(f"Its computation took {seconds:.0f} s on {hardware or 'the build machine'}"
+        took = "under 1 s" if seconds < 0.5 else f"{seconds:.0f} s"
+        lines.append(f"Its computation took {took} on {hardware or 'the build machine'}"
                      f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}; the executed notebook and its "
                      f"figures go to `runs/{name}-<time>/`.")
     if "paper" in entry.profiles:
         paper = run_command(name, options=("--profile paper", "--device cuda"))
         lines += ["", f"At the paper's scale ({', '.join(f'{k} = {v}' for k, v in entry.profiles['paper'].items())}), "
-                      f"on a GPU: `{paper}` (see {{ref}}`sec-reproduce`)."]
+                      f"on a GPU: `{paper}` (the *Reproduce and cite* page lists every page's paper-scale run)."]
     return "\n".join(lines)
 
 
