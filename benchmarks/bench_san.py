@@ -49,7 +49,7 @@ import torch
 
 from rankcollapse.core import metrics
 from rankcollapse.core import norms
-from rankcollapse.engine import SANConfig, attend, attention_bias, config_grid, random_layers, run_san
+from rankcollapse.engine import SANConfig, attend, attention_bias, attention_flop, config_grid, random_layers, run_san
 from rankcollapse.hf.extract import extract_layers
 
 DIMS = {"bert-base": (768, 12), "minilm": (384, 12)}
@@ -61,11 +61,6 @@ THROUGHPUT_FILE = Path(__file__).resolve().parent / "throughput.json"  # read by
 
 def configs(exact_mu: bool = True) -> tuple[SANConfig, ...]:
     return config_grid(masks=MASKS, norms=NORMS, exact_mu=exact_mu)
-
-
-def attention_flop(d_model: int, n_tokens: int = N_TOKENS) -> float:
-    """Multiply-adds x 2 of one attention sublayer on one sample."""
-    return 8 * n_tokens * d_model**2 + 4 * n_tokens**2 * d_model
 
 
 def hf_model(d_model: int, n_heads: int, n_layers: int, seed: int = 0):
@@ -162,7 +157,7 @@ def one(method: str, dims: str, n_samples: int, n_layers: int, batch: int, dtype
     units = n_samples * n_layers * len(configs())
     label = f"straightforward, batches of {batch}" if method == "straightforward-batched" else method
     report = {"method": label, "dims": dims, "dtype": dtype, "samples": n_samples, "layers": n_layers, "seconds": seconds,
-              "units_per_s": units / seconds, "gflops": units * attention_flop(d_model) / seconds / 1e9,
+              "units_per_s": units / seconds, "gflops": units * attention_flop(d_model, N_TOKENS) / seconds / 1e9,
               "matmul_gflops": peak,
               "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
               "rss_before_gib": base_rss / 2**20}
@@ -192,7 +187,7 @@ def record_throughput(rows: list[dict]) -> None:
     for r in rows:
         key = f"{device_kind()}|{r['dtype']}|{DIMS[r['dims']][0]}"
         table[key] = {"units_per_s": round(r["units_per_s"], 2), "samples": r["samples"], "measured_utc": stamp,
-                      "torch": torch.__version__, "threads": torch.get_num_threads()}
+                      "n_tokens": N_TOKENS, "torch": torch.__version__, "threads": torch.get_num_threads()}
     text = json.dumps(dict(sorted(table.items())), indent=1) + "\n"
     tmp = THROUGHPUT_FILE.with_suffix(".tmp")
     tmp.write_text(text)

@@ -385,3 +385,19 @@ def test_a_corrupt_checkpoint_is_named_moved_aside_and_its_unit_computed_again(t
         assert path.with_name(path.name + ".corrupt").is_file() and torch.load(path, weights_only=True)
     assert sweep.compute(config, label="fig2", partial=partial)[1]["units_resumed"] == 4  # all good again
     assert capsys.readouterr().err == ""
+
+
+def test_the_measured_throughput_is_scaled_to_the_runs_sequence_length(tmp_path, monkeypatch):
+    """The benchmark measures at 128 tokens; a 32-token run does about a quarter of the work per sample.layer
+    (the plan predicted 44 s for a run that took 6 s when it ignored the token count)."""
+    from rankcollapse import engine
+
+    table = {"cpu-2|float64|384": {"units_per_s": 100.0, "n_tokens": 128, "measured_utc": "then"}}
+    (tmp_path / "throughput.json").write_text(json.dumps(table))
+    monkeypatch.setattr(sweep, "THROUGHPUT_FILE", tmp_path / "throughput.json")
+    monkeypatch.setattr(sweep, "device_kind", lambda device: "cpu-2")
+    work = sweep._Work(experiments.ExperimentConfig(n_tokens=32, dtype="float64"))  # MiniLM: width 384
+    rate, source = sweep.measured_throughput(work, torch.device("cpu"), 4, 2**30)
+    expected = 100.0 * engine.attention_flop(384, 128) / engine.attention_flop(384, 32)
+    assert rate == pytest.approx(expected) and 3.5 < rate / 100.0 < 4.5
+    assert "scaled to 32 tokens" in source

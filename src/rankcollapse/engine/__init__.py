@@ -44,9 +44,10 @@ Used by: the experiments behind Figs. 2-4, the response experiments and ``benchm
 from rankcollapse.engine.attention import attend, attention_bias
 from rankcollapse.engine.exact import EXACT_METRIC
 from rankcollapse.engine.layers import INIT_NAMES, NORM_POSITIONS, AttentionLayer, random_layers
-from rankcollapse.engine.run import (CPU_CHUNK_BYTES, SANConfig, SANResult, attention_sublayer, bytes_per_sample,
+from rankcollapse.engine.run import (CPU_CHUNK_BYTES, SANConfig, SANResult, attention_flop, attention_sublayer,
+                                     bytes_per_sample,
                                      config_grid, resolve_device, run_san, samples_per_chunk)
 
 __all__ = ["CPU_CHUNK_BYTES", "EXACT_METRIC", "INIT_NAMES", "NORM_POSITIONS", "AttentionLayer", "SANConfig",
-           "SANResult", "attend", "attention_bias", "attention_sublayer", "bytes_per_sample", "config_grid",
+           "SANResult", "attend", "attention_bias", "attention_flop", "attention_sublayer", "bytes_per_sample", "config_grid",
            "random_layers", "resolve_device", "run_san", "samples_per_chunk"]

@@ -145,6 +145,17 @@ def _layer_metrics(X: torch.Tensor, token_mask: torch.Tensor | None, dtype: torc
 CPU_CHUNK_BYTES = 8 * 2**20
 
 
+def attention_flop(d_model: int, n_tokens: int) -> float:
+    """Floating-point operations (multiply-adds x 2) of one attention sublayer on one sample: the Q, K, V
+    and output projections and the two [token, token] products; the engine's cost model (the benchmark's
+    share of matmul, the run plan's scaling of a measured throughput to another sequence length).
+
+    >>> attention_flop(2, 3)
+    168
+    """
+    return 8 * n_tokens * d_model**2 + 4 * n_tokens**2 * d_model
+
+
 def bytes_per_sample(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype) -> int:
     """Bytes one sample needs in a chunk: the largest live tensors of one layer of one configuration."""
     item = torch.finfo(dtype).bits // 8

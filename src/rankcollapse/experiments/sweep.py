@@ -61,8 +61,8 @@ import torch
 
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import check_finite
-from rankcollapse.engine import (AttentionLayer, bytes_per_sample, random_layers, resolve_device, run_san,
-                                 samples_per_chunk)
+from rankcollapse.engine import (AttentionLayer, attention_flop, bytes_per_sample, random_layers, resolve_device,
+                                 run_san, samples_per_chunk)
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
 from rankcollapse.experiments.checkpoints import Checkpoints, Unit, partial_folder
@@ -225,7 +225,11 @@ def measured_throughput(work: _Work, device: torch.device, block: int, budget: i
     table = json.loads(THROUGHPUT_FILE.read_text()) if THROUGHPUT_FILE.is_file() else {}
     if work.names is not None and key in table:
         row = table[key]
-        return float(row["units_per_s"]), f"benchmarks/throughput.json, {key}, measured {row['measured_utc']}"
+        measured_tokens = int(row.get("n_tokens", 128))  # the benchmark's sequence length (128 before it was recorded)
+        scale = attention_flop(work.d_model, measured_tokens) / attention_flop(work.d_model, c.n_tokens)
+        return (float(row["units_per_s"]) * scale,
+                f"benchmarks/throughput.json, {key} at {measured_tokens} tokens, measured {row['measured_utc']}, "
+                f"scaled to {c.n_tokens} tokens by the attention's operation count")
     n, layers = min(block, 8), work.layers(c.weights[0])[:2]
     x0 = torch.randn(n, c.n_tokens, work.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     start = time.perf_counter()
