@@ -35,6 +35,16 @@ FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))
 
 
+def times_floor(ratio: float) -> str:
+    """Words for a value over its rounding floor: "1.1 times its rounding floor", or, for a value that
+    underflowed to exactly 0, that it lies below the floor (never "0 times its rounding floor").
+
+    >>> times_floor(1.1056), times_floor(0.0)
+    ('1.1 times its rounding floor', 'exactly 0, below its rounding floor (it underflowed)')
+    """
+    return "exactly 0, below its rounding floor (it underflowed)" if ratio == 0 else f"{ratio:.2g} times its rounding floor"
+
+
 def check_system(config: object) -> None:
     """The fields every theory sweep shares: sizes, seed, dtype."""
     check_int("n_tokens", config.n_tokens, 2, MAX_TOKENS)

@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG2, experiment
+from rankcollapse.book.pages._common import FIG2, experiment, times_floor
 from rankcollapse.core import masks
 from rankcollapse.experiments.config import value
 from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, STABLE, Claim, count_curves, mean_rate, select_curves
@@ -37,6 +37,7 @@ def numbers(table: pd.DataFrame) -> dict[str, float | int]:
         "ln_complete": value(table, "mu", mask="complete", norm="unit", **init),
         "floor_complete": value(table, "floor", mask="complete", norm="unit", **init),
         "ln_complete_over_floor": over_floor(init, "unit"),
+        "ln_complete_floor_words": times_floor(over_floor(init, "unit")),
         "model_ln_complete_over_floor": over_floor(init, "model"),
         "pre_ln_complete_over_floor": over_floor(pre, "unit"),
         "pre_model_ln_complete": value(table, "mu", mask="complete", norm="model", **pre),

@@ -35,5 +35,8 @@ def numbers(check: dict[str, object]) -> dict[str, object]:
     """Where each part of the model was placed, the largest relative difference of μ against an ordinary
     load, the number of sequences, and the model families the attention extractor knows."""
     placement = ", ".join(f"{module} → {device}" for module, device in check["device_map"].items())
-    return {"placement": placement, "difference": check["max_relative_difference"],
+    difference = check["max_relative_difference"]
+    agreement = ("agree exactly with those of an ordinary load" if difference == 0 else
+                 f"differ from those of an ordinary load by at most {difference:.2g} (relative, in μ)")
+    return {"placement": placement, "difference": difference, "agreement": agreement,
             "n_sequences": check["n_sequences"], "families": ", ".join(hf_families.FAMILIES)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rankcollapse.book.pages._common import computing
+from rankcollapse.book.pages._common import computing, times_floor
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run, value
@@ -49,6 +49,9 @@ def numbers(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]
         "deep_ln_over_floor": over_floor("model", False),
         "deep_skip_over_floor": over_floor("none", True),
         "deep_ln_skip_over_floor": over_floor("model", True),
+        **{f"deep_{name}_floor_words": times_floor(over_floor(norm, skip))
+           for name, norm, skip in (("pure", "none", False), ("ln", "model", False), ("skip", "none", True),
+                                    ("ln_skip", "model", True))},
         "n_layers_deep": int(deep["layer"].max()),
     }
 
