@@ -81,6 +81,8 @@ def print_pdf(folder: Path, target: Path, timeout_ms: int = 120_000) -> int:
         # Lazy images (the gallery's thumbnails) load only when scrolled to: load every image now.
         page.evaluate("() => document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
         page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=timeout_ms)
+        # Paper has no toggles: print every collapsed block (each figure's "Cite this figure") open.
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
         atomic_write(target, lambda tmp: page.pdf(path=tmp, format="A4", print_background=True, margin={
             "top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"}))
         browser.close()

@@ -129,6 +129,8 @@ def test_pdf_exists_and_holds_every_figure_of_the_site(site_page):
         in_site += site_page.locator("article.bd-article img").evaluate_all(
             "imgs => imgs.filter(i => !/\\.svg($|\\?)/.test(i.getAttribute('src'))).length")
     assert in_site > 10 and in_pdf == in_site, f"{in_pdf} images in the PDF, {in_site} raster figures in the site"
+    text = "".join(page.extract_text() for page in reader.pages)
+    assert "howpublished" in text, "the figures' cite blocks are printed collapsed (no BibTeX in the PDF)"
     site_page.goto("book/intro.html")
     assert site_page.locator(f"article.bd-article a[href$='{PDF_NAME}']").count() == 1
 
