@@ -116,3 +116,29 @@ def test_the_banner_is_nothing_unless_the_page_shows_another_run(tmp_path, pair)
     assert report.shown_banner("fig2", same, {"main": result}) is None
     banner = report.shown_banner("fig2", {**same, "n_samples": 999}, {"main": result})
     assert banner is not None and "largest stored run" in banner.data and "n_samples = 8" in banner.data
+
+
+def _with_provenance(store: ResultStore, config, page: str = "fig2"):
+    table = _store(ResultStore(store.root / "tables"), config, page).table
+    return store.save(page, stored_parameters(config), table,
+                      {"model_description": "owner/MiniLM (a tiny one)", "weight_sha256": "w", "git_commit": "c0ffee"})
+
+
+def test_a_figure_names_the_data_it_draws_and_only_parameters_its_masks_use(tmp_path, pair):
+    large, _ = pair
+    result = _with_provenance(ResultStore(tmp_path), large)
+    assert report.figure_data([result]) == [{"result": f"results/fig2/{result.provenance['key']}.csv",
+                                             "computed_at_commit": "c0ffee"}]
+    assert "window" in report._figure_parameters(result)  # Fig. 2's windows take it
+    complete_only = _with_provenance(ResultStore(tmp_path / "c"), replace(large, masks=("complete",)))
+    assert "window" not in report._figure_parameters(complete_only)  # no mask of the run takes a window
+
+
+def test_a_figure_of_several_runs_lists_the_values_they_differ_in(tmp_path, pair):
+    large, _ = pair
+    store = ResultStore(tmp_path)
+    runs = [_store(store, replace(large, masks=(m,), window=w), page="mask_design")
+            for m, w in (("complete", 4), ("sliding_window", 2), ("sliding_window", 8))]
+    combined = report.combined_parameters(runs)
+    assert combined["masks"] == ["complete", "sliding_window"] and combined["window"] == [2, 4, 8]
+    assert combined["n_samples"] == large.n_samples  # shared values stay as they are

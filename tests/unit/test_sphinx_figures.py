@@ -47,6 +47,16 @@ def test_figure_citation_names_version_commit_url_and_parameters():
     assert "Fig. 5.1: Fig. 2" in cite["plain"] and "In The book," in cite["plain"]
 
 
+def test_figure_citation_names_the_commit_that_computed_the_data_beside_the_render_commit():
+    record = {"parameters": {}, "git_commit": "render99",
+              "data": [{"result": "results/fig2/84d73a032d5630f6.csv", "computed_at_commit": "35be2223a296888e"}]}
+    cite = figure_citation("fig-x-mu", "5.1", "Fig. 2", "https://owner.github.io/book/p.html#fig-x-mu",
+                           record, _config(), "def5678")
+    for text in cite.values():
+        assert "rendered at commit render99" in text
+        assert "results/fig2/84d73a032d5630f6.csv computed at commit 35be2223a296" in text
+
+
 def test_citation_cff_matches_the_package():
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert cff["cff-version"] == "1.2.0"

@@ -11,7 +11,7 @@ Used by: every computed page, book/reproduce.md (through the registry).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 from IPython.display import Markdown
@@ -22,6 +22,7 @@ from rankcollapse.book import registry as pages
 from rankcollapse.book.labels import mask_title
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.book.runner import CHECK_HEADING, page_parameters
+from rankcollapse.core.masks import WINDOWED_MASKS
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.config import check_table
 from rankcollapse.experiments.provenance import book_root
@@ -139,8 +140,35 @@ def _labelled(result: StoredResult, hue: str) -> pd.DataFrame:
 
 
 def _figure_parameters(result: StoredResult) -> dict:
-    return {**result.provenance["parameters"], "weights": _weight_titles(result.provenance),
+    """What a layer figure's cite block names: the stored run's parameters (``window`` only when one of its
+    masks takes it), its weights and result key."""
+    parameters = dict(result.provenance["parameters"])
+    if not set(parameters.get("masks", ())) & set(WINDOWED_MASKS):
+        parameters.pop("window", None)
+    return {**parameters, "weights": _weight_titles(result.provenance),
             "result": result.provenance["key"], "pretrained_weight_sha256": result.provenance["weight_sha256"]}
+
+
+def figure_data(results: Iterable[StoredResult]) -> list[dict[str, str]]:
+    """The stored results a figure draws, each with the commit that computed it (a figure's cite block and
+    JSON record name these beside the commit that rendered the page)."""
+    return [{"result": f"results/{r.provenance['page']}/{r.provenance['key']}.csv",
+             "computed_at_commit": str(r.provenance.get("git_commit", "unknown"))} for r in results]
+
+
+def combined_parameters(results: Iterable[StoredResult]) -> dict[str, object]:
+    """One parameter set for a figure drawn from several stored runs (the mask-design zoo): the values they
+    share, and for each parameter they differ in, the sorted distinct values over all of them."""
+    records = [r.provenance["parameters"] for r in results]
+    combined: dict[str, object] = {}
+    for name in sorted({n for p in records for n in p}):
+        values = [p.get(name) for p in records]
+        if all(v == values[0] for v in values):
+            combined[name] = values[0]
+        else:
+            flat = [x for v in values for x in (v if isinstance(v, list) else [v]) if x is not None]
+            combined[name] = sorted(set(map(str, flat)) if any(isinstance(x, str) for x in flat) else set(flat))
+    return combined
 
 
 def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm",
@@ -164,14 +192,16 @@ def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str 
             ax.set_yscale("linear")
             ax.relim()
             ax.autoscale_view(scalex=False)
-    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
+    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result),
+                         data=figure_data([result]))
 
 
 def glue_geometry_figure(result: StoredResult, stem: str) -> None:
     """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, exported and glued as ``stem``."""
     fig = plotting.geometry_grid(_labelled(result, "norm"), col="weights", hue="label",
                                  titles=_weight_titles(result.provenance))
-    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result))
+    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result),
+                         data=figure_data([result]))
 
 
 def glue_values(prefix: str, values: Mapping[str, object]) -> None:

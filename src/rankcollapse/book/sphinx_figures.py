@@ -121,6 +121,8 @@ def parameter_text(parameters: dict) -> str:
 def figure_citation(label: str, number: str, page_title: str, url: str, record: dict, config, commit: str) -> dict:
     """BibTeX and plain-text citations of one figure. ``record`` is its JSON provenance sidecar."""
     made_at = record.get("git_commit", commit)
+    data = "; ".join(f"{d['result']} computed at commit {d['computed_at_commit'][:12]}" for d in record.get("data", []))
+    origin = f"rendered at commit {made_at}" + (f"; data: {data}" if data else "")
     what = f"Fig. {number}" if number else label
     params = parameter_text(record.get("parameters", {}))
     author = config.author
@@ -133,11 +135,11 @@ def figure_citation(label: str, number: str, page_title: str, url: str, record: 
         f"  year = {{{_book_year(config)}}},",
         f"  version = {{{__version__}}},",
         f"  url = {{{url}}},",
-        f"  note = {{Version {__version__}, commit {made_at}. Parameters: {params}}}",
+        f"  note = {{Version {__version__}, {origin}. Parameters: {params}}}",
         "}",
     ])
     plain = (f"{author} ({_book_year(config)}). {title}. In {_book_title(config)}, version {__version__} "
-             f"(commit {made_at}). {url}. Parameters: {params}.")
+             f"({origin}). {url}. Parameters: {params}.")
     return {"bibtex": bibtex, "plain": plain}
 
 

@@ -58,9 +58,11 @@ def figure_dir() -> Path:
     return Path(override) if override else book_root() / "_build" / "figures"
 
 
-def export_figure(fig: Figure, stem: str, parameters: dict) -> dict[str, Path]:
-    """Save ``fig`` as PNG, SVG and PDF plus a JSON provenance sidecar; returns the paths by format."""
-    info = {**provenance_record(parameters), "legibility": legibility(fig)}
+def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | None = None) -> dict[str, Path]:
+    """Save ``fig`` as PNG, SVG and PDF plus a JSON provenance sidecar (its ``git_commit`` is the commit
+    that rendered it; ``data`` the stored results it draws, each with the commit that computed it);
+    returns the paths by format."""
+    info = {**provenance_record(parameters), "data": data or [], "legibility": legibility(fig)}
     text = json.dumps(info, sort_keys=True, default=str)
     metadata = {
         "png": {"Title": stem, "Description": text, "Software": f"rankcollapse {__version__}"},
@@ -76,12 +78,14 @@ def export_figure(fig: Figure, stem: str, parameters: dict) -> dict[str, Path]:
     return paths
 
 
-def glue_figure(key: str, fig: Figure, stem: str | None = None, parameters: dict | None = None) -> None:
-    """Export (when ``stem`` is given), glue for ``{glue:figure}`` and close, so it shows once."""
+def glue_figure(key: str, fig: Figure, stem: str | None = None, parameters: dict | None = None,
+                data: list[dict] | None = None) -> None:
+    """Export (when ``stem`` is given, with the stored results ``data`` it draws), glue for
+    ``{glue:figure}`` and close, so it shows once."""
     from myst_nb import glue
 
     if stem is not None:
-        export_figure(fig, stem, parameters or {})
+        export_figure(fig, stem, parameters or {}, data)
     glue(key, fig, display=False)
     plt.close(fig)
 
