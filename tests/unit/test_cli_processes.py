@@ -71,19 +71,18 @@ def _cmdline(pid: int) -> str:
 
 
 def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid``, from /proc."""
+    """Every process below ``pid``, from ``ps`` (a reference independent of the /proc walk under test)."""
+    table = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True, check=True).stdout
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            children.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            pass
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+    for line in table.splitlines():
+        child, parent = map(int, line.split())
+        children.setdefault(parent, []).append(child)
+    return _descendants_in(children, pid)
+
+
+def _descendants_in(children: dict[int, list[int]], pid: int) -> list[int]:
+    below = children.get(pid, [])
+    return [*below, *(grandchild for child in below for grandchild in _descendants_in(children, child))]
 
 
 def _alive(pid: int) -> bool:

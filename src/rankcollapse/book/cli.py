@@ -36,18 +36,9 @@ import sys
 from pathlib import Path
 
 from rankcollapse.book import cli_processes
+from rankcollapse.book.runner import repo_root
 
 _SHORT = 80  # longest value echoed in a message
-
-
-def repo_root() -> Path:
-    """The book root (the folder with ``_toc.yml``), searched from the working directory, then the package."""
-    from rankcollapse.experiments.provenance import book_root
-
-    try:
-        return book_root()
-    except FileNotFoundError:
-        return book_root(Path(__file__).resolve().parent)
 
 
 def parse_value(text: str) -> object:

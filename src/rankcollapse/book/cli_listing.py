@@ -16,17 +16,9 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from rankcollapse.book.runner import repo_root
+
 _PROBES = {int: -(10**12), float: -1e300, str: "\x00", list: [object()]}  # out of every range of their type
-
-
-def _root() -> Path:
-    """The book root, from the working directory or else the package (as :func:`rankcollapse.book.cli.repo_root`)."""
-    from rankcollapse.experiments.provenance import book_root
-
-    try:
-        return book_root()
-    except FileNotFoundError:
-        return book_root(Path(__file__).resolve().parent)
 
 
 def _relative(path: Path) -> str:
@@ -74,7 +66,7 @@ def describe_page(page: str) -> str:
     from rankcollapse.book import runner
 
     entry = pages.page(page)
-    path = entry.path(_root())
+    path = entry.path(repo_root())
     defaults = runner.page_parameters(path)
     comments = runner.parameter_comments(path)
     lines = [f"{page}: {entry.title} ({entry.source})",
@@ -123,7 +115,7 @@ def results_table(page: str | None = None) -> list[dict[str, str]]:
     or ``damaged: <why>``."""
     from rankcollapse.experiments.store import DamagedResultError, ResultStore
 
-    with contextlib.chdir(_root()):
+    with contextlib.chdir(repo_root()):
         store = ResultStore()
     names = sorted(p.name for p in store.root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
         if store.root.is_dir() else []
@@ -163,8 +155,8 @@ def stored_parts(page: str, parameters: Mapping[str, object]) -> dict[str, objec
 
     if page not in pages.EXPERIMENT_PAGES:
         return {}
-    with contextlib.chdir(_root()):
-        full = {**runner.page_parameters(pages.page(page).path(_root())), **parameters}
+    with contextlib.chdir(repo_root()):
+        full = {**runner.page_parameters(pages.page(page).path(repo_root())), **parameters}
         store = ResultStore()
         return {part: store.load(run.page or page, experiments.stored_parameters(run.config), experiments.check_table)
                 for part, run in pages.configure(page, full).items()}

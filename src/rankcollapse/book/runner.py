@@ -16,6 +16,16 @@ import jupytext
 import papermill
 
 
+def repo_root() -> Path:
+    """The book root (the folder with ``_toc.yml``), searched from the working directory, then the package."""
+    from rankcollapse.experiments.provenance import book_root
+
+    try:
+        return book_root()
+    except FileNotFoundError:
+        return book_root(Path(__file__).resolve().parent)
+
+
 def execute_page(page: str | Path, parameters: dict, output: Path, timeout: int = 600) -> Path:
     """Execute a Jupytext MyST page with papermill, injecting ``parameters`` after its ``parameters`` cell.
 
