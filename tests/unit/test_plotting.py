@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 import torch
 from PIL import Image
@@ -208,3 +209,22 @@ def test_exactly_tracked_curves_below_the_floor_are_not_flagged():
         crosses.append(sum(len(c.get_offsets()) for c in scatters))
     assert crosses[0] >= 3 and crosses[1] == 0
     plt.close("all")
+
+
+def test_a_variant_has_one_colour_in_every_figure_and_no_two_variants_share_one():
+    """Pure attention was blue on Fig. 7, orange on Fig. 11.2 and pink on Fig. 11.1: colours by order of
+    appearance. Now every variant's colour comes from one table."""
+    from rankcollapse.core.norms import NORM_LABELS
+
+    variants = [label for label in plotting.VARIANT_COLOURS if not label.startswith("d_QK") and label != "own scaling"]
+    assert set(NORM_LABELS.values()) <= set(variants) and "full transformer" in variants
+    used = [plotting.VARIANT_COLOURS[v] for v in variants]
+    assert len(used) == len(set(used)), "two variants share a colour"
+    pure = NORM_LABELS["none"]
+    one = plotting.hue_colours(pd.DataFrame({"label": [pure, NORM_LABELS["unit"]]}), "label")
+    other = plotting.hue_colours(pd.DataFrame({"label": ["full transformer", NORM_LABELS["model"], pure]}), "label")
+    with_samples = plotting.hue_colours(pd.DataFrame({"label": [f"{NORM_LABELS['model']}, 32 samples",
+                                                                f"{pure}, 3000 samples"]}), "label")
+    assert one[pure] == other[pure] == with_samples[f"{pure}, 3000 samples"]
+    temperatures = plotting.hue_colours(pd.DataFrame({"label": ["d_QK = 1/64", "d_QK = 1", "d_QK = 64"]}), "label")
+    assert len(set(temperatures.values())) == 3
