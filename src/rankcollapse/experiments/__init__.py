@@ -4,4 +4,4 @@ torchrun ranks, the run plan), ``store`` (the verified results store) and ``prov
 atomic writes). Decides no verdict and knows no page beyond the name it stores a result under.
 """
 
-__all__ = ["config", "data", "provenance", "store", "sweep"]
+__all__ = ["config", "data", "provenance", "samples", "store", "sweep"]

@@ -1,0 +1,66 @@
+"""Per-sample values of a sweep: what a bootstrap over samples needs, beside the tidy table of sample statistics.
+
+The tidy table (:func:`rankcollapse.experiments.config.summarize`) keeps only statistics over samples (mean,
+median, quantiles). An effect size with an interval (a ratio of two configurations' late rates or last-layer
+values, bootstrapped over samples) needs each sample's own curve, so a sweep can also keep, for a few metrics,
+every sample's value at every layer: :class:`SampleValues`.
+
+One curve is one row of ``labels`` (the label columns of the tidy table: weights, variant, mask, window,
+temperature, norm, skip), and ``values[metric][curve]`` is that curve's [layer + 1, sample] array. Curves of a
+stack shallower than the deepest one (pretrained stacks keep ``min(n_layers, model depth)``) are padded with NaN
+after their last layer. Samples are in the order of the sweep, the same for every curve, so two curves of one
+result are *paired* (sample i of both saw the same X(0)).
+
+Used by: the results store (written beside a result, hashed like its table), the verdicts' effect sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+SAMPLE_METRICS = ("relative_mu", "mu", "norm")  # the metrics kept per sample (what the verdicts' effects read)
+CURVE_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip")
+
+
+@dataclass(frozen=True, eq=False)
+class SampleValues:
+    """Every sample's value of a few metrics, per curve and layer.
+
+    Shapes: ``labels`` has one row per curve (columns CURVE_COLUMNS); ``values[metric]`` is
+    [curve, layer + 1, sample] float32 or float64, NaN past a curve's last layer.
+    """
+
+    labels: pd.DataFrame
+    values: dict[str, np.ndarray]
+
+    def __post_init__(self) -> None:
+        if tuple(self.labels.columns) != CURVE_COLUMNS:
+            raise ValueError(f"labels must have the columns {', '.join(CURVE_COLUMNS)}; got {list(self.labels.columns)}")
+        for name, array in self.values.items():
+            if array.ndim != 3 or array.shape[0] != len(self.labels):
+                raise ValueError(f"values[{name!r}] must be [curve={len(self.labels)}, layer + 1, sample]; "
+                                 f"got {array.shape}")
+
+    @property
+    def n_samples(self) -> int:
+        return next(iter(self.values.values())).shape[-1]
+
+    def curve(self, metric: str, **labels) -> np.ndarray:
+        """The one curve matching ``labels`` (column=value; a missing window or temperature matches None),
+        cut after its last layer.  Shapes: -> [layer + 1, sample]."""
+        if metric not in self.values:
+            raise ValueError(f"metric must be one of {', '.join(self.values)}; got {metric!r}")
+        rows = np.ones(len(self.labels), dtype=bool)
+        for column, wanted in labels.items():
+            if column not in CURVE_COLUMNS:
+                raise ValueError(f"label {column!r} is not one of {', '.join(CURVE_COLUMNS)}")
+            col = self.labels[column]
+            rows &= col.isna().to_numpy() if wanted is None else (col == wanted).to_numpy()
+        if rows.sum() != 1:
+            raise ValueError(f"{int(rows.sum())} curves match {labels}; name one configuration")
+        array = self.values[metric][int(np.flatnonzero(rows)[0])]  # [layer + 1, sample]
+        depth = int((~np.isnan(array).all(axis=1)).sum())
+        return array[:depth]
