@@ -142,3 +142,9 @@ def test_a_figure_of_several_runs_lists_the_values_they_differ_in(tmp_path, pair
     combined = report.combined_parameters(runs)
     assert combined["masks"] == ["complete", "sliding_window"] and combined["window"] == [2, 4, 8]
     assert combined["n_samples"] == large.n_samples  # shared values stay as they are
+    random = _store(store, replace(large, masks=("random",), mask_options=(("density", 0.15), ("seed", 0))),
+                    page="mask_design")
+    dilated = _store(store, replace(large, masks=("dilated_window",), mask_options=(("dilation", 2),)),
+                     page="mask_design")
+    options = report.combined_parameters([*runs, random, dilated])["mask_options"]  # pairs: lists in JSON
+    assert options == ['["density", 0.15]', '["dilation", 2]', '["seed", 0]']

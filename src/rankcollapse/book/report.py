@@ -11,6 +11,8 @@ Used by: every computed page, book/reproduce.md (through the registry).
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -167,6 +169,8 @@ def combined_parameters(results: Iterable[StoredResult]) -> dict[str, object]:
             combined[name] = values[0]
         else:
             flat = [x for v in values for x in (v if isinstance(v, list) else [v]) if x is not None]
+            if any(isinstance(x, (list, dict)) for x in flat):  # e.g. mask_options' (keyword, value) pairs
+                flat = [json.dumps(x) for x in flat]
             combined[name] = sorted(set(map(str, flat)) if any(isinstance(x, str) for x in flat) else set(flat))
     return combined
 
