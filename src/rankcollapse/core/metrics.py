@@ -55,6 +55,11 @@ FLOOR_OF = {"mu": "floor", "relative_mu": "relative_floor", "sigma_min": "sigma_
 FLOOR_BAND = 10.0  # a value within this factor of its floor is rounding noise: flagged, never interpreted
 GRAM_RESOLUTION = 1e-4  # largest relative error (worst-case bound) allowed on a sigma taken from Gram eigenvalues
 DTYPES = {"float64": torch.float64, "float32": torch.float32}  # the dtype names of page parameters
+# One layer's change of mu, mu(X') = mu(X) * value_gain * attention_contraction * norm_factor, and the statistics
+# of its attention matrices (Theorem 1's epsilon, the sharpest row, the diagonal, |lambda_2|); the engine records
+# them when asked (engine.run_san(attention_stats=True)), see attention_statistics and mu_factor.
+ATTENTION_METRIC_NAMES = ("value_gain", "attention_contraction", "norm_factor", "attention_epsilon",
+                          "attention_max_weight", "attention_diagonal", "attention_lambda2")
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -294,6 +299,60 @@ def _norm_values(Xp: torch.Tensor, centred: torch.Tensor, dtype: torch.dtype) ->
     mu_value = torch.linalg.vector_norm(centred, dim=(-2, -1))
     return {"mu": mu_value, "relative_mu": mu_value / norm.clamp_min(torch.finfo(torch.float64).tiny),
             "norm": norm, "floor": rounding_floor(norm, dtype), "relative_floor": torch.full_like(norm, _eps(dtype))}
+
+
+def mu_factor(after: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+    """``after / before`` of two mu-like values, 1 where ``before`` is 0 (nothing left to change).
+
+    Shapes: [...] and [...] -> [...].
+
+    >>> mu_factor(torch.tensor([1.0, 0.0]), torch.tensor([4.0, 0.0])).tolist()
+    [0.25, 1.0]
+    """
+    after, before = after.to(torch.float64), before.to(torch.float64)
+    return torch.where(before > 0, after / torch.where(before > 0, before, 1.0), 1.0)
+
+
+def second_eigenvalue_modulus(A: torch.Tensor) -> torch.Tensor:
+    """``|lambda_2|``: the second-largest eigenvalue modulus of square matrices (of a row-stochastic A the
+    largest is 1, and ``|lambda_2|`` is the asymptotic contraction per application of A off the consensus).
+
+    Shapes: [..., token, token] -> [...].
+
+    >>> round(second_eigenvalue_modulus(torch.tensor([[1.0, 0.0], [0.5, 0.5]])).item(), 6)
+    0.5
+    """
+    with _one_cpu_thread(A.device):
+        moduli = torch.linalg.eigvals(A.to(torch.float64)).abs()  # [..., token]
+    return moduli.sort(dim=-1, descending=True).values[..., 1]
+
+
+def attention_statistics(A: torch.Tensor, allowed: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Statistics of one layer's attention matrices, per sample (every token counted, padding included):
+
+    * ``attention_epsilon``: the smallest weight on an allowed entry, over heads, queries and keys
+      (Theorem 1's epsilon; 0 when a weight underflowed);
+    * ``attention_max_weight``: the largest weight of each row, averaged over heads and queries;
+    * ``attention_diagonal``: the weight of each token on itself, averaged over heads and queries;
+    * ``attention_lambda2``: ``|lambda_2|`` (:func:`second_eigenvalue_modulus`) of the sample's head-mean
+      attention matrix ``mean_h A_h``.
+
+    ``allowed`` (broadcast against A) marks the entries the mask and any model window allow; None: all.
+    Shapes: A [..., head, token, token] (rows sum to 1), allowed [token, token] or [..., head, token, token]
+    bool -> each [...].
+
+    >>> {k: round(v.item(), 4) for k, v in attention_statistics(torch.tensor([[[1.0, 0.0], [0.5, 0.5]]]),
+    ...  torch.tensor([[True, False], [True, True]])).items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'attention_epsilon': 0.5, 'attention_max_weight': 0.75, 'attention_diagonal': 0.75, 'attention_lambda2': 0.5}
+    """
+    A = A.to(torch.float64)
+    if A.ndim < 3 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"A must have shape [..., head, token, token], got shape {tuple(A.shape)}")
+    used = A if allowed is None else torch.where(allowed, A, torch.inf)  # [..., head, token, token]
+    return {"attention_epsilon": used.amin((-3, -2, -1)),
+            "attention_max_weight": A.amax(-1).mean((-2, -1)),
+            "attention_diagonal": A.diagonal(dim1=-2, dim2=-1).mean((-2, -1)),
+            "attention_lambda2": second_eigenvalue_modulus(A.mean(-3))}
 
 
 def below_floor(values: torch.Tensor | float, floors: torch.Tensor | float, band: float = FLOOR_BAND) -> torch.Tensor:

@@ -9,8 +9,9 @@ temperature is ``None`` (:func:`logit_scale`), and ``bias_h`` = -inf where the m
 window) forbids, plus the layer's score bias (:func:`attention_bias`). Q, K, V of every head come from one
 matrix product (:class:`JointWeights`, Q, K, V side by side), QK-norm and RoPE act on Q and K, and the
 masked softmax and the product with V run fused in ``scaled_dot_product_attention``. :func:`attend` is the
-sublayer; :func:`attend_split` the same on split states (for :mod:`rankcollapse.engine.exact`). Skip and
-norm come on top, in :mod:`rankcollapse.engine.run`.
+sublayer; :func:`attend_split` the same on split states (for :mod:`rankcollapse.engine.exact`);
+:func:`attend_explicit` forms the attention matrices instead of fusing them, for the decomposition of mu
+(``run_san(attention_stats=True)``). Skip and norm come on top, in :mod:`rankcollapse.engine.run`.
 """
 
 from __future__ import annotations
@@ -130,6 +131,17 @@ def _query_key(q: torch.Tensor, k: torch.Tensor, layer: AttentionLayer) -> tuple
     return q, k
 
 
+def _grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values repeated for grouped-query attention: kv head h // group serves query head h.
+
+    Shapes: q [sample, head, token, d_head]; k, v [sample, kv_head, token, e] -> k, v [sample, head, token, e].
+    """
+    if k.shape[1] == q.shape[1]:
+        return k, v
+    group = q.shape[1] // k.shape[1]
+    return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+
+
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float,
                ) -> torch.Tensor:
     """Masked softmax and the product with the values, fused (``scaled_dot_product_attention``).
@@ -137,10 +149,32 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Te
     Shapes: q [sample, head, token, d_head]; k [sample, kv_head, token, d_head]; v [sample, kv_head, token, e]
     -> [sample, head, token, e].
     """
-    if k.shape[1] != q.shape[1]:  # grouped-query attention: kv head h // group serves query head h
-        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # [sample, head, token, d_head]
-        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)  # [sample, head, token, e]
+    k, v = _grouped(q, k, v)
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+
+
+def _explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
+                        scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same as :func:`_attention` with the attention matrices formed: A = softmax(q k^T scale + bias).
+
+    Shapes: as :func:`_attention` -> (ctx [sample, head, token, e], A [sample, head, token, token]).
+    """
+    k, v = _grouped(q, k, v)
+    logits = q @ k.mT * scale  # [sample, head, token, token]
+    A = torch.softmax(logits if bias is None else logits + bias, dim=-1)
+    return A @ v, A
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionParts:
+    """What a layer's decomposition of mu needs beyond its output (:func:`attend_explicit`).
+
+    Shapes: identity [sample, token, d_model] (the sublayer with every A_h replaced by the identity: the
+    value-mapped tokens sum_h X W_V^h W_O^h, plus constant bias rows); weights A [sample, head, token, token].
+    """
+
+    identity: torch.Tensor
+    weights: torch.Tensor
 
 
 def _output(ctx: torch.Tensor, layer: AttentionLayer, weights: JointWeights, with_bias: bool) -> torch.Tensor:
@@ -172,16 +206,34 @@ def attend(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, sc
     return _output(_attention(q, k, v, bias, scale), layer, weights, with_bias=True)
 
 
+def attend_explicit(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, scale: float, *,
+                    weights: JointWeights | None = None, qkv: torch.Tensor | None = None,
+                    ) -> tuple[torch.Tensor, AttentionParts]:
+    """:func:`attend` with the attention matrices formed (not fused), and the sublayer's output with A = I.
+
+    Arguments as in :func:`attend`.  Shapes: -> ([sample, token, d_model], :class:`AttentionParts`).
+    """
+    weights = joint_weights(layer) if weights is None else weights
+    q, k, v = _heads(X, layer, weights, qkv)
+    ctx, A = _explicit_attention(q, k, v, bias, scale)
+    identity = _output(_grouped(q, k, v)[1], layer, weights, with_bias=True)  # [sample, token, d_model]
+    return _output(ctx, layer, weights, with_bias=True), AttentionParts(identity, A)
+
+
 def attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: AttentionLayer,
                   bias: torch.Tensor | None, scale: float, *, weights: JointWeights | None = None,
-                  qkv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  qkv: torch.Tensor | None = None, explicit: bool = False,
+                  ) -> tuple[torch.Tensor, torch.Tensor, AttentionParts | None]:
     """The attention sublayer of X = 1 gamma^T + s R (R centred) in split form: A from X, values from R.
 
     Since A1 = 1, Attn(X) = 1 y^T + s (sum_h A_h R W_V^h W_O^h) with y = Attn(1 gamma^T)'s row (the mean
-    token's values through W_O, with every bias). Returns y and ``out = sum_h A_h R W_V^h W_O^h``; the
-    caller forms gamma' = y + s mean(out) and R' = out - mean(out). ``qkv`` (X's full projection) may be
-    given for the first layer. Arguments as in :func:`attend`.
-    Shapes: X, R [sample, token, d_model]; gamma [sample, d_model] -> ([sample, d_model], [sample, token, d_model]).
+    token's values through W_O, with every bias). Returns y, ``out = sum_h A_h R W_V^h W_O^h`` and, when
+    ``explicit``, the parts of the decomposition of mu (:class:`AttentionParts`, identity = sum_h R W_V^h
+    W_O^h, of R: meaningful far below the floor), else None; the caller forms gamma' = y + s mean(out) and
+    R' = out - mean(out). ``qkv`` (X's full projection) may be given for the first layer. Arguments as in
+    :func:`attend`.
+    Shapes: X, R [sample, token, d_model]; gamma [sample, d_model] -> ([sample, d_model],
+    [sample, token, d_model], AttentionParts or None).
     """
     weights = joint_weights(layer) if weights is None else weights
     n_samples, n_tokens, d_model = R.shape
@@ -194,10 +246,16 @@ def attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: A
     else:
         q, k, _ = _heads(X, layer, weights, qkv)
     v = (R.reshape(-1, d_model) @ weights.W_V).view(n_samples, n_tokens, n_kv, d_head).transpose(1, 2)  # [s, kv, t, e]
-    out = _output(_attention(q, k, v, bias, scale), layer, weights, with_bias=False)  # [sample, token, d_model]
+    parts = None
+    if explicit:
+        ctx, A = _explicit_attention(q, k, v, bias, scale)
+        parts = AttentionParts(_output(_grouped(q, k, v)[1], layer, weights, with_bias=False), A)
+    else:
+        ctx = _attention(q, k, v, bias, scale)
+    out = _output(ctx, layer, weights, with_bias=False)  # [sample, token, d_model]
     mean_v = gamma @ weights.W_V if weights.b_V is None else torch.addmm(weights.b_V, gamma, weights.W_V)
     mean_v = mean_v.view(n_samples, n_kv, 1, d_head)  # [sample, kv_head, 1, d_head]
     if n_kv != n_heads:
         mean_v = mean_v.repeat_interleave(n_heads // n_kv, dim=1)  # [sample, head, 1, d_head]
     y = _output(mean_v, layer, weights, with_bias=True)[:, 0]  # [sample, d_model]
-    return y, out
+    return y, out, parts

@@ -11,19 +11,38 @@ in split form, X = 1 gamma^T + s R with R centred at unit norm and log s accumul
 R alone (the mean token's row is one extra row), so tracking costs about what the direct layer costs, and
 mu(X) = s is measured far below the dtype floor eps ||X|| where X itself only holds rounding noise. The
 metrics ``mu`` and ``relative_mu`` (= exact mu / ||X||) then come from R (:func:`exact_values`); the
-other metrics from X. The metric ``exact`` (EXACT_METRIC) is 1.0 for the configurations tracked this way
+other metrics from X. Asked for the decomposition of mu (``run_san(attention_stats=True)``), a layer's
+value gain and attention contraction come from R too (:class:`StepParts`), so they stay meaningful below the
+floor. The metric ``exact`` (EXACT_METRIC) is 1.0 for the configurations tracked this way
 (their floor is no limit), 0.0 for the others. mu below float64's smallest number (~1e-308) reads 0.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from rankcollapse.core import metrics as rc_metrics
-from rankcollapse.engine.attention import attend_split, JointWeights
+from rankcollapse.engine.attention import attend_split, AttentionParts, JointWeights
 from rankcollapse.engine.layers import AttentionLayer
 
 EXACT_METRIC = "exact"  # the metric flagging configurations whose mu is tracked exactly (1.0) or not (0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class StepParts:
+    """One attention sublayer's input, output and parts, for the decomposition of its change of mu
+    (``engine.run._decomposition``): the attention input (X, or its tracked centred part R), the attention
+    output (of R: ``sum_h A_h R W_V^h W_O^h``; centring removes the constant rows either way) and
+    :class:`rankcollapse.engine.attention.AttentionParts`.
+
+    Shapes: attended_in, attended_out [sample, token, d_model].
+    """
+
+    attended_in: torch.Tensor
+    attended_out: torch.Tensor
+    parts: AttentionParts
 
 
 def split_state(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -39,21 +58,22 @@ def split_state(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 def split_step(X: torch.Tensor, split: tuple[torch.Tensor, torch.Tensor, torch.Tensor], layer: AttentionLayer,
                 bias: torch.Tensor | None, scale: float, *, weights: JointWeights | None = None,
-                qkv: torch.Tensor | None = None,
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+                qkv: torch.Tensor | None = None, explicit: bool = False,
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor], StepParts | None]:
     """One pure-attention layer in split form (:func:`rankcollapse.engine.attention.attend_split`): the new X,
-    formed in its dtype, and its (gamma, R, log s).
+    formed in its dtype, its (gamma, R, log s) and, when ``explicit``, the layer's :class:`StepParts`.
 
     Shapes: X [sample, token, d_model]; split as from :func:`split_state` -> same.
     """
     gamma, R, log_scale = split
-    y, out = attend_split(X, gamma, R, layer, bias, scale, weights=weights, qkv=qkv)
+    y, out, parts = attend_split(X, gamma, R, layer, bias, scale, weights=weights, qkv=qkv, explicit=explicit)
+    step = None if parts is None else StepParts(R, out, parts)
     mean_out = out.mean(-2)  # [sample, d_model]
     R, log_norm = _unit_centred(out - mean_out[:, None])  # [sample, token, d_model], [sample]
     gamma = y + torch.exp(log_scale).to(X.dtype)[:, None] * mean_out  # [sample, d_model]; s underflows to 0
     log_scale = log_scale + log_norm  # [sample]
     X = gamma[:, None] + torch.exp(log_scale).to(X.dtype)[:, None, None] * R  # [sample, token, d_model]
-    return X, (gamma, R, log_scale)
+    return X, (gamma, R, log_scale), step
 
 
 def _unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

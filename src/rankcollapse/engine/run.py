@@ -30,8 +30,9 @@ from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.core.checks import check_temperature
 from rankcollapse.core.norms import apply_norm, apply_trained_norm, check_norm
 from rankcollapse.engine.attention import (joint_weights, JointWeights, logit_scale, project_qkv, attend,
-                                          attention_bias)
-from rankcollapse.engine.exact import EXACT_METRIC, exact_values, resolves_centred, split_state, split_step
+                                          attend_explicit, attention_bias)
+from rankcollapse.engine.exact import (EXACT_METRIC, exact_values, resolves_centred, split_state, split_step,
+                                       StepParts)
 from rankcollapse.engine.layers import AttentionLayer
 
 
@@ -80,21 +81,50 @@ def _check_model_norms(layers: list[AttentionLayer], norms: set[str] | tuple[str
 
 def _layer_step(X: torch.Tensor, layer: AttentionLayer, norm: str, skip: bool, bias: torch.Tensor | None,
                 scale: float, *, weights: JointWeights | None = None, qkv: torch.Tensor | None = None,
-                ) -> torch.Tensor:
+                explicit: bool = False) -> tuple[torch.Tensor, StepParts | None]:
     """One layer of one configuration: attention, skip, norm (placements in the module docstrings of
-    :mod:`rankcollapse.engine.run` and :mod:`rankcollapse.engine.layers`).
+    :mod:`rankcollapse.engine.run` and :mod:`rankcollapse.engine.layers`); with ``explicit``, the attention
+    matrices are formed and the layer's :class:`rankcollapse.engine.exact.StepParts` returned (else None).
 
     ``qkv`` (X's projection, when known) is not used where a pre-norm layer's own norm changes the
     attention input. Other arguments as in :func:`rankcollapse.engine.attention.attend`.
-    Shapes: X [sample, token, d_model] -> same.
+    Shapes: X [sample, token, d_model] -> (same, StepParts or None).
     """
-    if norm == "model" and layer.norm_position == "pre":
-        Y = attend(apply_trained_norm(X, layer.norm), layer, bias, scale, weights=weights)
-        Y = Y if layer.output_norm is None else apply_trained_norm(Y, layer.output_norm)
-        return Y + X if skip else Y
-    Y = attend(X, layer, bias, scale, weights=weights, qkv=qkv)
-    Y = Y + X if skip else Y
-    return apply_trained_norm(Y, layer.norm) if norm == "model" else apply_norm(Y, norm)
+    pre = norm == "model" and layer.norm_position == "pre"
+    X_in, qkv = (apply_trained_norm(X, layer.norm), None) if pre else (X, qkv)
+    if explicit:
+        attended, parts = attend_explicit(X_in, layer, bias, scale, weights=weights, qkv=qkv)
+    else:
+        attended, parts = attend(X_in, layer, bias, scale, weights=weights, qkv=qkv), None
+    step = None if parts is None else StepParts(X_in, attended, parts)
+    if pre:
+        Y = attended if layer.output_norm is None else apply_trained_norm(attended, layer.output_norm)
+        return (Y + X if skip else Y), step
+    Y = attended + X if skip else attended
+    return (apply_trained_norm(Y, layer.norm) if norm == "model" else apply_norm(Y, norm)), step
+
+
+def _decomposition(step: StepParts, bias: torch.Tensor | None, token_mask: torch.Tensor | None,
+                   mu_before: torch.Tensor, mu_after: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One layer's ATTENTION_METRIC_NAMES (:data:`rankcollapse.core.metrics.ATTENTION_METRIC_NAMES`).
+
+    With P the centring over the valid tokens (mu's), Y = sum_h X W_V^h W_O^h the value-mapped attention
+    input (the sublayer with every A_h = I) and Attn(X) = sum_h A_h Y_h: value_gain = ||P Y|| / ||P X||,
+    attention_contraction = ||P Attn(X)|| / ||P Y|| (bias rows are constant and P removes them, as A1 = 1),
+    norm_factor = mu(X') / (mu(X) value_gain attention_contraction): the rest of the layer (the norm, and
+    the skip where there is one; 1 up to rounding for pure attention). The three multiply to mu(X') / mu(X)
+    exactly. ``mu_before``, ``mu_after`` are the run's own mu (exact where tracked).
+    Shapes: bias as from :func:`rankcollapse.engine.attention.attention_bias`; token_mask [sample, token];
+    mu_before, mu_after [sample] -> each [sample].
+    """
+    into = rc_metrics.mu(step.attended_in, token_mask)  # [sample]
+    mapped = rc_metrics.mu(step.parts.identity, token_mask)
+    gain = rc_metrics.mu_factor(mapped, into)
+    contraction = rc_metrics.mu_factor(rc_metrics.mu(step.attended_out, token_mask), mapped)
+    rest = rc_metrics.mu_factor(mu_after, mu_before * gain * contraction)
+    allowed = None if bias is None else torch.isfinite(bias)
+    return {"value_gain": gain, "attention_contraction": contraction, "norm_factor": rest,
+            **rc_metrics.attention_statistics(step.parts.weights, allowed)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,7 +209,8 @@ def samples_per_chunk(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype, 
 def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANConfig, ...] | list[SANConfig], *,
             token_mask: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
             device: str | torch.device = "cpu", memory_budget: int = 2**30,
-            use_model_windows: bool = True, metric_names: tuple[str, ...] | None = None) -> SANResult:
+            use_model_windows: bool = True, metric_names: tuple[str, ...] | None = None,
+            attention_stats: bool = False) -> SANResult:
     """Run every configuration on every sample through ``layers``; keep only the metrics after each layer.
 
     Samples go in chunks (:func:`samples_per_chunk`); each chunk runs configuration after configuration
@@ -190,6 +221,10 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
     ``use_model_windows=False`` drops extracted layers' own sliding windows. ``metric_names`` keeps a subset
     of METRIC_NAMES (default: all; see :func:`_layer_metrics`); the metric EXACT_METRIC is always added
     (1.0 where mu and relative_mu are tracked exactly, see :mod:`rankcollapse.engine.exact`).
+    ``attention_stats`` forms every attention matrix (not fused; slower) and adds the metrics of
+    :data:`rankcollapse.core.metrics.ATTENTION_METRIC_NAMES`: each layer's change of mu split into the value
+    maps' gain, attention's contraction and the rest (:func:`_decomposition`; from the tracked R where mu is
+    tracked exactly) and its attention statistics; layer 0 reads as the identity layer (every one 1.0).
     Deterministic: no randomness.
     Shapes: x0 [sample, token, d_model]; token_mask [sample, token] -> metrics [layer + 1, config, sample].
     """
@@ -224,17 +259,24 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
             exact = tracked and config.tracks_exactly and resolves_centred(biases[c], layers)
             flag = torch.full((stop - start,), float(exact), dtype=torch.float64, device=dev)  # [sample]
             flagged = lambda values: {**values, EXACT_METRIC: flag}  # noqa: E731
-            per_layer = [flagged(at_zero)]
+            before = x  # the states measured last, for mu when metric_names leaves it out
+            per_layer = [flagged(at_zero) | ({k: torch.ones_like(flag) for k in rc_metrics.ATTENTION_METRIC_NAMES}
+                                             if attention_stats else {})]  # layer 0 reads as the identity layer
             X = x
             split = split_state(x) if exact else None  # (gamma, R, log s)
             for t, layer in enumerate(layers):
-                step = dict(weights=weights[id(layer)], qkv=first_qkv if t == 0 else None)
+                kw = dict(weights=weights[id(layer)], qkv=first_qkv if t == 0 else None, explicit=attention_stats)
                 if split is not None:
-                    X, split = split_step(X, split, layer, biases[c][t], scales[c][t], **step)
-                    per_layer.append(flagged(exact_values(measure(X), X, split[1], split[2], tm)))
+                    X, split, parts = split_step(X, split, layer, biases[c][t], scales[c][t], **kw)
+                    values = exact_values(measure(X), X, split[1], split[2], tm)
                 else:
-                    X = _layer_step(X, layer, config.norm, config.skip, biases[c][t], scales[c][t], **step)
-                    per_layer.append(flagged(measure(X)))
+                    X, parts = _layer_step(X, layer, config.norm, config.skip, biases[c][t], scales[c][t], **kw)
+                    values = measure(X)
+                if parts is not None:
+                    mu_of = lambda v, states: v["mu"] if "mu" in v else rc_metrics.mu(states, tm)  # noqa: E731
+                    values |= _decomposition(parts, biases[c][t], tm, mu_of(per_layer[-1], before), mu_of(values, X))
+                per_layer.append(flagged(values))
+                before = X
             for k in per_layer[0]:
                 if k not in metrics:
                     metrics[k] = torch.empty(len(layers) + 1, len(configs), n_samples, dtype=per_layer[0][k].dtype)
@@ -253,4 +295,4 @@ def attention_sublayer(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tenso
     _check_model_norms([layer], (norm,))
     layer = layer.to(X.dtype, X.device)
     return _layer_step(X, layer, norm, skip, attention_bias(layer, mask.to(X.device), X.dtype),
-                       logit_scale(layer, temperature))
+                       logit_scale(layer, temperature))[0]

@@ -44,7 +44,8 @@ from rankcollapse.core.norms import NORM_NAMES
 WEIGHT_SOURCES = ("initialized", "pretrained")  # where the attention weights come from
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
-                 "sigma_min", "sigma_min_floor", "mean_abs_cosine")  # "exact": 1 where mu is tracked below the floor
+                 "sigma_min", "sigma_min_floor", "mean_abs_cosine",  # "exact": 1 where mu is tracked below the floor
+                 *rc_metrics.ATTENTION_METRIC_NAMES)  # only in sweeps with attention_stats
 MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
 MAX_TOKENS = 8192  # longest sequence of a sweep (a model's own limit is checked by experiment_config)
 
@@ -72,6 +73,7 @@ class ExperimentConfig:
     geometry: bool = False  # also rank, sigma_min and mean |cos| (one SVD per layer); else mu, norm, floor only
     mask_options: tuple[tuple[str, object], ...] = ()  # (keyword, value) pairs of MASK_OPTIONS for every mask
     model_windows: bool = True  # pretrained layers keep the model's own sliding windows (False: drop them)
+    attention_stats: bool = False  # also each layer's decomposition of mu and attention statistics (engine.run_san)
 
     def __post_init__(self) -> None:
         check_choices("weights", self.weights, WEIGHT_SOURCES)
@@ -79,6 +81,7 @@ class ExperimentConfig:
         check_choices("norms", self.norms, NORM_NAMES)
         check_choices("skips", self.skips, (False, True))
         check_choice("model_windows", self.model_windows, (False, True))
+        check_choice("attention_stats", self.attention_stats, (False, True))
         if not isinstance(self.temperatures, tuple) or not self.temperatures:
             raise ValueError(f"temperatures must be a non-empty tuple of numbers > 0 or None, got {self.temperatures!r}")
         for t in self.temperatures:
@@ -341,9 +344,12 @@ class Run:
 
 
 def stored_parameters(config: ExperimentConfig) -> dict:
-    """The parameters a sweep is stored under: every field, ``mask_options`` only when set and
-    ``model_windows`` only when False (so results stored before those fields existed keep their keys)."""
+    """The parameters a sweep is stored under: every field, ``mask_options`` only when set,
+    ``model_windows`` only when False and ``attention_stats`` only when True (so results stored before those
+    fields existed keep their keys)."""
     parameters = asdict(config)
+    if not config.attention_stats:
+        del parameters["attention_stats"]
     if not config.mask_options:
         del parameters["mask_options"]
     if config.model_windows:

@@ -167,7 +167,8 @@ class _Work:
             return metrics
         result = run_san(self.x0(unit.start, unit.stop), self.layers(unit.weights), self.configs,
                          dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
-                         memory_budget=memory_budget, use_model_windows=c.model_windows)
+                         memory_budget=memory_budget, use_model_windows=c.model_windows,
+                         attention_stats=c.attention_stats)
         check_finite(result.metrics, experiments.config_labels(self.configs, unit.weights), c.dtype)
         return result.metrics
 

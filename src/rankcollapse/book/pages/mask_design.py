@@ -25,7 +25,7 @@ import torch
 
 from rankcollapse.book.pages._common import computing
 from rankcollapse.core import masks as rc_masks
-from rankcollapse.core.metrics import FLOOR_BAND
+from rankcollapse.core.metrics import FLOOR_BAND, second_eigenvalue_modulus
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
@@ -93,9 +93,8 @@ def uniform_second_eigenvalue(mask: torch.Tensor) -> float:
     0.5
     """
     a = mask.to(torch.float64)
-    a = a / a.sum(-1, keepdim=True)  # [token, token], rows sum to 1
-    moduli = torch.linalg.eigvals(a).abs().sort(descending=True).values  # [token]
-    return 0.0 if moduli[1] < 1e-12 else float(moduli[1])  # rounding residue of a rank-one matrix is 0
+    second = float(second_eigenvalue_modulus(a / a.sum(-1, keepdim=True)))  # rows of A sum to 1
+    return 0.0 if second < 1e-12 else second  # rounding residue of a rank-one matrix is 0
 
 
 def decay_rate(table: pd.DataFrame, weights: str) -> float:
