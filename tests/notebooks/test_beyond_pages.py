@@ -24,6 +24,10 @@ def test_mask_design(repo_root, tmp_path, figure_dir):
     assert glued["mask_design_unconnected"] == "dilated ±2, dilation 2, random 15 %"
     assert glued["mask_design_causal_radius_max"] == 15  # causal window 1 at N = 16
     assert {p.suffix for p in figure_dir.glob("fig-mask-design-rates.*")} == {".png", ".svg", ".pdf", ".json"}
+    assert glued["mask_design_decomp_init_n"] == 3 and glued["mask_design_decomp_pre_wide_n"] == 2
+    assert 0 < glued["mask_design_decomp_init_gain_min"] <= glued["mask_design_decomp_init_gain_max"]
+    assert "Attention drives the decay of μ (initialized weights)" in glued["mask_design_decomp_claims"]
+    assert {p.suffix for p in figure_dir.glob("fig-mask-design-decomposition.*")} == {".png", ".svg", ".pdf", ".json"}
 
 
 def test_large_models(repo_root, tmp_path):

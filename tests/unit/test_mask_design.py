@@ -13,6 +13,7 @@ from rankcollapse.book.pages import mask_design
 from rankcollapse.core import masks
 from rankcollapse.book import registry as pages
 from rankcollapse.book.plotting import beyond as plotting_beyond
+from rankcollapse.book.plotting import decomposition as plotting_decomposition
 
 pytestmark = pytest.mark.models  # configure reads the packaged MiniLM's config
 
@@ -152,3 +153,58 @@ def test_without_windows_of_equal_radius_there_is_nothing_to_pair():
     found = mask_design.numbers(table)
     assert found["n_pairs"] == 0
     assert found["uni_vs_bi"] == "has no bidirectional window of the same radius at this sequence length"
+
+
+def _decomposition_frame(factors: dict, read_from: int = 1) -> pd.DataFrame:
+    """A decomposition frame (mask_design.decomposition's columns): per (mask, weights) the value gain and
+    attention contraction of every layer 1..4; layers before ``read_from`` are marked as not read."""
+    rows = []
+    for (mask, weights), (gain, contraction) in factors.items():
+        for layer in range(1, 5):
+            for metric, value in (("value_gain", gain), ("attention_contraction", contraction)):
+                rows.append({"mask": mask, "weights": weights, "metric": metric, "layer": layer, "median": value,
+                             "q10": value / 2, "q90": value * 2, "read": layer >= read_from})
+    return pd.DataFrame(rows)
+
+
+def test_attention_drives_the_decay_only_where_its_log_share_is_the_larger():
+    frame = _decomposition_frame({("window ±1", "initialized"): (1 / 3, 0.9),  # the value maps drive it
+                                  ("causal", "initialized"): (1.2, 0.5),  # attention drives it, against a gain > 1
+                                  ("window ±1", "pretrained"): (1.5, 0.8),  # no decay at all: gain x contraction > 1
+                                  ("causal", "pretrained"): (0.5, 0.4)})
+    shares = mask_design.decay_shares(frame).set_index(["mask", "weights"])
+    assert shares["attention_drives"].to_dict() == {("window ±1", "initialized"): False, ("causal", "initialized"): True,
+                                                    ("window ±1", "pretrained"): False, ("causal", "pretrained"): True}
+    assert shares.loc[("window ±1", "initialized"), "gain"] == pytest.approx(1 / 3)
+    verdicts = [c.verdict for c in mask_design.decomposition_claims(mask_design.decay_shares(frame))]
+    assert verdicts == ["holds partly", "holds partly"]
+    words = mask_design.decay_driver(mask_design.decay_shares(frame), "initialized")
+    assert words["driver"] == "the value maps' gain" and words["n"] == 1  # window ±1 is the only local mask here
+
+
+def test_layers_on_the_floor_are_left_out_of_the_shares():
+    frame = _decomposition_frame({("complete", "initialized"): (0.3, 1e-9)}, read_from=3)
+    frame.loc[frame["layer"] < 3, "median"] = 1e3  # noise on the floor would decide everything if read
+    assert mask_design.decay_shares(frame)["layers"].tolist() == [2]
+    assert mask_design.decay_shares(frame)["contraction"].iloc[0] == pytest.approx(1e-9)
+
+
+def test_decomposition_runs_record_attention_stats_under_keys_of_their_own():
+    parameters = {"n_tokens": 32, "n_samples": 2}
+    zoo, decomposed = pages.configure("mask_design", parameters), mask_design.decomposition_runs(parameters)
+    assert len(decomposed) == len(mask_design.DECOMPOSED)
+    for part, run in decomposed.items():
+        original = zoo[part.removeprefix(mask_design.DECOMPOSITION_PREFIX)].config
+        assert run.config.attention_stats and not original.attention_stats
+        stored = experiments.stored_parameters(run.config)
+        assert stored.pop("attention_stats") is True and stored == experiments.stored_parameters(original)
+    assert "attention_stats" not in experiments.stored_parameters(zoo["complete"].config)
+
+
+def test_decomposition_figure_names_the_masks_below_its_axis():
+    frame = _decomposition_frame({("complete", "initialized"): (0.3, 1e-6), ("causal", "initialized"): (0.3, 0.6)})
+    fig = plotting_decomposition.decomposition_figure(frame)
+    texts = [t.get_text() for t in fig.axes[1].texts]
+    assert texts == ["below the axis: complete (to 1e-06)"] and not fig.axes[0].texts
+    sizes = [t.get_fontsize() for t in fig.findobj(lambda o: hasattr(o, "get_fontsize") and o.get_text())]
+    assert fig.get_figwidth() <= 7.0 and min(sizes) * 672 / (fig.get_figwidth() * 96) >= 9

@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 
 METRIC_NAMES = ("mu", "relative_mu", "dong_ratio", "norm", "numerical_rank", "sigma_min", "mean_abs_cosine", "floor",
@@ -316,14 +317,22 @@ def mu_factor(after: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
 def second_eigenvalue_modulus(A: torch.Tensor) -> torch.Tensor:
     """``|lambda_2|``: the second-largest eigenvalue modulus of square matrices (of a row-stochastic A the
     largest is 1, and ``|lambda_2|`` is the asymptotic contraction per application of A off the consensus).
+    A batch on which torch's ``eigvals`` fails to converge (it can on the nearly rank-one A of collapsed
+    tokens) goes to NumPy's. Not computed through the deflated ``P A``: that breaks the triangular form of
+    causal attention, whose repeated eigenvalues (a uniform causal window's 1/2, fifteen times at N = 16)
+    rounding would then spread by eps^(1/15).
 
     Shapes: [..., token, token] -> [...].
 
     >>> round(second_eigenvalue_modulus(torch.tensor([[1.0, 0.0], [0.5, 0.5]])).item(), 6)
     0.5
     """
-    with _one_cpu_thread(A.device):
-        moduli = torch.linalg.eigvals(A.to(torch.float64)).abs()  # [..., token]
+    A = A.to(torch.float64)
+    try:
+        with _one_cpu_thread(A.device):
+            moduli = torch.linalg.eigvals(A).abs()  # [..., token]
+    except torch.linalg.LinAlgError:
+        moduli = torch.from_numpy(abs(np.linalg.eigvals(A.cpu().numpy()))).to(A.device)
     return moduli.sort(dim=-1, descending=True).values[..., 1]
 
 

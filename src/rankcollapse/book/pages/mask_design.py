@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 import torch
 
 from rankcollapse.book.pages._common import computing
 from rankcollapse.core import masks as rc_masks
-from rankcollapse.core.metrics import FLOOR_BAND, second_eigenvalue_modulus
+from rankcollapse.core.metrics import ATTENTION_METRIC_NAMES, FLOOR_BAND, second_eigenvalue_modulus
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
 from rankcollapse.verdicts.rules import COLLAPSE_RATE
 
 
@@ -65,6 +67,10 @@ ZOO = (
     ZooMask("random 15 %", "random", None, (("density", 0.15), ("seed", 0))),
 )
 FIXED = {"masks": tuple(z.part for z in ZOO), "norms": ("none",)}  # the zoo, pure attention
+# The masks whose runs also record each layer's decomposition of mu and its attention statistics
+# (ExperimentConfig.attention_stats): a separate part each, so the zoo's stored results keep their keys.
+DECOMPOSED = ("complete", "causal", "window ±1", "window ±8", "causal window 4")
+DECOMPOSITION_PREFIX = "decomposition-"  # part name of a decomposed mask: the prefix and its zoo part
 MIN_TOKENS = max(z.window or 1 for z in ZOO) + 1  # the widest zoo window must fit in the sequence
 
 
@@ -81,6 +87,23 @@ def configure(parameters: dict) -> dict[str, Run]:
     return {z.part: Run(experiments.experiment_config(own, masks=(z.mask,), window=z.window or 1,
                                                       mask_options=z.options, norms=("none",)))
             for z in ZOO}
+
+
+def decomposition_runs(parameters: dict) -> dict[str, Run]:
+    """The DECOMPOSED masks' sweeps that also record each layer's decomposition of mu and its attention
+    statistics (``decomposition-<part>``), at the page's parameters: a group of their own, outside
+    :func:`configure`, so the zoo's stored results keep their keys and the page shows the zoo at its largest
+    stored scale whatever scale the slower decomposition runs are stored at (the page states both)."""
+    zoo = configure(parameters)
+    return {DECOMPOSITION_PREFIX + z.part: Run(replace(zoo[z.part].config, attention_stats=True))
+            for z in ZOO if z.label in DECOMPOSED}
+
+
+def decomposition_results(parameters: dict) -> dict[str, StoredResult]:
+    """:func:`decomposition_runs`' results, stored under this page: loaded, or computed and stored."""
+    from rankcollapse.experiments.sweep import run_experiment
+
+    return {part: run_experiment("mask_design", run.config) for part, run in decomposition_runs(parameters).items()}
 
 
 def uniform_second_eigenvalue(mask: torch.Tensor) -> float:
@@ -230,3 +253,121 @@ def collapse_sentence(found: dict, found_pre: dict) -> str:
     pretrained weights (Markdown)."""
     return (f"Measured here, with initialized weights {found['collapse_words']}; "
             f"with pretrained weights {found_pre['collapse_words']}.")
+
+
+# ---------------------------------------------------------------- what drives the decay: value maps or attention
+
+FACTORS = ("value_gain", "attention_contraction")  # the two factors of a pure-attention layer's mu'/mu
+
+
+def decomposition(results: Mapping[str, StoredResult]) -> pd.DataFrame:
+    """One row per decomposed mask x weight source x metric x layer >= 1 of the decomposition parts: the
+    median and the 10-90 % band over samples, and whether the layer is *read*: its input's mu is tracked
+    exactly or lies above FLOOR_BAND x its rounding floor (medians), so the factors are not rounding noise.
+
+    Shapes: ``results`` part -> result, as :func:`configure` names them -> columns ``mask, weights, metric,
+    layer, median, q10, q90, read``.
+    """
+    frames = []
+    for z in (z for z in ZOO if z.label in DECOMPOSED):
+        table = results[DECOMPOSITION_PREFIX + z.part].table
+        table = table[table["variant"] == "SAN"]
+        for weights, rows in table.groupby("weights", sort=False):
+            at = {m: rows[rows["metric"] == m].set_index("layer")["median"] for m in ("mu", "floor", "exact")}
+            read_input = (at["exact"] == 1) | (at["mu"] > FLOOR_BAND * at["floor"])  # [layer + 1]
+            picked = rows[rows["metric"].isin(ATTENTION_METRIC_NAMES) & (rows["layer"] >= 1)]
+            frames.append(picked[["metric", "layer", "median", "q10", "q90"]].assign(
+                mask=z.label, weights=weights, read=picked["layer"].map(lambda t: bool(read_input[t - 1]))))
+    return pd.concat(frames, ignore_index=True)[["mask", "weights", "metric", "layer", "median", "q10", "q90", "read"]]
+
+
+def decay_shares(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per mask and weight source, the log change of mu over the read layers split between the two factors
+    (the sum over layers of the log median value gain and of the log median attention contraction), each
+    given as its per-layer geometric mean (``gain``, ``contraction``: exp of the log sum over ``layers``),
+    and ``attention_drives``: whether mu decays over them and attention's contraction is the larger part of
+    the decay (its log the more negative; a value gain above 1 counts against the decay).
+
+    Shapes: ``frame`` as from :func:`decomposition` -> one row per mask x weights.
+    """
+    rows = []
+    for (mask, weights), part in frame[frame["read"]].groupby(["mask", "weights"], sort=False):
+        logs = {m: float(np.log(part.loc[part["metric"] == m, "median"]).sum()) for m in FACTORS}
+        layers = int((part["metric"] == FACTORS[0]).sum())
+        decays = logs["value_gain"] + logs["attention_contraction"] < 0
+        rows.append({"mask": mask, "weights": weights, "layers": layers,
+                     "gain": math.exp(logs["value_gain"] / layers),
+                     "contraction": math.exp(logs["attention_contraction"] / layers),
+                     "attention_drives": bool(decays and logs["attention_contraction"] < logs["value_gain"])})
+    return pd.DataFrame(rows)
+
+
+def decay_driver(shares: pd.DataFrame, weights: str, local: bool = True) -> dict[str, float | str]:
+    """The words and numbers of the page's sentence on what drives the decay for one weight source, over
+    the local masks (every decomposed mask but the complete and the causal one) or over those two: which
+    factor is the larger part of the decay for how many of them, and the range of the per-layer factors.
+
+    Shapes: ``shares`` as from :func:`decay_shares`.
+    """
+    picked = shares[(shares["weights"] == weights) & (~shares["mask"].isin(("complete", "causal")) == local)]
+    n, n_attention = len(picked), int(picked["attention_drives"].sum())
+    driver = ("attention's contraction" if n_attention == n else "the value maps' gain" if n_attention == 0
+              else f"attention's contraction for {n_attention} of the {n} and the value maps' gain for the "
+                   + ("other" if n - n_attention == 1 else f"other {n - n_attention}"))
+    return {"driver": driver, "n": n, "gain_min": float(picked["gain"].min()), "gain_max": float(picked["gain"].max()),
+            "contraction_min": float(picked["contraction"].min()),
+            "contraction_max": float(picked["contraction"].max())}
+
+
+def decomposition_claims(shares: pd.DataFrame) -> list[Claim]:
+    """The claims row "attention drives the decay", per weight source: it holds for a mask only where
+    attention's contraction is the larger part of the log decay of mu (:func:`decay_shares`).
+
+    Shapes: ``shares`` as from :func:`decay_shares`.
+    """
+    claims = []
+    for weights, part in shares.groupby("weights", sort=False):
+        n, n_holds = len(part), int(part["attention_drives"].sum())
+        verdict = HOLDS if n_holds == n else FAILS if n_holds == 0 else PARTLY
+        number = f"{n_holds} of {n} masks (per layer, contraction c_A against value gain g_V: " + "; ".join(
+            f"{r.mask}: {r.contraction:.3g} against {r.gain:.3g}" for r in part.itertuples()) + ")"
+        claims.append(Claim(f"Attention drives the decay of μ ({weights} weights)", "issue 21",
+                            "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain ‖PY‖/‖PX‖ "
+                            "(medians, geometric mean over the layers above the floor): the larger part of "
+                            "μ's decay", verdict, number))
+    return claims
+
+
+def decomposition_numbers(shares: pd.DataFrame) -> dict[str, float | str]:
+    """The prose's numbers: :func:`decay_driver` for initialized (``init_``) and pretrained (``pre_``) weights,
+    over the local masks and (``_wide``) over the complete and the causal mask, flat for glueing.
+
+    Shapes: ``shares`` as from :func:`decay_shares`.
+    """
+    found = {}
+    for prefix, weights in (("init", "initialized"), ("pre", "pretrained")):
+        for suffix, local in (("", True), ("_wide", False)):
+            found |= {f"{prefix}{suffix}_{k}": v for k, v in decay_driver(shares, weights, local).items()}
+    return found
+
+
+ATTENTION_COLUMNS = {"attention_epsilon": "smallest weight ε", "attention_max_weight": "largest row weight",
+                     "attention_diagonal": "diagonal weight", "attention_lambda2": "|λ₂| of mean A"}
+
+
+def attention_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per decomposed mask x weight source: each attention statistic's median over samples,
+    averaged over the read layers (ε: its smallest over them), and the per-layer factors of
+    :func:`decay_shares`.
+
+    Shapes: ``frame`` as from :func:`decomposition` -> columns mask, weights, ATTENTION_COLUMNS' words,
+    value gain, attention contraction.
+    """
+    read = frame[frame["read"]]
+    stats = read[read["metric"].isin(ATTENTION_COLUMNS)].pivot_table(
+        index=["mask", "weights"], columns="metric", values="median", sort=False,
+        aggfunc=lambda v: v.min() if v.name == "attention_epsilon" else v.mean())
+    shares = decay_shares(frame).set_index(["mask", "weights"])[["gain", "contraction"]]
+    table = stats.join(shares).reset_index().rename(columns={**ATTENTION_COLUMNS, "gain": "value gain / layer",
+                                                             "contraction": "attention contraction / layer"})
+    return table[["mask", "weights", *ATTENTION_COLUMNS.values(), "value gain / layer", "attention contraction / layer"]]

@@ -1,0 +1,71 @@
+"""The figure of each layer's change of μ split into the value maps' gain and attention's contraction.
+
+Per layer (x) and mask (colour): the median over samples of the value gain ‖PY‖/‖PX‖ (top row) and of the
+attention contraction ‖PAY‖/‖PY‖ (bottom row) with their 10–90 % band, one column per weight source, on
+log axes with the line 1 (no change) drawn; layers whose input already sat on the rounding floor are left
+out (their factors are rounding noise). Sized for the book's 672 px column (7 in wide, fonts >= 10 pt).
+
+Used by: book/beyond/mask_design.md, tests/unit/test_mask_design.py.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+_FONT_PT = 10  # smallest font (>= 9 pt at the 672 px column for a 7 in figure)
+AXIS_BOTTOM = 0.05  # a panel's log axis stops here; masks below it (the complete mask's collapse) are named
+_ROWS = {"value_gain": "value gain ‖PY‖/‖PX‖", "attention_contraction": "attention contraction ‖PAY‖/‖PY‖"}
+
+
+def decomposition_figure(frame: pd.DataFrame) -> Figure:
+    """Value gain and attention contraction per layer, one line per mask, one column per weight source.
+
+    Shapes: ``frame`` as from :func:`rankcollapse.book.pages.mask_design.decomposition` (columns ``mask,
+    weights, metric, layer, median, q10, q90, read``).
+    """
+    weights = list(dict.fromkeys(frame["weights"]))
+    masks = list(dict.fromkeys(frame["mask"]))
+    colours = dict(zip(masks, sns.color_palette("colorblind", len(masks))))
+    fig, axes = plt.subplots(len(_ROWS), len(weights), figsize=(7.0, 5.2), sharex=True, sharey="row", squeeze=False)
+    shown = frame[frame["read"]]
+    for i, (metric, label) in enumerate(_ROWS.items()):
+        for j, source in enumerate(weights):
+            ax = axes[i][j]
+            for mask in masks:
+                rows = shown[(shown["metric"] == metric) & (shown["weights"] == source) & (shown["mask"] == mask)]
+                rows = rows.sort_values("layer")
+                ax.plot(rows["layer"], rows["median"], marker="o", ms=3, lw=1.5, color=colours[mask], label=mask)
+                ax.fill_between(rows["layer"], rows["q10"], rows["q90"], color=colours[mask], alpha=0.15, lw=0)
+            ax.axhline(1.0, color="black", lw=0.8, ls=":")
+            ax.set_yscale("log")
+            _clip_below(ax, shown[(shown["metric"] == metric) & (shown["weights"] == source)])
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.tick_params(labelsize=_FONT_PT)
+            if i == 0:
+                ax.set_title(f"{source} weights", fontsize=_FONT_PT + 1)
+            if j == 0:
+                ax.set_ylabel(label, fontsize=_FONT_PT)
+            if i == len(_ROWS) - 1:
+                ax.set_xlabel("layer", fontsize=_FONT_PT)
+    axes[0][-1].legend(fontsize=_FONT_PT, frameon=False, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def _clip_below(ax: Axes, rows: pd.DataFrame) -> None:
+    """Stop the panel's axis at AXIS_BOTTOM when a median falls below it, and name those masks and their
+    smallest median in the panel, so the other masks' factors near 1 stay readable.
+
+    Shapes: ``rows`` one panel's rows of the decomposition frame.
+    """
+    below = rows[rows["median"] < AXIS_BOTTOM].groupby("mask", sort=False)["median"].min()
+    if below.empty:
+        return
+    ax.set_ylim(bottom=AXIS_BOTTOM)
+    words = ", ".join(f"{mask} (to {value:.1g})" for mask, value in below.items())
+    ax.text(0.03, 0.04, f"below the axis: {words}", transform=ax.transAxes, fontsize=_FONT_PT)
