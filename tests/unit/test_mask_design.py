@@ -180,6 +180,13 @@ def test_attention_drives_the_decay_only_where_its_log_share_is_the_larger():
     assert verdicts == ["holds partly", "holds partly"]
     words = mask_design.decay_driver(mask_design.decay_shares(frame), "initialized")
     assert words["driver"] == "the value maps' gain" and words["n"] == 1  # window ±1 is the only local mask here
+    words = mask_design.decay_driver(mask_design.decay_shares(frame), "pretrained", local=False)
+    assert words["driver"] == "attention's contraction"  # causal alone among complete and causal
+    mixed = _decomposition_frame({("window ±1", "pretrained"): (1.5, 0.8), ("window ±8", "pretrained"): (0.3, 0.9),
+                                  ("causal window 4", "pretrained"): (1.1, 0.2)})
+    words = mask_design.decay_driver(mask_design.decay_shares(mixed), "pretrained")
+    assert words["driver"] == ("attention's contraction for 1 of the 3, the value maps' gain for 1 of the 3, "
+                               "neither (μ does not decay) for 1 of the 3")
 
 
 def test_layers_on_the_floor_are_left_out_of_the_shares():

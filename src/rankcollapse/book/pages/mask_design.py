@@ -298,22 +298,27 @@ def decay_shares(frame: pd.DataFrame) -> pd.DataFrame:
         rows.append({"mask": mask, "weights": weights, "layers": layers,
                      "gain": math.exp(logs["value_gain"] / layers),
                      "contraction": math.exp(logs["attention_contraction"] / layers),
-                     "attention_drives": bool(decays and logs["attention_contraction"] < logs["value_gain"])})
+                     "attention_drives": bool(decays and logs["attention_contraction"] < logs["value_gain"]),
+                     "decays": bool(decays)})
     return pd.DataFrame(rows)
 
 
 def decay_driver(shares: pd.DataFrame, weights: str, local: bool = True) -> dict[str, float | str]:
     """The words and numbers of the page's sentence on what drives the decay for one weight source, over
     the local masks (every decomposed mask but the complete and the causal one) or over those two: which
-    factor is the larger part of the decay for how many of them, and the range of the per-layer factors.
+    factor is the larger part of the decay (or that mu does not decay) for how many of them, and the range
+    of the per-layer factors.
 
     Shapes: ``shares`` as from :func:`decay_shares`.
     """
     picked = shares[(shares["weights"] == weights) & (~shares["mask"].isin(("complete", "causal")) == local)]
-    n, n_attention = len(picked), int(picked["attention_drives"].sum())
-    driver = ("attention's contraction" if n_attention == n else "the value maps' gain" if n_attention == 0
-              else f"attention's contraction for {n_attention} of the {n} and the value maps' gain for the "
-                   + ("other" if n - n_attention == 1 else f"other {n - n_attention}"))
+    n = len(picked)
+    counts = {"attention's contraction": int(picked["attention_drives"].sum()),
+              "the value maps' gain": int((picked["decays"] & ~picked["attention_drives"]).sum()),
+              "neither (μ does not decay)": int((~picked["decays"]).sum())}
+    present = {words: count for words, count in counts.items() if count}
+    driver = (next(iter(present)) if len(present) == 1 else
+              ", ".join(f"{words} for {count} of the {n}" for words, count in present.items()))
     return {"driver": driver, "n": n, "gain_min": float(picked["gain"].min()), "gain_max": float(picked["gain"].max()),
             "contraction_min": float(picked["contraction"].min()),
             "contraction_max": float(picked["contraction"].max())}
