@@ -23,7 +23,10 @@ The modules, in the order a reader meets them:
 * :mod:`~rankcollapse.engine.exact` -- exact tracking of pure attention's mu far below the rounding floor
   (metric :data:`EXACT_METRIC`);
 * :mod:`~rankcollapse.engine.run` -- :class:`SANConfig` and :func:`config_grid`, one layer with skip and
-  norm (:func:`attention_sublayer`), the chunk sizing and the run loop :func:`run_san` -> :class:`SANResult`.
+  norm (:func:`attention_sublayer`), the chunk sizing and the run loop :func:`run_san` -> :class:`SANResult`;
+  ``run_san(attention_stats=True)`` also splits each layer's change of mu into the value maps' gain and
+  attention's contraction and records the attention matrices' statistics
+  (:data:`rankcollapse.core.metrics.ATTENTION_METRIC_NAMES`).
 
 Everyone outside the engine imports these names from this package, never from a submodule:
 
