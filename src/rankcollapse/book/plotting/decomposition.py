@@ -1,7 +1,7 @@
 """The figure of each layer's change of μ split into the value maps' gain and attention's contraction.
 
-Per layer (x) and mask (colour): the median over samples of the value gain ‖PY‖/‖PX‖ (top row) and of the
-attention contraction ‖PAY‖/‖PY‖ (bottom row) with their 10–90 % band, one column per weight source, on
+Per layer (x) and mask (colour): the median over samples of the value gain g_V = ‖PY‖/‖PX‖ (top row) and of the
+attention contraction c_A = ‖PAY‖/‖PY‖ (bottom row) with their 10–90 % band, one column per weight source, on
 log axes with the line 1 (no change) drawn; layers whose input already sat on the rounding floor are left
 out (their factors are rounding noise). Sized for the book's 672 px column (7 in wide, fonts >= 10 pt).
 
@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 
 _FONT_PT = 10  # smallest font (>= 9 pt at the 672 px column for a 7 in figure)
 AXIS_BOTTOM = 0.05  # a panel's log axis stops here; masks below it (the complete mask's collapse) are named
-_ROWS = {"value_gain": "value gain ‖PY‖/‖PX‖", "attention_contraction": "attention contraction ‖PAY‖/‖PY‖"}
+_ROWS = {"value_gain": "value gain $g_V$", "attention_contraction": "attention contraction $c_A$"}
 
 
 def decomposition_figure(frame: pd.DataFrame) -> Figure:
@@ -52,8 +52,9 @@ def decomposition_figure(frame: pd.DataFrame) -> Figure:
                 ax.set_ylabel(label, fontsize=_FONT_PT)
             if i == len(_ROWS) - 1:
                 ax.set_xlabel("layer", fontsize=_FONT_PT)
-    axes[0][-1].legend(fontsize=_FONT_PT, frameon=False, loc="best")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=_FONT_PT, frameon=False, loc="lower center", ncol=min(len(masks), 5))
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
 
