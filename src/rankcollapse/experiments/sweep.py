@@ -327,7 +327,8 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
     plan = make_plan(work, label, plan_units, block, budget, timed=show)
     if show:
         print(plan.text(), file=sys.stderr, flush=True)
-    checkpoints = Checkpoints(partial, {"parameters": asdict(config), "torch": torch.__version__, "block": block,
+    parameters = {k: v for k, v in asdict(config).items() if k != "attention_stats" or v}  # older units resume
+    checkpoints = Checkpoints(partial, {"parameters": parameters, "torch": torch.__version__, "block": block,
                                          "folder": None if partial is None else partial.name,
                                          "model": experiments.model_identity(config.model)})
     mine = plan_units[rank::world]
