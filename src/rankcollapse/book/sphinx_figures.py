@@ -28,6 +28,7 @@ import os
 import posixpath
 import re
 import shutil
+import unicodedata
 from pathlib import Path
 
 from docutils import nodes
@@ -118,6 +119,37 @@ def parameter_text(parameters: dict) -> str:
     return ", ".join(f"{key}={show(value)}" for key, value in sorted(parameters.items()))
 
 
+# LaTeX for the characters a BibTeX field cannot hold as they are: TeX's specials and the non-ASCII ones the
+# book's words use (pdflatex's default encodings know none of ±, √, μ).
+_LATEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#",
+          "$": r"\$", "^": r"\^{}", "~": r"\~{}", "±": r"$\pm$", "√": r"$\surd$", "×": r"$\times$", "·": r"$\cdot$",
+          "μ": r"$\mu$", "ε": r"$\varepsilon$", "λ": r"$\lambda$", "σ": r"$\sigma$", "γ": r"$\gamma$", "β": r"$\beta$",
+          "‖": r"$\|$", "≈": r"$\approx$", "≤": r"$\leq$", "≥": r"$\geq$", "→": r"$\to$", "₂": r"$_2$",
+          "—": "---", "–": "--", "’": "'", "‘": "`", "“": "``", "”": "''", "\u00a0": "~"}
+
+
+def bibtex_text(text: str) -> str:
+    """``text`` as a BibTeX field's value that BibTeX and LaTeX compile: TeX's special characters escaped,
+    the book's non-ASCII symbols as LaTeX, accented letters as their ASCII base letter.
+
+    >>> print(bibtex_text('U(±1/√d), n_layers=12, {"a":1}'))
+    U($\\pm$1/$\\surd$d), n\\_layers=12, \\{"a":1\\}
+    """
+    out = []
+    for char in text:
+        if char in _LATEX:
+            out.append(_LATEX[char])
+        elif ord(char) < 128:
+            out.append(char)
+        else:
+            base = unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode()
+            if not base:
+                raise ValueError(f"text holds {char!r} (U+{ord(char):04X}), which bibtex_text cannot write as "
+                                 f"LaTeX: add it to sphinx_figures._LATEX")
+            out.append(base)
+    return "".join(out)
+
+
 def figure_citation(label: str, number: str, page_title: str, url: str, record: dict, config, commit: str) -> dict:
     """BibTeX and plain-text citations of one figure. ``record`` is its JSON provenance sidecar."""
     made_at = record.get("git_commit", commit)
@@ -127,15 +159,15 @@ def figure_citation(label: str, number: str, page_title: str, url: str, record: 
     params = parameter_text(record.get("parameters", {}))
     author = config.author
     title = f"{what}: {page_title}"
-    bibtex = "\n".join([
+    bibtex = "\n".join([  # every field in LaTeX (bibtex_text) but the URL, which BibTeX styles print verbatim
         f"@misc{{rankcollapse-{label},",
-        f"  title = {{{title}}},",
-        f"  author = {{{{{author}}}}},",
-        f"  howpublished = {{Figure in {_book_title(config)}}},",
+        f"  title = {{{bibtex_text(title)}}},",
+        f"  author = {{{{{bibtex_text(author)}}}}},",
+        f"  howpublished = {{Figure in {bibtex_text(_book_title(config))}}},",
         f"  year = {{{_book_year(config)}}},",
-        f"  version = {{{__version__}}},",
+        f"  version = {{{bibtex_text(__version__)}}},",
         f"  url = {{{url}}},",
-        f"  note = {{Version {__version__}, {origin}. Parameters: {params}}}",
+        f"  note = {{{bibtex_text(f'Version {__version__}, {origin}. Parameters: {params}')}}}",
         "}",
     ])
     plain = (f"{author} ({_book_year(config)}). {title}. In {_book_title(config)}, version {__version__} "
