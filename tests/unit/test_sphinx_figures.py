@@ -84,7 +84,7 @@ def _build_tiny_book(tmp_path, monkeypatch, export: bool):
 
     Image.new("RGB", (20, 10)).save(src / "pic.png")
     if export:
-        for ext in ("png", "svg", "pdf"):
+        for ext in ("png", "svg", "pdf", "csv"):
             (src / "_build" / "figures" / f"fig-tiny-pic.{ext}").write_bytes(b"x")
         (src / "_build" / "figures" / "fig-tiny-pic.json").write_text(
             json.dumps({"parameters": {"n": 3}, "git_commit": "abc1234"}))
@@ -106,6 +106,7 @@ def test_extension_decorates_an_exported_figure(tmp_path, monkeypatch):
     assert "fig-tiny-pic" not in warnings
     assert 'alt="A picture of \\mu(X) over depth."' in page
     assert 'href="_figures/fig-tiny-pic.png"' in page and (tmp_path / "html" / "_figures" / "fig-tiny-pic.json").is_file()
+    assert 'href="_figures/fig-tiny-pic.csv" download>CSV (the points drawn)</a>' in page
     assert "https://example.org/tiny/index.html#fig-tiny-pic" in page and "n=3" in page and "abc1234" in page
     assert 'class="figure-gallery"' in page and 'id="gallery-fig-tiny-pic"' in page
     assert '<meta name="citation_title"' in page and f"Version {__version__}" in page

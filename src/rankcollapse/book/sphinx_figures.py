@@ -5,7 +5,7 @@ For each figure whose label starts with ``fig-`` (a ``{glue:figure}`` with ``:na
 HTML output:
 
 * the image's alt text is the caption's text, and a click on it opens the full-size PNG;
-* below it: downloads of the PNG, SVG, PDF and JSON provenance exported by
+* below it: downloads of the PNG, SVG, PDF, JSON provenance and CSV of the points it draws exported by
   :func:`rankcollapse.book.plotting.common.export_figure` (copied from ``<book>/_build/figures/<label>.*`` to
   ``_figures/`` in the site), and a collapsible "Cite this figure" block (BibTeX and plain text with the
   book's version, the git commit, the figure's anchor URL and the parameters from its JSON);
@@ -43,7 +43,8 @@ from rankcollapse.experiments.provenance import git_commit
 _logger = logging.getLogger(__name__)
 
 _FIGURE_PREFIX = "fig-"
-DOWNLOADS = ("png", "svg", "pdf", "json")
+DOWNLOADS = ("png", "svg", "pdf", "json", "csv")
+_DOWNLOAD_WORDS = {"csv": "CSV (the points drawn)"}  # a link's words where its format's name is not enough
 _SITE_FOLDER = "_figures"  # where the exported files land in the HTML output
 # Captions in the body text colour (the theme's muted grey is too faint), citations that wrap on a phone,
 # the gallery as a grid of cards.
@@ -247,7 +248,7 @@ def _figure_footer_html(app: Sphinx, docname: str, label: str, record: dict) -> 
     env = app.env
     links = " · ".join(
         f'<a class="reference download" href="{_relative(docname, f"{_SITE_FOLDER}/{label}.{ext}")}" download>'
-        f"{ext.upper()}</a>" for ext in DOWNLOADS)
+        f"{_DOWNLOAD_WORDS.get(ext, ext.upper())}</a>" for ext in DOWNLOADS)
     page = _figures(env)[label]["docname"]
     url = f"{site_url(app.config)}{app.builder.get_target_uri(page)}#{label}"
     cite = figure_citation(label, _figure_number(env, page, label), _page_title(env, page), url, record,
