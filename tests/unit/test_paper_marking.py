@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MARKINGS = ("paper-quote", "paper-claim", "our-reading")
 # A directive (``` or ::: fenced) with its title, its options and its body.
-_BOX = re.compile(r"^(?P<fence>```|:::)\{(?P<kind>prf:\w+|admonition)\}(?P<title>[^\n]*)\n(?P<options>(?::\w+:[^\n]*\n)*)"
+_BOX = re.compile(r"^(?P<fence>```|:{3,})\{(?P<kind>prf:\w+|admonition)\}(?P<title>[^\n]*)\n(?P<options>(?::\w+:[^\n]*\n)*)"
                   r"(?P<body>.*?)^(?P=fence)\s*$", re.M | re.S)
 _ABOUT_THE_PAPER = re.compile(r"\bthe paper\b|\bthe authors\b|caption|response|Theorem|Proposition|Corollary")
 
