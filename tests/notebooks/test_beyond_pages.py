@@ -23,7 +23,7 @@ def test_mask_design(repo_root, tmp_path, figure_dir):
     assert glued["mask_design_n_masks"] == 14 and glued["mask_design_n_connected"] == 12  # at N = 16
     assert glued["mask_design_unconnected"] == "dilated ±2, dilation 2, random 15 %"
     assert glued["mask_design_causal_radius_max"] == 15  # causal window 1 at N = 16
-    assert {p.suffix for p in figure_dir.glob("fig-mask-design-rates.*")} == {".png", ".svg", ".pdf", ".json"}
+    assert {p.suffix for p in figure_dir.glob("fig-mask-design-rates.*")} == {".png", ".svg", ".pdf", ".json", ".csv"}
 
 
 def test_large_models(repo_root, tmp_path):

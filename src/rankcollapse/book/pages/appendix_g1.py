@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3
+from rankcollapse.book.labels import mask_label
+from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3, times_floor
+from rankcollapse.core.metrics import FLOOR_BAND
+from rankcollapse.engine.exact import EXACT_METRIC
 from rankcollapse.experiments.config import value
 from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim, count_curves, select_curves
 
@@ -20,14 +23,35 @@ FIXED = {**_SHARED, "fig2": FIG2, "fig3": FIG3}
 configure = fig2_and_fig3(**_SHARED)
 
 
-def numbers(table: pd.DataFrame) -> dict[str, float | int]:
-    """How many masks' pure-attention curves end within 10x their rounding floor after the deep stack."""
+def numbers(table: pd.DataFrame) -> dict[str, float | int | str]:
+    """How many masks' pure-attention curves end within FLOOR_BAND x their rounding floor after the deep
+    stack, and in words where each of those ends: tracked exactly below the floor (the engine's ``exact``
+    metric), or read as exactly 0 (underflow) where it is not tracked."""
     masks = list(dict.fromkeys(table["mask"]))
     pure = {m: value(table, "mu", mask=m, norm="none", variant="SAN") for m in masks}
     floor = {m: value(table, "floor", mask=m, norm="none", variant="SAN") for m in masks}
-    return {"masks_at_floor": sum(pure[m] <= 10 * floor[m] for m in masks), "n_masks": len(masks),
+    exact = {m: EXACT_METRIC in set(table["metric"]) and
+             value(table, EXACT_METRIC, mask=m, norm="none", variant="SAN") == 1.0 for m in masks}
+    low = [m for m in masks if pure[m] <= FLOOR_BAND * floor[m]]
+    return {"masks_at_floor": len(low), "n_masks": len(masks),
             "window_final": pure.get("causal_sliding_window", float("nan")),
+            "floor_words": "; ".join(_below_floor_words(mask_label(m), pure[m], floor[m], exact[m]) for m in low),
             "n_layers": int(table["layer"].max())}
+
+
+def _below_floor_words(mask: str, mu: float, floor: float, exact: bool) -> str:
+    """Where a curve near or below its rounding floor ends, in words that say how it was measured.
+
+    >>> _below_floor_words("causal", 5.6e-97, 9.9e-07, True)
+    'causal: μ ≈ 5.6e-97, 1.8e+90 times below its rounding floor (9.9e-07), tracked exactly'
+    >>> _below_floor_words("complete", 0.0, 9.9e-07, False)
+    'complete: μ exactly 0, below its rounding floor (it underflowed)'
+    """
+    if mu == 0:
+        return f"{mask}: μ {times_floor(0.0)}"
+    if exact and mu < floor:
+        return f"{mask}: μ ≈ {mu:.1e}, {floor / mu:.1e} times below its rounding floor ({floor:.1e}), tracked exactly"
+    return f"{mask}: μ ≈ {mu:.1e}, {times_floor(mu / floor)}, where μ is rounding noise"
 
 
 def claims(fig2_table: pd.DataFrame) -> list[Claim]:

@@ -28,6 +28,7 @@ from matplotlib.ticker import NullFormatter
 from matplotlib.text import Text
 
 from rankcollapse import __version__
+from rankcollapse.book.plotting import drawn
 from rankcollapse.core.masks import describe_mask
 from rankcollapse.core.metrics import FLOOR_OF
 from rankcollapse.core.norms import NORM_LABELS
@@ -61,8 +62,8 @@ def figure_dir() -> Path:
 
 def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | None = None) -> dict[str, Path]:
     """Save ``fig`` as PNG, SVG and PDF plus a JSON provenance sidecar (its ``git_commit`` is the commit
-    that rendered it; ``data`` the stored results it draws, each with the commit that computed it);
-    returns the paths by format."""
+    that rendered it; ``data`` the stored results it draws, each with the commit that computed it) and the
+    points it draws as CSV (:func:`rankcollapse.book.plotting.drawn.drawn_table`); returns the paths by format."""
     info = {**provenance_record(parameters), "data": data or [], "legibility": legibility(fig)}
     text = json.dumps(info, sort_keys=True, default=str)
     metadata = {
@@ -76,6 +77,8 @@ def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | N
         atomic_write(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=metadata[fmt]))
     paths["json"] = out / f"{stem}.json"
     atomic_write(paths["json"], lambda tmp: Path(tmp).write_text(text + "\n"))
+    paths["csv"] = out / f"{stem}.csv"  # the points it draws (plotting.drawn), a download beside the images
+    atomic_write(paths["csv"], lambda tmp: drawn.drawn_table(fig).to_csv(tmp, index=False))
     return paths
 
 
