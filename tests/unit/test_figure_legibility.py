@@ -131,3 +131,62 @@ def test_figures_draw_the_median_the_verdicts_use():
     np.testing.assert_allclose(line.get_ydata(), table.loc[table["label"] == "a", "median"])
     assert plotting.centre_of("full_rank") == "mean"  # a share of samples is the indicator's mean
     plt.close(fig)
+
+
+def test_a_curve_below_the_clamp_is_not_drawn_as_a_plateau_and_is_marked():
+    import torch
+
+    from rankcollapse.book.plotting import theory
+    from rankcollapse.theory.dynamics import CollapseSummary
+
+    falls = torch.tensor([10.0 ** (-12 * t) for t in range(8)], dtype=torch.float64).repeat(4, 1)  # to 1e-84
+    run = CollapseSummary(radius=1, epsilon=0.1, mu_exact=falls, mu_direct=falls.clamp(min=1e-16),
+                          floor=torch.full_like(falls, 1e-16), rates=torch.ones(4), bound_rate=None)
+    fig = theory.summary_bands({"panel": {"complete": run}}, exact=True, y_min=1e-40)
+    ax = fig.axes[0]
+    curve = next(line for line in ax.get_lines() if line.get_label().startswith("complete"))
+    drawn = np.asarray(curve.get_ydata(), dtype=float)
+    assert np.isnan(drawn[4:]).all() and not np.isnan(drawn[:4]).any()  # 1e-48 and below: not drawn at 1e-40
+    assert ax.get_ylim()[0] == pytest.approx(1e-40)
+    assert any("falls below 1e-40" in text.get_text() for text in fig.legends[0].get_texts())
+    plt.close(fig)
+
+
+def test_masks_of_one_radius_and_rate_do_not_hide_each_other():
+    from rankcollapse.book.plotting import theory
+
+    table = pd.DataFrame({"radius": [2, 2, 1], "rate": [0.7, 0.7, 2.0]}, index=["strided", "random", "complete"])
+    sweep = pd.DataFrame({"radius": [1, 2], "rate": [0.5, 0.2], "linear rate": [0.6, 0.25]}, index=[8, 4])
+    fig = theory.rate_figure(table, sweep, 8.0)
+    fig.canvas.draw()
+    left = fig.axes[0]
+    points = [left.transData.transform(c.get_offsets())[0] for c in left.collections]
+    assert np.linalg.norm(points[0] - points[1]) > 8  # pixels: the strided marker sat under the random one
+    assert len([t for t in fig.axes[1].get_yticklabels() if t.get_text()]) >= 3  # one decade had one tick
+    plt.close(fig)
+
+
+def test_the_contrast_legend_reads_in_the_order_of_the_bars_and_zero_bars_show():
+    from rankcollapse.book.plotting import theory
+
+    contrast = pd.DataFrame({"mask": ["causal"] * 3, "W_V": ["orthogonal", "gaussian", "uniform"],
+                             "not collapsed": [0.0, 0.05, 0.02], "low": [0.0, 0.03, 0.01], "high": [0.02, 0.09, 0.05]})
+    fig = theory.contrast_figure(contrast, 1e-8, 400)
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["$W_V$ orthogonal", "$W_V$ gaussian", "$W_V$ uniform"]
+    assert legend._ncols == 3  # one row: read left to right as the bars are
+    assert fig.axes[0].collections and any(len(c.get_segments()) for c in fig.axes[0].collections
+                                           if hasattr(c, "get_segments") and c.get_linewidth()[0] >= 4)
+    plt.close(fig)
+
+
+def test_the_mask_design_symlog_axis_labels_a_negative_tick():
+    from rankcollapse.book.plotting import beyond
+
+    table = pd.DataFrame({"mask": ["complete", "causal window 4"], "edges": [64, 30], "radius": [1.0, 4.0],
+                          "rate, pretrained": [0.8, -0.006]})
+    fig = beyond.rate_radius_figure(table)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert any(label.startswith(("-", "−")) for label in labels) and "0" in labels
+    plt.close(fig)

@@ -306,17 +306,23 @@ def hue_colours(table, hue: str) -> dict:
     return {name: fixed[name] if name in fixed else next(free) for name in names}
 
 
-def figure_legend(fig: Figure, axes, floor_cross: bool = False) -> None:
+def figure_legend(fig: Figure, axes, floor_cross: bool = False, n_cols: int | None = None) -> None:
     """One legend for the whole figure, below the panels: the union of the panels' entries, plus an
-    entry for the floor crosses when ``floor_cross``; two columns when the labels are short enough to
-    keep the legend inside the text column."""
+    entry for the floor crosses when ``floor_cross``; ``n_cols`` columns, by default two when the labels
+    are short enough to keep the legend inside the text column."""
     entries: dict[str, object] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     if floor_cross:
         entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
-    n_cols = 2 if max(map(len, entries)) <= _LEGEND_COLUMN_CHARS else 1
+    _place_legend(fig, entries, n_cols)
+
+
+def _place_legend(fig: Figure, entries: dict[str, object], n_cols: int | None = None) -> None:
+    """The legend of ``entries`` (label -> handle) below the panels, in ``n_cols`` columns (default two
+    when the labels are short enough to keep it inside the text column)."""
+    n_cols = n_cols or (2 if max(map(len, entries)) <= _LEGEND_COLUMN_CHARS else 1)
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=n_cols, frameon=False)
 
 
@@ -409,6 +415,5 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
                 for k, m in enumerate(by_mask)}
     entries["dtype floor"] = next(p for ax in axes.ravel() for p in ax.patches if p.get_label() == "dtype floor")
     entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
-    n_cols = 2 if max(map(len, entries)) <= _LEGEND_COLUMN_CHARS else 1
-    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=n_cols, frameon=False)
+    _place_legend(fig, entries)
     return fig

@@ -19,17 +19,22 @@ BAND = "sample band"  # the gid of a curve's quantile band: the axis spans it to
 _MARGIN = 3.0  # room (a factor) between the lowest or highest curve and the axis' edge
 
 
-def _plain(value: float, _position: int) -> str:
+def plain_number(value: float, _position: int = 0) -> str:
     """A tick label as a plain number (``20``, not ``2 x 10^1``)."""
     return f"{value:g}"
 
 
+def plain_log_ticks(axis) -> None:
+    """Ticks at 1, 2, 5 times the powers of ten on a log ``axis`` (an x or y axis), written as plain
+    numbers: a log axis over one or two decades would be labelled with one or two powers of ten only."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(plain_number))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def layer_ticks(ax: Axes) -> None:
-    """Ticks at 1, 2, 5, 10, 20, 50, ... on a log layer axis, written as plain numbers (a log axis over
-    12 layers would be labelled 10^0 and 10^1 only)."""
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(_plain))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    """:func:`plain_log_ticks` on a log layer axis (12 layers were labelled 10^0 and 10^1 only)."""
+    plain_log_ticks(ax.xaxis)
 
 
 def _curve_values(ax: Axes) -> np.ndarray:
@@ -141,12 +146,3 @@ def panel_name(ax: Axes) -> str:
     block = getattr(ax.get_figure(root=False), "_suptitle", None)
     head = block.get_text().split(":")[0].strip() if block is not None else ""
     return " ".join(part for part in (head, ax.get_title().strip()) if part) or "the panel"
-
-
-def clamp_words(y_min: float, lowest: float) -> str:
-    """The caption's words for a log axis whose values are clamped at ``y_min`` when the ``lowest`` value
-    lies below it ("" when none does)."""
-    if lowest >= y_min:
-        return ""
-    return (f"Values below {y_min:.0e} are drawn at {y_min:.0e} (dotted line): a curve flat there has gone on "
-            f"falling (to {_exponent(lowest)}); it is a clamp of the axis, not a plateau.")
