@@ -3,7 +3,7 @@
 A legend entry is *hidden* where most of its drawn points lie within a pixel of another entry's line in the
 same panel (points in display pixels at the figure's inline dpi, the size it is shown at). Curves that
 coincide are named in the caption (:func:`coincidence_words`, glued beside the figure) and drawn so that
-each stays visible: its own line style and markers placed at other layers than its partners'
+each stays visible: its own markers placed at other layers than its partners' and its own line style
 (:func:`restyle_coinciding`).
 
 Used by: :func:`rankcollapse.book.plotting.common.layer_curve_grid`, ``book/report.py`` (the caption words),
@@ -187,16 +187,20 @@ def coincidence_words(fig: Figure) -> str:
 
 
 def restyle_coinciding(fig: Figure) -> list[Coincidence]:
-    """Give every entry of a coinciding group (:func:`coincidences`) its own line style and markers, the
-    markers of each curve shifted along the line so that partners' markers fall between each other;
-    returns the groups."""
+    """Give every entry of a coinciding group (:func:`coincidences`) its own markers, shifted along the
+    line so that partners' markers fall between each other, and its own line style — unless the group's
+    curves already differ in line style (the sample-size page's dashed small sample); returns the groups."""
     groups = coincidences(fig)
     involved = list(dict.fromkeys(label for group in groups for label in group.labels))
+    styles = {label: {str(line.get_linestyle()) for ax in fig.axes for line in entry_lines(ax).get(label, [])}
+              for label in involved}
+    keep = {label for group in groups if len({frozenset(styles[m]) for m in group.labels}) == len(group.labels)
+            for label in group.labels}
     n = max(len(involved), 1)
     for k, label in enumerate(involved):
         for ax in fig.axes:
             for line in entry_lines(ax).get(label, []):
-                if line.get_linestyle() == "-":  # a curve drawn dashed on purpose keeps its dashes
+                if label not in keep:
                     line.set_linestyle(_STYLES[k % len(_STYLES)])
                 line.set_marker(_MARKERS[k % len(_MARKERS)])
                 line.set_markersize(4.5)
