@@ -195,8 +195,9 @@ def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str 
         linear = values.max() <= 2 * values.min()
     for ax in fig.axes if ratio else ():
         ax.axhline(1.0, color="0.3", lw=1.0, ls=":", zorder=0)
-        if linear:
+        if linear:  # the grid fitted a log range; a linear axis spans the ratios themselves
             ax.set_yscale("linear")
+            ax.set_autoscaley_on(True)
             ax.relim()
             ax.autoscale_view(scalex=False)
     _glue_with_notes(stem, fig, result)
