@@ -21,8 +21,9 @@ from myst_nb import glue
 
 from rankcollapse.book import recompute
 from rankcollapse.book import registry as pages
-from rankcollapse.book.labels import mask_title
+from rankcollapse.book.labels import MASK_LABELS, mask_title
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting.overlap import caption_notes
 from rankcollapse.book.runner import CHECK_HEADING, page_parameters
 from rankcollapse.core.masks import WINDOWED_MASKS
 from rankcollapse.core.norms import NORM_LABELS
@@ -178,7 +179,9 @@ def combined_parameters(results: Iterable[StoredResult]) -> dict[str, object]:
 def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm",
                       ratio: bool = False) -> None:
     """The per-layer curves of ``metric`` (rows: weight sources; columns: masks; one curve per ``hue``
-    value of _HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``.
+    value of _HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``; the
+    caption's computed words (curves drawn on top of each other, axes cut below the floor:
+    :func:`rankcollapse.book.plotting.overlap.caption_notes`) under that key + ``_notes``.
     With ``hue="n_samples"`` the smaller sample's curves are dashed (they may hide behind the others);
     ``ratio``: the metric is a ratio, drawn with a dotted line at 1, on a linear axis where all its
     values lie within a factor 2 of each other (log ticks would then show only 10^0)."""
@@ -188,24 +191,31 @@ def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str 
     fig = plotting.layer_curve_grid(table, metric, col="mask_title", hue="label",
                                     titles=_weight_titles(result.provenance), dashed=dashed)
     if ratio:
-        values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), "mean"]
+        values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), plotting.centre_of(metric)]
         linear = values.max() <= 2 * values.min()
     for ax in fig.axes if ratio else ():
         ax.axhline(1.0, color="0.3", lw=1.0, ls=":", zorder=0)
-        if linear:
+        if linear:  # the grid fitted a log range; a linear axis spans the ratios themselves
             ax.set_yscale("linear")
+            ax.set_autoscaley_on(True)
             ax.relim()
             ax.autoscale_view(scalex=False)
-    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result),
-                         data=figure_data([result]))
+    _glue_with_notes(stem, fig, result)
+
+
+def _glue_with_notes(stem: str, fig, result: StoredResult) -> None:
+    """Glue ``fig``'s caption words (key ``<stem>_notes``, ``-`` made ``_``), then export and glue it."""
+    key = stem.replace("-", "_")
+    glue(f"{key}_notes", caption_notes(fig), display=False)
+    plotting.glue_figure(key, fig, stem=stem, parameters=_figure_parameters(result), data=figure_data([result]))
 
 
 def glue_geometry_figure(result: StoredResult, stem: str) -> None:
-    """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, exported and glued as ``stem``."""
+    """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, one line style per mask, exported
+    and glued as ``stem`` (its caption words as in :func:`glue_layer_figure`)."""
     fig = plotting.geometry_grid(_labelled(result, "norm"), col="weights", hue="label",
-                                 titles=_weight_titles(result.provenance))
-    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result),
-                         data=figure_data([result]))
+                                 titles=_weight_titles(result.provenance), mask_words=MASK_LABELS)
+    _glue_with_notes(stem, fig, result)
 
 
 def glue_values(prefix: str, values: Mapping[str, object]) -> None:
