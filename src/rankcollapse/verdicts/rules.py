@@ -266,7 +266,8 @@ def ordering(curves: dict) -> list:
     return sorted(deciding, key=lambda k: _speed(deciding[k]))
 
 
-def _curve(table: pd.DataFrame, metric: str, statistic: str) -> pd.Series:
+def table_curve(table: pd.DataFrame, metric: str, statistic: str) -> pd.Series:
+    """The per-layer ``statistic`` of ``metric`` in the rows of one configuration, indexed by layer."""
     rows = table[table["metric"] == metric].sort_values("layer")
     return pd.Series(rows[statistic].to_numpy(), index=rows["layer"].to_numpy())
 
@@ -286,12 +287,12 @@ def curve_and_floor(group: pd.DataFrame, metric: str = "relative_mu",
     Shapes: group the tidy rows of one configuration -> ([layer + 1], [layer + 1]) indexed by layer.
     """
     _check_choice(metric, statistic)
-    values = _curve(group, metric, statistic)
+    values = table_curve(group, metric, statistic)
     floor_metric = FLOOR_OF[metric]
     if (group["metric"] == floor_metric).any():
-        floor = _curve(group, floor_metric, statistic)
+        floor = table_curve(group, floor_metric, statistic)
     elif metric == "relative_mu":
-        floor = _curve(group, "floor", statistic) / _curve(group, "norm", statistic)
+        floor = table_curve(group, "floor", statistic) / table_curve(group, "norm", statistic)
     else:
         raise ValueError(f"the table has no {floor_metric!r} rows, the floor of {metric!r}")
     return values, floor.reindex(values.index)

@@ -20,7 +20,10 @@ from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts import rules as verdicts
-from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim, mean_rate
+from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.verdicts.claims import Claim, effect_cell, effect_claim, mean_rate
+from rankcollapse.verdicts.effects import Side, lowest_ratio, side
+from rankcollapse.verdicts.robustness import robust
 
 MAX_TOKENS = 4096  # largest N a theory page accepts
 MAX_LAYERS = 100_000  # largest depth a theory page accepts
@@ -96,18 +99,26 @@ def temperature_range(table: pd.DataFrame) -> tuple[float, float]:
     return temperatures[0], temperatures[-1]
 
 
-def pretrained_layers_claim(table: pd.DataFrame) -> Claim:
-    """The response (W2): with pretrained weights a smaller temperature keeps μ/‖X‖_F higher in every layer
-    and for every mask — the share of (mask, layer >= 1) where the coldest temperature is above the warmest."""
+def temperature_sides(table: pd.DataFrame, samples: SampleValues | None,
+                      weights: str) -> dict[str, tuple[Side, Side]]:
+    """Per mask of a temperature sweep: (the smallest temperature's curve, the largest's, the baseline) of
+    μ/‖X‖_F for ``weights`` (:func:`rankcollapse.verdicts.effects.side`)."""
     cold, warm = temperature_range(table)
-    rows = table[(table["metric"] == "relative_mu") & (table["weights"] == "pretrained") & (table["layer"] >= 1)]
-    pivot = rows.pivot_table(index=["mask", "layer"], columns="temperature", values="median")
-    ratios = pivot[cold] / pivot[warm]
-    persistent = float((ratios > 1).mean())
-    return Claim("In pretrained models the effect is visible in all layers and for every mask",
-                 "response W2", f"pretrained: share of (mask, layer) with μ/‖X‖_F at d_QK = {cold:g} above "
-                 f"d_QK = {warm:g}", HOLDS if persistent == 1 else PARTLY if persistent > 0.5 else FAILS,
-                 f"{100 * persistent:.0f} % (lowest ratio {ratios.min():.3g})")
+    return {mask: tuple(side(table, samples, f"{mask}, d_QK = {t:g}", weights=weights, mask=mask, temperature=t)
+                        for t in (cold, warm))
+            for mask in dict.fromkeys(table["mask"])}
+
+
+def pretrained_layers_claim(table: pd.DataFrame, samples: SampleValues | None = None) -> Claim:
+    """The response (W2): with pretrained weights a smaller temperature keeps μ/‖X‖_F higher in every layer
+    and for every mask — per mask, the lowest ratio over layers >= 1 of the coldest temperature's median
+    curve over the warmest's, with its interval; it holds where that interval lies above 1."""
+    cold, warm = temperature_range(table)
+    sides = temperature_sides(table, samples, "pretrained")
+    return robust(lambda t: effect_claim(
+        "In pretrained models the effect is visible in all layers and for every mask", "response W2",
+        f"pretrained: lowest ratio over layers of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g}, per mask",
+        [effect_cell(m, lowest_ratio(*pair), +1, t) for m, pair in sides.items()]))
 
 
 # ---------------------------------------------------------------- the decoder pages (RMSNorm, sliding-window model)
