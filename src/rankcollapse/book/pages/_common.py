@@ -21,8 +21,8 @@ from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts import rules as verdicts
 from rankcollapse.experiments.samples import SampleValues
-from rankcollapse.verdicts.claims import Claim, effect_cell, effect_claim, mean_rate
-from rankcollapse.verdicts.effects import Side, lowest_ratio, side
+from rankcollapse.verdicts.claims import Claim, curve_claim, effect_cell, effect_claim, mean_rate, select_curves
+from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
 from rankcollapse.verdicts.robustness import robust
 
 MAX_TOKENS = 4096  # largest N a theory page accepts
@@ -99,14 +99,40 @@ def temperature_range(table: pd.DataFrame) -> tuple[float, float]:
     return temperatures[0], temperatures[-1]
 
 
+def paired_sides(table: pd.DataFrame, samples: SampleValues | None, config: Mapping[str, object],
+                 baseline: Mapping[str, object], words: tuple[str, str],
+                 metric: str = "relative_mu") -> dict[str, tuple[Side, Side]]:
+    """Per mask of the configuration ``config`` (labels, column=value): (its curve of ``metric``, the curve
+    of the baseline ``baseline`` under the same mask), named ``"<mask>, <words>"``
+    (:func:`rankcollapse.verdicts.effects.side`)."""
+    rows = table
+    for column, wanted in config.items():
+        rows = rows[rows[column] == wanted]
+    return {mask: (side(table, samples, f"{mask}, {words[0]}", metric, mask=mask, **config),
+                   side(table, samples, f"{mask}, {words[1]}", metric, mask=mask, **baseline))
+            for mask in dict.fromkeys(rows["mask"])}
+
+
 def temperature_sides(table: pd.DataFrame, samples: SampleValues | None,
                       weights: str) -> dict[str, tuple[Side, Side]]:
     """Per mask of a temperature sweep: (the smallest temperature's curve, the largest's, the baseline) of
-    μ/‖X‖_F for ``weights`` (:func:`rankcollapse.verdicts.effects.side`)."""
+    μ/‖X‖_F for ``weights``."""
     cold, warm = temperature_range(table)
-    return {mask: tuple(side(table, samples, f"{mask}, d_QK = {t:g}", weights=weights, mask=mask, temperature=t)
-                        for t in (cold, warm))
-            for mask in dict.fromkeys(table["mask"])}
+    return paired_sides(table, samples, dict(weights=weights, temperature=cold), dict(weights=weights, temperature=warm),
+                        (f"d_QK = {cold:g}", f"d_QK = {warm:g}"))
+
+
+def against(claim: str, source: str, measured: str, sides: Mapping[str, tuple[Side, Side]]) -> Claim:
+    """A comparative claim "the configuration decays more slowly than its baseline", per mask: the late
+    per-layer factor (:func:`rankcollapse.verdicts.effects.late_factor`), robust or not over the grid."""
+    return robust(lambda t: effect_claim(claim, source, measured,
+                                         [effect_cell(m, late_factor(*pair, t), +1, t) for m, pair in sides.items()]))
+
+
+def curves_claim(claim: str, source: str, measured: str, table: pd.DataFrame, expected: str, what: str,
+                 **labels) -> Claim:
+    """Every curve of ``table`` matching ``labels`` shows ``expected``, one cell per mask, robust or not."""
+    return robust(lambda t: curve_claim(claim, source, measured, select_curves(table, t, **labels), expected, what))
 
 
 def pretrained_layers_claim(table: pd.DataFrame, samples: SampleValues | None = None) -> Claim:
