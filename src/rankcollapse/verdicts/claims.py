@@ -56,7 +56,7 @@ class Claim:
 def combine(cells: Iterable[Cell]) -> str:
     """The claim verdict of its cells: holds when every deciding cell (not "cannot tell") holds, holds partly
     when some do, does not hold when none does, cannot tell when no cell decides."""
-    deciding = [c.outcome for c in cells if c.outcome != "cannot tell"]
+    deciding = [c.outcome for c in cells if c.outcome not in ("cannot tell", "read")]
     if not deciding:
         return FLOOR
     held = deciding.count(HOLDS)
@@ -85,6 +85,21 @@ def select_curves(table: pd.DataFrame, thresholds: verdicts.Thresholds = verdict
     if curves.empty:
         raise ValueError(f"no configuration of this result matches {labels}")
     return curves
+
+
+def rethreshold(curves: pd.DataFrame, thresholds: verdicts.Thresholds) -> pd.DataFrame:
+    """Curve verdicts (:func:`select_curves`, or a table with their ``values`` and ``floor`` columns) decided
+    again under ``thresholds``: ``curve, verdict, words, ratio, floor_layer``, the rate (``rate`` or
+    ``late rate``) and ``mean rate`` where present."""
+    out = curves.copy()
+    out["curve"] = [verdicts.curve_verdict(v, f, thresholds) for v, f in zip(curves["values"], curves["floor"])]
+    for column in ("verdict", "words", "ratio"):
+        out[column] = [getattr(c, column) for c in out["curve"]]
+    out["floor_layer"] = pd.array([c.floor_layer for c in out["curve"]], dtype="Int64")
+    out["late rate" if "late rate" in out.columns else "rate"] = [c.rate for c in out["curve"]]
+    if "mean rate" in out.columns:
+        out["mean rate"] = out["curve"].map(mean_rate)
+    return out
 
 
 def count_curves(curves: pd.DataFrame, expected: str, what: str) -> tuple[str, str]:
@@ -140,7 +155,8 @@ def legend(thresholds: verdicts.Thresholds = verdicts.DEFAULTS) -> str:
     meaning = {"holds": "holds", "holds partly": "holds partly", "does not hold": "does not hold (the opposite, or the curve does not show it)",
                "tiny": f"a tiny effect (within ×{thresholds.tiny_effect:g} of none)",
                "no effect": f"no effect shown (the {100 * INTERVAL_LEVEL:g} % interval includes 1)",
-               "cannot tell": "cannot tell (on the rounding floor)"}
+               "cannot tell": "cannot tell (on the rounding floor)",
+               "read": "a number the row decides on as a whole"}
     return ("Symbols: " + " · ".join(f"{OUTCOMES[k]} {v}" for k, v in meaning.items())
             + f". ×r [lo, hi]: an effect (a ratio against the baseline, 1 = no effect) and its {100 * INTERVAL_LEVEL:g} %"
             f" paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); \"no interval\": {NO_INTERVAL}. "

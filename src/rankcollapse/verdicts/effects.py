@@ -49,7 +49,8 @@ from rankcollapse.verdicts.rules import DEFAULTS, EARLY_LAYER, Thresholds
 
 NO_INTERVAL = "no interval: per-sample values not stored for this result"
 SAME_SCALE = 2.0  # "at the same scale": the ratio of two scales lies within this factor of 1
-OUTCOMES = {"holds": "✓", "holds partly": "◐", "does not hold": "✗", "tiny": "≈", "no effect": "○", "cannot tell": "?"}  # cell symbols
+OUTCOMES = {"holds": "✓", "holds partly": "◐", "does not hold": "✗", "tiny": "≈", "no effect": "○", "cannot tell": "?",
+            "read": "•"}  # cell symbols; "read": a number the row's verdict is decided on as a whole
 
 
 @dataclass(frozen=True, eq=False)

@@ -302,7 +302,8 @@ def table_verdicts(table: pd.DataFrame, metric: str = "relative_mu", statistic: 
                    thresholds: Thresholds = DEFAULTS) -> pd.DataFrame:
     """One curve verdict per configuration of a tidy experiments table, from the per-layer ``statistic``
     (:func:`curve_and_floor`) under ``thresholds``. Returns the label columns and
-    ``verdict, rate, ratio, floor_layer, words, curve`` (the :class:`CurveVerdict`).
+    ``verdict, rate, ratio, floor_layer, words, curve`` (the :class:`CurveVerdict`), ``values, floor`` (the
+    curve and its floor per layer, to decide it again under other thresholds).
     """
     _check_choice(metric, statistic)
     labels = [c for c in LABEL_COLUMNS if c in table.columns]
@@ -313,7 +314,8 @@ def table_verdicts(table: pd.DataFrame, metric: str = "relative_mu", statistic: 
         values, floor = curve_and_floor(group, metric, statistic)
         curve = curve_verdict(values.to_numpy(), floor.to_numpy(), thresholds)
         rows.append({**dict(zip(labels, key)), "verdict": curve.verdict, "rate": curve.rate, "ratio": curve.ratio,
-                     "floor_layer": curve.floor_layer, "words": curve.words, "curve": curve})
+                     "floor_layer": curve.floor_layer, "words": curve.words, "curve": curve,
+                     "values": values.to_numpy(), "floor": floor.to_numpy()})
     out = pd.DataFrame(rows)
     if not out.empty:
         out["floor_layer"] = out["floor_layer"].astype("Int64")  # missing where the curve never reaches the floor

@@ -9,6 +9,7 @@ Used by: the modules of :mod:`rankcollapse.book.pages`, never by a page's ``.md`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 
 import pandas as pd
@@ -21,7 +22,8 @@ from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts import rules as verdicts
 from rankcollapse.experiments.samples import SampleValues
-from rankcollapse.verdicts.claims import Claim, curve_claim, effect_cell, effect_claim, mean_rate, select_curves
+from rankcollapse.verdicts.claims import (Claim, curve_claim, effect_cell, effect_claim, mean_rate, rethreshold,
+                                         select_curves)
 from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
 from rankcollapse.verdicts.robustness import robust
 
@@ -129,10 +131,28 @@ def against(claim: str, source: str, measured: str, sides: Mapping[str, tuple[Si
                                          [effect_cell(m, late_factor(*pair, t), +1, t) for m, pair in sides.items()]))
 
 
+def rate_sides(config: pd.DataFrame, baseline: pd.DataFrame, words: tuple[str, str],
+               column: str = "mask") -> dict[str, tuple[Side, Side]]:
+    """Per ``column`` value (mask or part) of two sets of rate-table rows (:func:`rate_table`, one row per value
+    each): (the configuration's curve, the baseline's), from their median curves (no per-sample values)."""
+    def sides(rows: pd.DataFrame, name: str) -> dict[str, Side]:
+        return {str(r[column]): Side(f"{r[column]}, {name}", r["values"], r["floor"], None) for _, r in rows.iterrows()}
+
+    first, second = sides(config, words[0]), sides(baseline, words[1])
+    return {key: (first[key], second[key]) for key in first if key in second}
+
+
 def curves_claim(claim: str, source: str, measured: str, table: pd.DataFrame, expected: str, what: str,
                  **labels) -> Claim:
     """Every curve of ``table`` matching ``labels`` shows ``expected``, one cell per mask, robust or not."""
-    return robust(lambda t: curve_claim(claim, source, measured, select_curves(table, t, **labels), expected, what))
+    return rates_claim(claim, source, measured, select_curves(table, **labels), expected, what)
+
+
+def rates_claim(claim: str, source: str, measured: str, curves: pd.DataFrame, expected: str, what: str,
+                column: str = "mask") -> Claim:
+    """Every curve of some rate-table rows (:func:`rate_table`) shows ``expected``, one cell per ``column``,
+    each decided again at every point of the thresholds' grid."""
+    return robust(lambda t: curve_claim(claim, source, measured, rethreshold(curves, t), expected, what, column))
 
 
 def pretrained_layers_claim(table: pd.DataFrame, samples: SampleValues | None = None) -> Claim:
@@ -153,6 +173,12 @@ CAUSAL = "causal"  # the part (and mask) of a decoder's own causal mask, run wit
 RATE_COLUMNS = ("weights", "variant", "mask", "radius", "norm", "skip", "verdict", "mean rate", "late rate")
 
 
+@functools.lru_cache(maxsize=64)
+def _radius(mask: str, n_tokens: int, window: int | None) -> int:
+    """The radius of a mask (by BFS: 2 s for a 640-token causal mask, so once per mask, not per configuration)."""
+    return rc_masks.graph_radius(rc_masks.build_mask(mask, n_tokens, window))
+
+
 def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
     """One row per configuration of every part: its ``part`` (the key of ``results``), weights, variant,
     mask (with its window), norm, skip, the mask's radius at the run's ``n_tokens``, the curve verdict of
@@ -167,7 +193,7 @@ def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
         curves = verdicts.table_verdicts(result.table)
         curves.insert(0, "part", part)
         window = curves["window"].map(lambda w: None if pd.isna(w) else int(w))
-        curves["radius"] = pd.array([None if m == "model" else rc_masks.graph_radius(rc_masks.build_mask(m, n_tokens, w))
+        curves["radius"] = pd.array([None if m == "model" else _radius(m, n_tokens, w)
                                      for m, w in zip(curves["mask"], window)], dtype="Int64")
         curves["mask"] = [m if w is None else f"{m} {w}" for m, w in zip(curves["mask"], window)]
         curves["mean rate"] = curves["curve"].map(mean_rate)
