@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from rankcollapse.core.metrics import FLOOR_OF
-from rankcollapse.core.stats import late_rates, percentile_interval, resampled_medians
+from rankcollapse.core.stats import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, INTERVAL_LEVEL, late_rates,
+                                     percentile_interval, resampled_medians)
 from rankcollapse.experiments.samples import CURVE_COLUMNS, SampleValues
 from rankcollapse.verdicts import rules
 from rankcollapse.verdicts.rules import DEFAULTS, EARLY_LAYER, Thresholds
@@ -51,6 +52,13 @@ NO_INTERVAL = "no interval: per-sample values not stored for this result"
 SAME_SCALE = 2.0  # "at the same scale": the ratio of two scales lies within this factor of 1
 OUTCOMES = {"holds": "✓", "holds partly": "◐", "does not hold": "✗", "tiny": "≈", "no effect": "○", "cannot tell": "?",
             "read": "•"}  # cell symbols; "read": a number the row's verdict is decided on as a whole
+
+
+def effect_numbers() -> dict[str, str]:
+    """The bootstrap's settings as words for the setup page (``resamples``, ``seed``, ``level_percent``,
+    ``same_scale``)."""
+    return {"resamples": f"{BOOTSTRAP_RESAMPLES}", "seed": f"{BOOTSTRAP_SEED}",
+            "level_percent": f"{100 * INTERVAL_LEVEL:g}", "same_scale": f"{SAME_SCALE:g}"}
 
 
 @dataclass(frozen=True, eq=False)

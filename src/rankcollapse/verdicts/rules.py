@@ -87,13 +87,14 @@ DEFAULTS = Thresholds()
 
 def rule_numbers() -> dict[str, str]:
     """The thresholds of the rules, as words for the setup page (``floor_band``, ``collapse_rate``,
-    ``late_percent``, ``stable_factor``).
+    ``late_percent``, ``stable_factor``, ``majority_percent``, ``tiny_effect``).
 
     >>> rule_numbers()["collapse_rate"]
     '0.05'
     """
     return {"floor_band": f"{FLOOR_BAND:g}", "collapse_rate": f"{COLLAPSE_RATE:g}",
-            "late_percent": f"{100 * LATE_FRACTION:g}", "stable_factor": f"{STABLE_FACTOR:g}"}
+            "late_percent": f"{100 * LATE_FRACTION:g}", "stable_factor": f"{STABLE_FACTOR:g}",
+            "majority_percent": f"{100 * MAJORITY:g}", "tiny_effect": f"{TINY_EFFECT:g}"}
 
 
 def _number(x: float) -> str:
