@@ -130,6 +130,8 @@ def outcome(effect: Effect, direction: int, thresholds: Thresholds = DEFAULTS) -
         raise ValueError(f"direction must be -1, 0 or 1; got {direction!r}")
     if not math.isfinite(effect.estimate):
         return "cannot tell"
+    if effect.low is not None and not (math.isfinite(effect.low) and math.isfinite(effect.high)):
+        return "cannot tell"  # no resample gave a finite statistic
     low, high = (effect.estimate, effect.estimate) if effect.low is None else (effect.low, effect.high)
     if direction == 0:
         return "holds" if 1 / SAME_SCALE <= low and high <= SAME_SCALE else "does not hold"
