@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rankcollapse.book.pages._common import against, paired_sides
 from rankcollapse.core import stats
 from rankcollapse.experiments.samples import CURVE_COLUMNS, SampleValues
 from rankcollapse.verdicts import claims, effects, robustness
@@ -141,3 +142,14 @@ def test_invalid_thresholds_raise():
         Thresholds(tiny_effect=0.9)
     with pytest.raises(ValueError, match="direction"):
         effects.outcome(effects.Effect("x", 1.0, None, None), 2)
+
+
+def test_a_page_claim_with_per_sample_values_shows_its_interval_in_the_matrix():
+    table, samples = _result({"none": _noisy(0.2, 100, seed=4), "model": _noisy(0.05, 100, seed=5)})
+    sides = paired_sides(table, samples, dict(norm="model"), dict(norm="none"), ("LN", "pure"))
+    claim = against("LayerNorm slows collapse", "test", "initialized: late per-layer factor", sides)
+    text = claims.markdown_table([claim])
+    effect = effects.late_factor(*sides["causal"])
+    assert claim.verdict == "holds" and effect.low < math.exp(0.15) < effect.high
+    assert f"✓ ×{effect.estimate:.3g} [{effect.low:.3g}, {effect.high:.3g}]" in text
+    assert "no interval" not in claim.cells[0].text

@@ -159,7 +159,8 @@ def legend(thresholds: verdicts.Thresholds = verdicts.DEFAULTS) -> str:
                "read": "a number the row decides on as a whole"}
     return ("Symbols: " + " · ".join(f"{OUTCOMES[k]} {v}" for k, v in meaning.items())
             + f". ×r [lo, hi]: an effect (a ratio against the baseline, 1 = no effect) and its {100 * INTERVAL_LEVEL:g} %"
-            f" paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); \"no interval\": {NO_INTERVAL}. "
+            f" paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); a cell marked \"no interval\" reads the"
+            f" median curves only — {NO_INTERVAL}. "
             f"\"Same scale\": within ×{SAME_SCALE:g}. Robustness: the verdict over the thresholds' grid (setup page).")
 
 
