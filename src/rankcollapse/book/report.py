@@ -242,8 +242,11 @@ def check_note(checks: Sequence[tuple[bool, str]]) -> Markdown:
 
 
 def glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
-    """Glue a page's claims table (``<prefix>_claims``, GitHub-flavoured Markdown: paste it with
-    ``{glue:md}`` and ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
+    """Glue a page's claims table (``<prefix>_claims``: the compact matrix of
+    :func:`rankcollapse.verdicts.claims.markdown_table` — claims x masks or parts, a symbol with the effect and
+    its interval per cell, the verdict and its robustness per row — its legend and the collapsible per-mask
+    words, GitHub-flavoured Markdown with raw HTML ``<details>``: paste it with ``{glue:md}`` and
+    ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
     glue_markdown(f"{prefix}_claims", rc_claims.markdown_table(claims))
     glue_markdown(f"{prefix}_headline", rc_claims.headline(claims))
 
