@@ -34,6 +34,7 @@ from rankcollapse.verdicts import limits as rc_limits
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
 
 FIG2_PREFIX = "fig2_"  # the page's parameters of the Fig. 2 sweep it reads (Q1) carry this prefix
+FIG2_DISPLAY = "fig2_show_largest"  # display only: show the largest stored Fig. 2 run of these parameters
 WIDTH_LAWS = ("orthogonal", "gaussian", "uniform")  # value-weight laws of the width sweep (Q2)
 WIDTH_GAP = 0.15  # a median rate within this relative gap of the orthogonal one counts as the same rate
 LOGLOG_DOUBLE = 0.5  # a log(-log mu) slope above this (b > 1.65 per layer) reads as doubly exponential
@@ -92,7 +93,7 @@ class ReviewersConfig:
 def configure(parameters: dict) -> dict[str, object]:
     """The page's own config (``main``) and Fig. 2's sweep on the ``fig2_`` parameters, stored as Fig. 2's."""
     own = {k: v for k, v in parameters.items() if not k.startswith(FIG2_PREFIX)}
-    fig2 = {k[len(FIG2_PREFIX):]: v for k, v in parameters.items() if k.startswith(FIG2_PREFIX)}
+    fig2 = {k[len(FIG2_PREFIX):]: v for k, v in parameters.items() if k.startswith(FIG2_PREFIX) and k != FIG2_DISPLAY}
     return {"main": ReviewersConfig(**own), "fig2": Run(experiments.experiment_config(computing(fig2), **FIG2), "fig2")}
 
 
@@ -265,20 +266,29 @@ def limits(table: pd.DataFrame, dtype: str) -> pd.DataFrame:
     return rc_limits.table_limits(table, dtype)
 
 
-def claims(result: ReviewersResult, limit_table: pd.DataFrame) -> dict[str, Claim]:
-    """One claims row per question: the authors' answer as the claim, our verdict and its numbers."""
-    n = result.numbers
+def limit_numbers(limit_table: pd.DataFrame) -> dict[str, object]:
+    """Q1's counts: configurations with a norm and how many of them go to zero; per limit, the count of
+    configurations without a norm (``pure_<limit>``, spaces as underscores)."""
     normed = limit_table[limit_table["norm"] != "none"]
     pure = limit_table[limit_table["norm"] == "none"]
-    ln_zero = int((normed["limit"] == rc_limits.TO_ZERO).sum())
+    return {"q1_normed": len(normed), "q1_normed_to_zero": int((normed["limit"] == rc_limits.TO_ZERO).sum()),
+            "q1_pure": len(pure), **{f"q1_pure_{k.split(':')[0].replace(' ', '_')}": int((pure["limit"] == k).sum())
+                                     for k in rc_limits.LIMITS}}
+
+
+def claims(result: ReviewersResult, limit_table: pd.DataFrame) -> dict[str, Claim]:
+    """One claims row per question: the authors' answer as the claim, our verdict and its numbers."""
+    n, q = result.numbers, limit_numbers(limit_table)
+    pure = limit_table[limit_table["norm"] == "none"]
     pure_kinds = sorted(set(pure["limit"]))
+    ln_zero = q["q1_normed_to_zero"]
     q1 = HOLDS if ln_zero == 0 and len(pure_kinds) > 1 else PARTLY if ln_zero == 0 else FAILS
     double = n["complete_loglog_slope"] > LOGLOG_DOUBLE and n["linear_loglog_slope"] < LOGLOG_DOUBLE
     linear_ok = abs(n["causal_ratio_40"] - n["causal_lambda2"]) < 1e-6
     return {
         "q1": Claim("With LayerNorm X does not go to 0; without it, it depends on the mask, inputs and weights",
                     "response Q1", "Fig. 2's curves classified by the trends of ‖X‖_F and μ/‖X‖_F",
-                    q1, f"LayerNorm: {ln_zero} of {len(normed)} to zero; without: "
+                    q1, f"LayerNorm: {ln_zero} of {q['q1_normed']} to zero; without: "
                         + "; ".join(f"{(pure['limit'] == k).sum()} {k}" for k in pure_kinds)),
         "q2": Claim("Theorem 2 extends to i.i.d. Gaussian or uniform W_V in the large-width limit", "response Q2",
                     "LayerNorm D: share of runs where μ decays; largest gap of the median rate to orthogonal W_V",
