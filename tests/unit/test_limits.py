@@ -26,6 +26,11 @@ def test_stable_curves_do_not_collapse():
     assert verdict.limit == limits.NO_COLLAPSE
 
 
+def test_growing_norm_with_aligned_tokens_is_a_common_vector_and_reads_grows():
+    verdict = limits.limit_verdict(2.0 ** T, 0.4 * 0.3 ** T, EPS)
+    assert verdict.limit == limits.TO_VECTOR and "grows (x2e+03 of layer 1" in verdict.words
+
+
 def test_on_the_floor_and_bad_input():
     assert limits.limit_verdict(np.ones(13), np.full(13, 1e-16), EPS).limit == limits.ON_FLOOR
     with pytest.raises(ValueError, match="norm"):

@@ -46,9 +46,12 @@ class LimitVerdict:
 
     @property
     def words(self) -> str:
-        """The limit with its deciding numbers, e.g. ``"collapse to zero (‖X‖_F: collapses (rate 0.55/layer))"``."""
+        """The limit with its deciding numbers, e.g. ``"collapse to zero (‖X‖_F: collapses (rate 0.55/layer); ...)"``;
+        a norm that grows past ``STABLE_FACTOR`` reads "grows" (the curve rules, made for decay, call it stable)."""
         cosine = "" if self.cosine_last is None else f"; mean |cos| {self.cosine_last:.3g} at the last layer"
-        return f"{self.limit} (‖X‖_F: {self.norm.words}; μ/‖X‖_F: {self.relative.words}{cosine})"
+        grows = self.norm.ratio > rules.STABLE_FACTOR
+        norm = f"grows (x{self.norm.ratio:.2g} of layer 1 after {self.norm.n_layers} layers)" if grows else self.norm.words
+        return f"{self.limit} (‖X‖_F: {norm}; μ/‖X‖_F: {self.relative.words}{cosine})"
 
 
 def limit_verdict(norm, relative_mu, relative_floor, cosine=None, norm_floor: float = NORM_FLOOR["float64"]

@@ -272,7 +272,8 @@ def limit_numbers(limit_table: pd.DataFrame) -> dict[str, object]:
     normed = limit_table[limit_table["norm"] != "none"]
     pure = limit_table[limit_table["norm"] == "none"]
     return {"q1_normed": len(normed), "q1_normed_to_zero": int((normed["limit"] == rc_limits.TO_ZERO).sum()),
-            "q1_pure": len(pure), **{f"q1_pure_{k.split(':')[0].replace(' ', '_')}": int((pure["limit"] == k).sum())
+            "q1_pure": len(pure), "q1_pure_norm_low": float(pure["norm ratio"].min()),
+            "q1_pure_norm_high": float(pure["norm ratio"].max()), **{f"q1_pure_{k.split(':')[0].replace(' ', '_')}": int((pure["limit"] == k).sum())
                                      for k in rc_limits.LIMITS}}
 
 
