@@ -30,6 +30,8 @@ from torch import Tensor
 
 from rankcollapse.core.stats import fit_decay_rate
 
+DOUBLE_SLOPE = 0.5  # a log(-log mu) slope above this per layer (base b > e^0.5 = 1.65) reads as doubly exponential
+
 
 
 
@@ -83,6 +85,15 @@ def loglog_slope(log_mu: Tensor, first: int = 1) -> float:
     drop = log_mu[0] - log_mu  # -log(mu(t) / mu(0))  [layer + 1]
     valid = torch.isfinite(drop) & (drop > 0) & (torch.arange(drop.shape[0]) >= first)
     return -fit_decay_rate(torch.where(valid, drop, 1.0).log(), valid)
+
+
+def decay_shape(slope: float) -> str:
+    """Words for a :func:`loglog_slope`: "doubly exponential" above :data:`DOUBLE_SLOPE`, else "exponential".
+
+    >>> decay_shape(1.1), decay_shape(0.1)
+    ('doubly exponential', 'exponential')
+    """
+    return "doubly exponential" if slope > DOUBLE_SLOPE else "exponential"
 
 
 def layer_rates(log_mu: Tensor) -> Tensor:
