@@ -18,7 +18,6 @@ from torch import Tensor
 
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import common as plotting
-from rankcollapse.book.plotting.theory import _legend_below
 from rankcollapse.theory.rates import layer_rates
 
 _LOG10 = math.log(10)
@@ -49,7 +48,7 @@ def decay_shape_figure(complete: Tensor, linear: dict[str, Tensor]) -> Figure:
     right.set_xlabel("layer $t$")
     right.set_ylabel(r"$\log(-\log(\mu_t/\mu_0))$")
     right.set_title("straight: doubly exponential")
-    _legend_below(fig, [left])
+    plotting.figure_legend(fig, [left])
     return fig
 
 
@@ -65,7 +64,7 @@ def linear_rate_figure(linear: dict[str, Tensor], log2: float) -> Figure:
     ax.set_xlabel("layer $t$")
     ax.set_ylabel("decay per layer")
     ax.set_ylim(0, 1.5 * log2)
-    _legend_below(fig, [ax])
+    plotting.figure_legend(fig, [ax])
     return fig
 
 
@@ -87,7 +86,7 @@ def rotation_figure(paths: dict[float, Tensor], limits: pd.DataFrame) -> Figure:
     ax.set_aspect("equal")
     ax.set_xlabel("coordinate 1")
     ax.set_ylabel("coordinate 2")
-    _legend_below(fig, [ax])
+    plotting.figure_legend(fig, [ax])
     return fig
 
 
@@ -103,7 +102,7 @@ def path_figure(s: Tensor, mu: Tensor, depths: tuple[int, ...], jump: float) -> 
     ax.set_yscale("log")
     ax.set_xlabel(r"$s$ in $W_V = (1-s)\,I + s\,W$")
     ax.set_ylabel(r"$\mu(X^{(t)})$")
-    _legend_below(fig, [ax])
+    plotting.figure_legend(fig, [ax])
     return fig
 
 
@@ -126,7 +125,7 @@ def width_figure(widths: pd.DataFrame) -> Figure:
         ax.set_xlabel("width $d$")
         ax.set_ylabel("rate of μ per layer")
     plotting.label_outer(axes, min(2, len(shown)))
-    _legend_below(fig, axes)
+    plotting.figure_legend(fig, axes)
     return fig
 
 
@@ -155,5 +154,5 @@ def limits_figure(table: pd.DataFrame, limit_table: pd.DataFrame) -> Figure:
         ax.set_yscale("log")
         ax.set_xlabel("layer $t$")
         ax.set_ylabel(label)
-    _legend_below(fig, [right])
+    plotting.figure_legend(fig, [right])
     return fig
