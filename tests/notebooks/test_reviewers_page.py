@@ -29,5 +29,7 @@ def test_reviewers_page(repo_root, tmp_path, figure_dir, figure_text_px):
         + glued["rv_q1_pure_no_collapse"] + glued["rv_q1_pure_cannot_tell"] == glued["rv_q1_pure"] == 8
     sizes = figure_text_px()
     assert set(sizes) == {"fig-reviewers-limits", "fig-reviewers-decay", "fig-reviewers-linear",
-                          "fig-reviewers-rotation", "fig-reviewers-path", "fig-reviewers-width"}
+                          "fig-reviewers-rotation", "fig-reviewers-path", "fig-reviewers-width",
+                          "fig-reviewers-temperature"}
+    assert -1 <= glued["rv_temp_initialized_correlation"] <= 1
     assert min(sizes.values()) >= MIN_TEXT_PX, sizes

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import experiment
+from rankcollapse.book.pages._common import FIG4, experiment
 from rankcollapse.experiments.config import value
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
 
-FIXED = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)
+FIXED = FIG4
 configure = experiment(FIXED)
 
 

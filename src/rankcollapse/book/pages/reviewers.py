@@ -20,11 +20,13 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from rankcollapse.book.pages._common import FIG2, MAX_LAYERS, MAX_SAMPLES, MAX_SEED, MAX_TOKENS, computing
+from rankcollapse.book.pages._common import (FIG2, FIG3, FIG4, MAX_LAYERS, MAX_SAMPLES, MAX_SEED, MAX_TOKENS,
+                                             temperature_range)
 from rankcollapse.core import masks, metrics
+from rankcollapse.core.metrics import FLOOR_BAND
 from rankcollapse.core.checks import check_choice, check_choices, check_int, check_ints, check_numbers, check_temperature, freeze_lists
 from rankcollapse.core.masks import PAPER_MASKS
-from rankcollapse.core.stats import fit_decay_rate
+from rankcollapse.core.stats import fit_decay_rate, rank_correlation
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.theory import counterexample as ce
@@ -35,6 +37,7 @@ from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
 
 FIG2_PREFIX = "fig2_"  # the page's parameters of the Fig. 2 sweep it reads (Q1) carry this prefix
 FIG2_DISPLAY = "fig2_show_largest"  # display only: show the largest stored Fig. 2 run of these parameters
+FIG3_TEMPERATURES = "fig3_temperatures"  # the d_QK values of the Fig. 3 sweep read for the temperature question
 WIDTH_LAWS = ("orthogonal", "gaussian", "uniform")  # value-weight laws of the width sweep (Q2)
 WIDTH_GAP = 0.15  # a median rate within this relative gap of the orthogonal one counts as the same rate
 
@@ -90,10 +93,14 @@ class ReviewersConfig:
 
 
 def configure(parameters: dict) -> dict[str, object]:
-    """The page's own config (``main``) and Fig. 2's sweep on the ``fig2_`` parameters, stored as Fig. 2's."""
-    own = {k: v for k, v in parameters.items() if not k.startswith(FIG2_PREFIX)}
+    """The page's own config (``main``) and the Fig. 2, Fig. 3 and Fig. 4 sweeps on the ``fig2_`` parameters
+    (Fig. 3 with ``fig3_temperatures``), stored as those pages' own."""
+    own = {k: v for k, v in parameters.items() if not k.startswith((FIG2_PREFIX, FIG3_TEMPERATURES))}
     fig2 = {k[len(FIG2_PREFIX):]: v for k, v in parameters.items() if k.startswith(FIG2_PREFIX) and k != FIG2_DISPLAY}
-    return {"main": ReviewersConfig(**own), "fig2": Run(experiments.experiment_config(computing(fig2), **FIG2), "fig2")}
+    fig3 = {**fig2, "temperatures": parameters.get(FIG3_TEMPERATURES)}  # its default: the parameters cell
+    return {"main": ReviewersConfig(**own), "fig2": Run(experiments.experiment_config(fig2, **FIG2), "fig2"),
+            "fig3": Run(experiments.experiment_config(fig3, **FIG3), "fig3"),
+            "fig4": Run(experiments.experiment_config(fig2, **FIG4), "fig4")}
 
 
 @dataclass(frozen=True)
@@ -276,7 +283,49 @@ def limit_numbers(limit_table: pd.DataFrame) -> dict[str, object]:
                                      for k in rc_limits.LIMITS}}
 
 
-def claims(result: ReviewersResult, limit_table: pd.DataFrame) -> dict[str, Claim]:
+def temperature_alignment(fig3: pd.DataFrame, fig4: pd.DataFrame) -> pd.DataFrame:
+    """Q (temperature): per weights, mask and layer t >= 2 of pure attention, the layer's own temperature
+    effect — the change over layer t of ``log`` (μ/‖X‖_F at the coldest d_QK / at the warmest), in absolute
+    value, from Fig. 3's sweep — against the mean |cos| between the tokens entering layer t (Fig. 4's sweep,
+    the layers' own scaling). Layer 1 is left out (its input X(0) is the embedding, not a state), and so is
+    every layer where either curve, at that layer or the one before, lies within FLOOR_BAND of its
+    rounding floor.
+
+    Shapes: tidy tables in; one row per (weights, mask, layer) out.
+    """
+    cold, warm = temperature_range(fig3)
+    rows = fig3[(fig3["metric"] == "relative_mu") & (fig3["norm"] == "none") & (fig3["variant"] == "SAN")]
+    pivot = rows.pivot_table(index=["weights", "mask", "layer"], columns="temperature", values="median")
+    floors = fig3[(fig3["metric"] == "relative_floor") & (fig3["norm"] == "none") & (fig3["variant"] == "SAN")] \
+        .pivot_table(index=["weights", "mask", "layer"], columns="temperature", values="median")
+    above = ((pivot[cold] > FLOOR_BAND * floors[cold]) & (pivot[warm] > FLOOR_BAND * floors[warm])).rename("above")
+    log_ratio = (pivot[cold] / pivot[warm]).apply(math.log).rename("log_ratio").reset_index()
+    log_ratio["effect"] = log_ratio.groupby(["weights", "mask"])["log_ratio"].diff().abs()
+    log_ratio["above"] = above.to_numpy()
+    log_ratio["above"] &= log_ratio.groupby(["weights", "mask"])["above"].shift(1, fill_value=False)
+    cosine = fig4[(fig4["metric"] == "mean_abs_cosine") & (fig4["norm"] == "none") & (fig4["variant"] == "SAN")]
+    cosine = cosine[["weights", "mask", "layer", "median"]].rename(columns={"median": "cosine"})
+    cosine["layer"] += 1  # the cosine entering the next layer
+    joined = log_ratio.merge(cosine, on=["weights", "mask", "layer"])
+    return joined[(joined["layer"] >= 2) & joined["above"]].drop(columns="above").reset_index(drop=True)
+
+
+def temperature_numbers(alignment: pd.DataFrame) -> dict[str, object]:
+    """Per weights: the rank correlation of the per-layer effect with the entering cosine, the median
+    effect and cosine over the first and the last third of the layers (``temp_<weights>_...``)."""
+    out: dict[str, object] = {}
+    for weights, group in alignment.groupby("weights"):
+        third = max(1, (group["layer"].max() - 1) // 3)
+        early, late = group[group["layer"] < 2 + third], group[group["layer"] > group["layer"].max() - third]
+        out |= {f"temp_{weights}_correlation": rank_correlation(group["effect"], group["cosine"]),
+                f"temp_{weights}_early_effect": float(early["effect"].median()),
+                f"temp_{weights}_late_effect": float(late["effect"].median()),
+                f"temp_{weights}_early_cosine": float(early["cosine"].median()),
+                f"temp_{weights}_late_cosine": float(late["cosine"].median())}
+    return out
+
+
+def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict[str, object]) -> dict[str, Claim]:
     """One claims row per question: the authors' answer as the claim, our verdict and its numbers."""
     n, q = result.numbers, limit_numbers(limit_table)
     pure = limit_table[limit_table["norm"] == "none"]
@@ -299,6 +348,16 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame) -> dict[str, Clai
                     f"{n['width_smallest']}, {100 * n['width_gap_large']:.0f} % at d = {n['width_largest']} "
                     f"({n['width_mask']}: {n['width_rate_gaussian']:.3g} Gaussian, {n['width_rate_uniform']:.3g} "
                     f"uniform, {n['width_rate_orthogonal']:.3g} orthogonal)"),
+        "temperature": Claim("Once the tokens align, the temperature matters less (initialized models)",
+                             "response W2", "rank correlation over masks and layers of the per-layer temperature "
+                             "effect with the mean |cos| entering the layer (initialized)",
+                             HOLDS if temperature["temp_initialized_correlation"] < -0.5 else
+                             PARTLY if temperature["temp_initialized_correlation"] < 0 else FAILS,
+                             f"{temperature['temp_initialized_correlation']:.2f}; effect "
+                             f"{temperature['temp_initialized_early_effect']:.2g} → "
+                             f"{temperature['temp_initialized_late_effect']:.2g} per layer while mean |cos| "
+                             f"{temperature['temp_initialized_early_cosine']:.2f} → "
+                             f"{temperature['temp_initialized_late_cosine']:.2f}"),
         "q4": Claim("The exponential rate is tight: linear systems cannot collapse doubly exponentially",
                     "response Q4", "log(−log μ) slope per layer; linear causal per-layer ratio at layer 40",
                     HOLDS if double and linear_ok else PARTLY if linear_ok else FAILS,

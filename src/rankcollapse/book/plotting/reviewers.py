@@ -156,3 +156,30 @@ def limits_figure(table: pd.DataFrame, limit_table: pd.DataFrame) -> Figure:
         ax.set_ylabel(label)
     plotting.figure_legend(fig, [right])
     return fig
+
+
+def temperature_figure(alignment: pd.DataFrame) -> Figure:
+    """The temperature question. Per weight source, the layer's own temperature effect against how far the
+    entering tokens are from aligned (1 - mean |cos|, log axes), one colour per mask, points labelled by
+    nothing (the layer grows to the left as the tokens align).
+
+    Shapes: ``alignment`` rows of weights, mask, layer, effect, cosine.
+    """
+    shown = list(dict.fromkeys(alignment["weights"]))
+    fig, axes = plotting.panel_grid(len(shown), panel_height=2.8, sharey=True)
+    masks = list(dict.fromkeys(alignment["mask"]))
+    for ax, weights in zip(axes, shown):
+        rows = alignment[alignment["weights"] == weights]
+        for k, name in enumerate(masks):
+            group = rows[rows["mask"] == name]
+            ax.plot((1 - group["cosine"]).clip(lower=1e-12), group["effect"].clip(lower=1e-6), "o-", color=f"C{k}",
+                    ms=4, lw=1, label=mask_label(name))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.invert_xaxis()
+        ax.set_title(weights)
+        ax.set_xlabel(r"$1 - $ mean $|\cos|$ (input)")
+        ax.set_ylabel("temperature effect per layer")
+    plotting.label_outer(axes, min(2, len(shown)))
+    plotting.figure_legend(fig, axes)
+    return fig
