@@ -33,7 +33,8 @@ from rankcollapse.theory import counterexample as ce
 from rankcollapse.theory import rates
 from rankcollapse.theory.dynamics import DynamicsConfig, SystemConfig, linear_rate, sample_system, summarize_collapse
 from rankcollapse.verdicts import limits as rc_limits
-from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
+from rankcollapse.verdicts import rules
+from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim, mean_rate
 
 FIG2_PREFIX = "fig2_"  # the page's parameters of the Fig. 2 sweep it reads (Q1) carry this prefix
 FIG2_DISPLAY = "fig2_show_largest"  # display only: show the largest stored Fig. 2 run of these parameters
@@ -283,6 +284,19 @@ def limit_numbers(limit_table: pd.DataFrame) -> dict[str, object]:
                                      for k in rc_limits.LIMITS}}
 
 
+def local_or_causal(fig2: pd.DataFrame) -> pd.DataFrame:
+    """Q (local or causal): per weights and norm, the mean decay rate per layer of μ/‖X‖_F (median over
+    samples; :func:`rankcollapse.verdicts.claims.mean_rate`) of the causal mask and of the two windows, and
+    whether each window decays more slowly than the causal mask."""
+    curves = rules.table_verdicts(fig2)
+    curves["mean rate"] = curves["curve"].map(mean_rate)
+    pivot = curves.pivot_table(index=["weights", "norm"], columns="mask", values="mean rate")
+    windows = [m for m in ("sliding_window", "causal_sliding_window") if m in pivot.columns]
+    for name in windows:
+        pivot[f"{name} slower"] = pivot[name] < pivot["causal"]
+    return pivot[["causal", *windows, *(f"{m} slower" for m in windows)]].reset_index()
+
+
 def temperature_alignment(fig3: pd.DataFrame, fig4: pd.DataFrame) -> pd.DataFrame:
     """Q (temperature): per weights, mask and layer t >= 2 of pure attention, the layer's own temperature
     effect — the change over layer t of ``log`` (μ/‖X‖_F at the coldest d_QK / at the warmest), in absolute
@@ -325,9 +339,11 @@ def temperature_numbers(alignment: pd.DataFrame) -> dict[str, object]:
     return out
 
 
-def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict[str, object]) -> dict[str, Claim]:
+def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict[str, object],
+           local: pd.DataFrame) -> dict[str, Claim]:
     """One claims row per question: the authors' answer as the claim, our verdict and its numbers."""
     n, q = result.numbers, limit_numbers(limit_table)
+    slower = local[[c for c in local.columns if str(c).endswith(" slower")]].to_numpy()
     pure = limit_table[limit_table["norm"] == "none"]
     pure_kinds = sorted(set(pure["limit"]))
     ln_zero = q["q1_normed_to_zero"]
@@ -358,6 +374,10 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                              f"{temperature['temp_initialized_late_effect']:.2g} per layer while mean |cos| "
                              f"{temperature['temp_initialized_early_cosine']:.2f} → "
                              f"{temperature['temp_initialized_late_cosine']:.2f}"),
+        "local": Claim("A local window slows collapse compared with the causal mask", "paper §5; reviewer question",
+                       "Fig. 2: (weights, norm) pairs where a window's mean rate of μ/‖X‖_F is below the causal one",
+                       HOLDS if slower.all() else PARTLY if slower.any() else FAILS,
+                       f"{int(slower.sum())} of {slower.size} (window, weights, norm)"),
         "q4": Claim("The exponential rate is tight: linear systems cannot collapse doubly exponentially",
                     "response Q4", "log(−log μ) slope per layer; linear causal per-layer ratio at layer 40",
                     HOLDS if double and linear_ok else PARTLY if linear_ok else FAILS,
