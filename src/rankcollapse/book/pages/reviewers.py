@@ -181,6 +181,8 @@ def _path(config: ReviewersConfig) -> tuple[Tensor, Tensor, dict[str, object]]:
     return s, mu, {"path_s_analytic": sum(analytic) / 2, "path_s_simulated": sum(apart) / 2,
                    "path_interval": apart[1] - apart[0], "path_depth": deepest,
                    "path_mu_below": float(below.max()) if len(below) else math.nan,
+                   "path_mu_below_words": "exactly 0" if len(below) and float(below.max()) == 0
+                   else f"at most {float(below.max()) if len(below) else math.nan:.1e}",
                    "path_mu_above": float(above.min()) if len(above) else math.nan}
 
 
@@ -265,6 +267,8 @@ def _width_numbers(widths: pd.DataFrame) -> dict[str, object]:
             "width_decaying": float((widths["rate"] > 0).mean()),
             "width_gap_large": float(others.loc[others["width"] == largest, "gap"].max()),
             "width_gap_small": float(others.loc[others["width"] == smallest, "gap"].max()),
+            "width_gap_trend": "shrinks" if others.loc[others["width"] == largest, "gap"].max()
+            < others.loc[others["width"] == smallest, "gap"].max() else "does not shrink",
             **{f"width_rate_{law}": float(at[law]) for law in WIDTH_LAWS}}
 
 
@@ -366,12 +370,12 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                     f"uniform, {n['width_rate_orthogonal']:.3g} orthogonal)"),
         "temperature": Claim("Once the tokens align, the temperature matters less (initialized models)",
                              "response W2", "rank correlation over masks and layers of the per-layer temperature "
-                             "effect with the mean |cos| entering the layer (initialized)",
+                             "effect with the mean absolute cosine entering the layer (initialized)",
                              HOLDS if temperature["temp_initialized_correlation"] < -0.5 else
                              PARTLY if temperature["temp_initialized_correlation"] < 0 else FAILS,
                              f"{temperature['temp_initialized_correlation']:.2f}; effect "
                              f"{temperature['temp_initialized_early_effect']:.2g} → "
-                             f"{temperature['temp_initialized_late_effect']:.2g} per layer while mean |cos| "
+                             f"{temperature['temp_initialized_late_effect']:.2g} per layer while the mean absolute cosine goes "
                              f"{temperature['temp_initialized_early_cosine']:.2f} → "
                              f"{temperature['temp_initialized_late_cosine']:.2f}"),
         "local": Claim("A local window slows collapse compared with the causal mask", "paper §5; reviewer question",
@@ -383,17 +387,17 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                     HOLDS if double and linear_ok else PARTLY if linear_ok else FAILS,
                     f"complete mask with logits {n['complete_loglog_slope']:.3f} "
                     f"({rates.decay_shape(n['complete_loglog_slope'])}), linear {n['linear_loglog_slope']:.3f} "
-                    f"({rates.decay_shape(n['linear_loglog_slope'])}); ratio {n['causal_ratio_40']:.7f} vs |λ₂| = "
+                    f"({rates.decay_shape(n['linear_loglog_slope'])}); ratio {n['causal_ratio_40']:.7f}, second eigenvalue "
                     f"{n['causal_lambda2']:.3g}"),
         "q2_rotation": Claim("The counterexample does not rely on a zero activation of token 1", "response Q2 (W4)",
-                             "rotated instances Z^T W Z: max gap to X(t) Z; smallest |coordinate| of (0, 1) Z",
+                             "rotated instances Z^T W Z: largest gap to X(t) Z; smallest absolute coordinate of (0, 1) Z",
                              HOLDS if n["rotation_max_gap"] < 1e-12 and n["rotation_min_coordinate"] > 1e-3 else FAILS,
-                             f"gap {n['rotation_max_gap']:.1e}, smallest |coordinate| "
+                             f"gap {n['rotation_max_gap']:.1e}, smallest absolute coordinate "
                              f"{n['rotation_min_coordinate']:.3f} over {n['rotation_count']} rotations"),
         "q1_continuity": Claim("Token trajectories are not continuous in the value matrices under LayerNorm",
                                "response Q1", f"μ at depth {n['path_depth']} along (1 − s) I + s W",
                                HOLDS if n["path_mu_above"] > 1e3 * max(n["path_mu_below"], 1e-300) else FAILS,
                                f"jump at s = {n['path_s_simulated']:.6f} (fixed point appears at "
-                               f"{n['path_s_analytic']:.6f}); μ ≤ {n['path_mu_below']:.1e} before, "
+                               f"{n['path_s_analytic']:.6f}); μ {n['path_mu_below_words']} before, "
                                f"≥ {n['path_mu_above']:.3g} after"),
     }
