@@ -38,6 +38,7 @@ PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only,
 # SAN + LN), and LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a fresh model has it.
 FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))
+FIG4 = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)  # Fig. 4: token geometry
 
 
 def times_floor(ratio: float) -> str:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import experiment
+from rankcollapse.book.pages._common import FIG4, experiment
 from rankcollapse.experiments.config import value
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Cell, Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import Effect
 from rankcollapse.verdicts.robustness import robust
 from rankcollapse.verdicts.rules import Thresholds
 
-FIXED = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)
+FIXED = FIG4
 configure = experiment(FIXED)
 _PART = "pretrained full transformer"  # what every claim of the caption is read on
 
