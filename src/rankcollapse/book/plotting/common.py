@@ -27,10 +27,9 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 from rankcollapse import __version__
-from rankcollapse.book.plotting import drawn
 from rankcollapse.core.masks import describe_mask
 from rankcollapse.core.metrics import FLOOR_OF
-from rankcollapse.book.plotting import logaxis, overlap
+from rankcollapse.book.plotting import drawn, logaxis, overlap
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
 
@@ -61,9 +60,8 @@ def figure_dir() -> Path:
 
 
 def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | None = None) -> dict[str, Path]:
-    """Save ``fig`` as PNG, SVG and PDF plus a JSON provenance sidecar (its ``git_commit`` is the commit
-    that rendered it; ``data`` the stored results it draws, each with the commit that computed it) and the
-    points it draws as CSV (:func:`rankcollapse.book.plotting.drawn.drawn_table`); returns the paths by format."""
+    """Save ``fig`` as PNG, SVG, PDF, its drawn points as CSV (:func:`drawn.drawn_table`) and a JSON provenance
+    sidecar (``git_commit``: the rendering commit; ``data``: the stored results drawn, each with its commit)."""
     info = {**provenance_record(parameters), "data": data or [], "legibility": legibility(fig)}
     text = json.dumps(info, sort_keys=True, default=str)
     metadata = {
