@@ -11,11 +11,15 @@ Loaded through ``sphinx: local_extensions`` in ``_config.yml``. It
   runs outside its repository (Colab, a fresh Jupyter);
 - points the page's ".ipynb" download button at that notebook, the Colab launch button at the same file
   on the ``NOTEBOOKS_BRANCH`` branch of the repository (the GitHub workflow publishes ``_notebooks``
-  there), and adds a "book .pdf" download (the PDF that ``_ext/bookpdf.py`` prints).
+  there), and adds a "book .pdf" download (the PDF that ``_ext/bookpdf.py`` prints);
+- labels every cell of a Markdown table with its column's header (``data-label``), for the phone layout
+  of the claims tables in ``_static/booksite.css``.
 """
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import nbformat
@@ -137,6 +141,35 @@ def rewrite_buttons(app: Sphinx, pagename: str, templatename: str, context: dict
                           "label": "download-book-pdf-button"})
 
 
+_MARKDOWN_TABLE = re.compile(r'<table class="table\b[^"]*">.*?</table>', re.S)
+
+
+def labelled_cells(body: str) -> str:
+    """Every Markdown table of a page's HTML with each cell labelled by its column's header
+    (``data-label``), which the phone layout of ``_static/booksite.css`` shows before the cell when a
+    table's rows stack as cards.
+
+    >>> labelled_cells('<table class="table"><thead><tr><th>claim</th><th><p>verdict</p></th></tr></thead>'
+    ...                '<tbody><tr><td>a</td><td>b</td></tr></tbody></table>').split("<tbody>")[1]
+    '<tr><td data-label="claim">a</td><td data-label="verdict">b</td></tr></tbody></table>'
+    """
+    def label(table: re.Match) -> str:
+        heads = [html.unescape(re.sub(r"<[^>]+>", "", h)).strip()
+                 for h in re.findall(r"<th\b[^>]*>(.*?)</th>", table.group(0), re.S)]
+
+        def row(tr: re.Match) -> str:
+            names = iter(heads)
+            return re.sub(r"<td\b(?! data-label)", lambda _: f'<td data-label="{html.escape(next(names, ""), quote=True)}"', tr.group(0))
+        return re.sub(r"<tr\b.*?</tr>", row, table.group(0), flags=re.S)
+    return _MARKDOWN_TABLE.sub(label, body)
+
+
+def label_table_cells(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """:func:`labelled_cells` on the page's body."""
+    if "body" in context:
+        context["body"] = labelled_cells(context["body"])
+
+
 def serve_mathjax(app: Sphinx, config: Config) -> None:
     """Add the vendored MathJax to the static files; fail clearly when it is missing."""
     if "://" in config.mathjax_path:
@@ -150,5 +183,6 @@ def serve_mathjax(app: Sphinx, config: Config) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", serve_mathjax)
     app.connect("html-page-context", rewrite_buttons, priority=502)
+    app.connect("html-page-context", label_table_cells)
     app.connect("build-finished", export_notebooks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -23,11 +23,12 @@ def test_mask_design(repo_root, tmp_path, figure_dir):
     assert glued["mask_design_n_masks"] == 14 and glued["mask_design_n_connected"] == 12  # at N = 16
     assert glued["mask_design_unconnected"] == "dilated ±2, dilation 2, random 15 %"
     assert glued["mask_design_causal_radius_max"] == 15  # causal window 1 at N = 16
-    assert {p.suffix for p in figure_dir.glob("fig-mask-design-rates.*")} == {".png", ".svg", ".pdf", ".json"}
+    assert {p.suffix for p in figure_dir.glob("fig-mask-design-rates.*")} == {".png", ".svg", ".pdf", ".json", ".csv"}
     assert glued["mask_design_decomp_init_n"] == 3 and glued["mask_design_decomp_pre_wide_n"] == 2
     assert 0 < glued["mask_design_decomp_init_gain_min"] <= glued["mask_design_decomp_init_gain_max"]
     assert {"mask_design_decomp_claims", "mask_design_decomp_headline"} <= set(glued)  # Markdown: rows in unit tests
-    assert {p.suffix for p in figure_dir.glob("fig-mask-design-decomposition.*")} == {".png", ".svg", ".pdf", ".json"}
+    assert {p.suffix for p in figure_dir.glob("fig-mask-design-decomposition.*")} == {".png", ".svg", ".pdf", ".json",
+                                                                                      ".csv"}
 
 
 def test_large_models(repo_root, tmp_path):

@@ -37,7 +37,7 @@ def test_fig2(repo_root, tmp_path, figure_dir, results_dir):
     assert glued["fig2_ln_complete_over_floor"] == pytest.approx(glued["fig2_ln_complete"] / glued["fig2_floor_complete"])
     meta = json.loads((figure_dir / "fig-fig2-mu.json").read_text())
     assert meta["parameters"]["n_tokens"] == 8 and "pretrained" in meta["parameters"]["weights"]
-    assert {p.suffix for p in figure_dir.glob("fig-fig2-mu.*")} == {".png", ".svg", ".pdf", ".json"}
+    assert {p.suffix for p in figure_dir.glob("fig-fig2-mu.*")} == {".png", ".svg", ".pdf", ".json", ".csv"}
     assert len(list((results_dir / "fig2").glob("*.csv"))) == 1
 
 

@@ -38,7 +38,8 @@ def test_theorem1_page(repo_root, tmp_path, figure_dir, figure_text_px):
     assert glued["thm1_sweep_rate_wide"] > glued["thm1_sweep_rate_narrow"]
     assert glued["thm1_uni_vs_bi"] in ("faster", "slower")
     assert (figure_dir / "fig-theorem1-masks.png").is_file() and (figure_dir / "fig-theorem1-rates.svg").is_file()
-    _legible(figure_text_px(), {"fig-theorem1-masks", "fig-theorem1-rates", "fig-theorem1-linear"})
+    assert glued["thm1_shape_complete"] == "doubly exponential" and glued["thm1_shape_linear_causal"] == "exponential"
+    _legible(figure_text_px(), {"fig-theorem1-masks", "fig-theorem1-rates", "fig-theorem1-linear", "fig-theorem1-shape"})
 
 
 def test_theorem2_page(repo_root, tmp_path, figure_dir, figure_text_px):

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.site
 
 PAGES = sorted(str(p.relative_to(SITE)) for p in SITE.glob("book/**/*.html"))  # index.html only redirects
 FIGURE_PAGES = [page for page in PAGES if 'class="figure-downloads"' in (SITE / page).read_text() and page != "book/gallery.html"]
-DOWNLOADS = ("png", "svg", "pdf", "json")
+DOWNLOADS = ("png", "svg", "pdf", "json", "csv")
 
 
 def _soup(page: str) -> BeautifulSoup:
@@ -66,6 +66,8 @@ def test_figures_have_alt_text_full_size_link_downloads_and_citation(page):
         svg = (folder / hrefs[1]).resolve().read_text()
         assert "<text" in svg  # selectable text, not glyph outlines
         record = json.loads((folder / hrefs[3]).resolve().read_text())
+        drawn = (folder / hrefs[4]).resolve().read_text().splitlines()  # the points it draws, one row each
+        assert drawn[0].startswith("panel,panel_title,") and len(drawn) > 1, label
         cite = downloads.find_next_sibling("details", class_="figure-cite")
         assert cite["data-figure"] == label
         text = cite.get_text()

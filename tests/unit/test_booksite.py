@@ -58,3 +58,16 @@ def test_ci_prints_the_pdf_and_publishes_the_notebooks_where_the_colab_buttons_p
     assert workflow.split("git push --force")[1].split("\n")[0].endswith(booksite.NOTEBOOKS_BRANCH)
     for script in ("scripts/build_book.sh", "scripts/test.sh"):
         assert ".venv/bin/python _ext/bookpdf.py" in (ROOT / script).read_text()
+
+
+def test_markdown_table_cells_carry_their_column_header_for_the_phone_layout():
+    """At 390 px a claims table's five columns cut "holds" to "hol": on a phone its rows stack, each cell after
+    its header, which the CSS reads from data-label."""
+    page = ('<p>x</p><table class="table"><thead><tr class="row-odd"><th class="head"><p>claim</p></th>'
+            '<th class="head"><p>what &amp; how</p></th></tr></thead><tbody><tr class="row-even"><td><p>a</p></td>'
+            '<td><p><strong>holds</strong></p></td></tr><tr><td>c</td><td>d</td></tr></tbody></table>'
+            '<table class="dataframe"><tr><td>untouched</td></tr></table>')
+    labelled = booksite.labelled_cells(page)
+    assert labelled.count('<td data-label="claim">') == 2 and labelled.count('<td data-label="what &amp; how">') == 2
+    assert '<table class="dataframe"><tr><td>untouched</td>' in labelled
+    assert booksite.labelled_cells(labelled) == labelled  # a page written twice is labelled once

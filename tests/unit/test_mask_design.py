@@ -91,6 +91,21 @@ def test_numbers_name_the_order_and_the_fastest_sparse_mask():
     assert found["n_pairs"] == 2 and found["collapse_words"] == "every mask collapses"
     assert found["uni_vs_bi"] == ("collapses sometimes faster, sometimes more slowly than the bidirectional one "
                                   "(rate ratio 0.50 to 2.40)")
+    assert found["unconnected_verdicts"] == "dilated: “collapses”"  # beside "disconnected masks": their verdict
+
+
+def test_windows_within_five_percent_collapse_at_the_same_rate():
+    """MPNet initialized: uni- over bidirectional rates 0.97 to 1.00 read "more slowly", which no reader can see."""
+    table = pd.DataFrame({
+        "mask": ["complete", "causal window 1", "causal window 2", "window ±1", "window ±2", "window ±1 + 1 global"],
+        "edge share": [1.0, 0.02, 0.03, 0.02, 0.04, 0.04], "radius": [1, 64, 32, 64, 32, 1],
+        "uniform |λ₂|": [0.0, 0.5, 0.5, 0.99, 0.99, 0.75], "rate, initialized": [4.9, 1.05, 1.07, 1.07, 1.08, 1.35],
+        "verdict, initialized": ["collapses"] * 6})
+    words = mask_design.numbers(table)["uni_vs_bi"]
+    assert words == "collapses at the same rate as the bidirectional one, within 5% (rate ratio 0.98 to 0.99)"
+    table.loc[1, "rate, initialized"] = 0.9  # a ratio of 0.84: now it is slower
+    assert mask_design.numbers(table)["uni_vs_bi"] == ("collapses more slowly than the bidirectional one "
+                                                       "(rate ratio 0.84 to 0.99)")
 
 
 def test_rates_of_masks_that_do_not_collapse_are_not_compared():

@@ -28,8 +28,13 @@ def test_folder_without_config_is_refused(tmp_path):
 
 
 def test_unavailable_hub_id_gives_one_line(monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
+    # huggingface_hub reads these when first imported; another test of this process may have imported it
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     with pytest.raises(ValueError) as err:
         models.load_model("no-such-user/no-such-model")
     assert str(err.value) == (f"model 'no-such-user/no-such-model' is not in the Hugging Face cache ({tmp_path / 'hub'}) "

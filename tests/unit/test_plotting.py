@@ -21,7 +21,9 @@ def test_export_figure_writes_formats_with_parameters(book):
     assert "radius r = 3" in ax.get_title()
     paths = plotting.export_figure(fig, "fig-test-masks", {"n_tokens": 6, "window": 2})
     plt.close(fig)
-    assert {p.name for p in paths.values()} == {f"fig-test-masks.{e}" for e in ("png", "svg", "pdf", "json")}
+    assert {p.name for p in paths.values()} == {f"fig-test-masks.{e}" for e in ("png", "svg", "pdf", "json", "csv")}
+    drawn = pd.read_csv(paths["csv"])  # the mask's cells as drawn: 1 where token i attends to token j
+    assert drawn.loc[drawn["kind"] == "image cell", "value"].sum() == masks.causal_sliding_window_mask(6, 2).sum()
     assert all(p.parent == book / "_build" / "figures" for p in paths.values())
     record = json.loads(paths["json"].read_text())
     assert record["parameters"] == {"n_tokens": 6, "window": 2}  # the whole record: tests/unit/test_provenance.py

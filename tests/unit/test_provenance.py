@@ -38,7 +38,8 @@ def test_figures_and_results_carry_the_same_record(book):
     plt.close(fig)
     result = ResultStore(book / "results").load_or_compute(
         "fig2", {"n": 2}, lambda: (pd.DataFrame({"layer": [0], "mean": [1.0]}), {"dtype": "float64"})).provenance
-    assert set(figure) == RECORD_FIELDS | {"legibility"} and RECORD_FIELDS <= set(result)
+    assert set(figure) == RECORD_FIELDS | {"legibility", "data"} and RECORD_FIELDS <= set(result)
+    assert figure["data"] == []  # the stored results a figure draws: none given here
     assert figure["parameters"] == result["parameters"] == {"n": 2}
     for field in RECORD_FIELDS - {"parameters", "created_utc"}:
         assert figure[field] == result[field], field

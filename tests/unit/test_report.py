@@ -63,11 +63,14 @@ def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
               "device": "cpu", "wall_time_s": 1201.8, "git_commit": "67f324776d9ae82e"}
     one = ResultStore(tmp_path / "one").save("fig2", stored_parameters(large), _store(ResultStore(tmp_path / "t"), large).table,
                                              {**common, "compute_time_s": 1190.0, "units_resumed": 0})
-    assert "in 1202 s at commit 67f324776d9a;" in report.scale_note(one)
+    # one definition of a run's time, the units' seconds (compute_time_s), on the scale note and the re-run block
+    assert "in 1190 s at commit 67f324776d9a;" in report.scale_note(one)
+    assert "took 1190 s" in report.rerun_result_block("fig2", {}, {"main": one})
     resumed = ResultStore(tmp_path / "two").save("fig2", stored_parameters(large), one.table,
                                                  {**common, "compute_time_s": 4410.4, "units_resumed": 68})
-    assert ("in 1202 s (the last of its sessions; 4410 s of computation in all, 68 units resumed from checkpoints)"
+    assert ("in 4410 s, over several sessions (68 units resumed from checkpoints) at commit"
             in report.scale_note(resumed))
+    assert "took 4410 s" in report.rerun_result_block("fig2", {}, {"main": resumed})
 
 
 def test_the_sample_ratio_is_the_small_mean_over_the_large_mean_per_curve_and_layer():
@@ -94,8 +97,9 @@ def test_the_rerun_block_states_the_cost_of_every_part(tmp_path, pair):
                                    {**common, "wall_time_s": 100.0, "compute_time_s": 3000.0, "units_resumed": 9}),
                "small": store.save("fig2", stored_parameters(small), table, {**common, "wall_time_s": 20.0})}
     block = report.rerun_result_block("sample_size", {"n_samples": 8}, results)
-    # the resumed part counts every session (3000 s), the other its wall time: 3020 s in all
-    assert "Its computation took 3020 s on CPU x86_64, 2 cores (50.3 min)" in block
+    # the resumed part counts every session (3000 s), the other its wall time: 3020 s in all, split by part
+    assert "Its computation took 3020 s on CPU x86_64, 2 cores (50.3 min), in all, over its 2 runs " \
+           "(large: 3000 s, small: 20 s)" in block
 
 
 def test_the_rerun_block_has_no_myst_role_and_no_zero_seconds(tmp_path, pair):

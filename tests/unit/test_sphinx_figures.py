@@ -8,6 +8,7 @@ import yaml
 from docutils import nodes
 
 from rankcollapse import __version__
+from latex import compile_bibtex, needs_latex
 from rankcollapse.book.sphinx_figures import caption_text, figure_citation, parameter_text, site_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +43,8 @@ def test_figure_citation_names_version_commit_url_and_parameters():
     cite = figure_citation("fig-x-mu", "5.1", "Fig. 2", "https://owner.github.io/book/p.html#fig-x-mu",
                            record, _config(), "def5678")
     for text in cite.values():
-        assert "abc1234" in text and __version__ in text and "#fig-x-mu" in text and "n_layers=12" in text
+        assert "abc1234" in text and __version__ in text and "#fig-x-mu" in text
+    assert "n_layers=12" in cite["plain"] and r"n\_layers=12" in cite["bibtex"]  # BibTeX's fields are LaTeX
     assert cite["bibtex"].startswith("@misc{rankcollapse-fig-x-mu,") and cite["bibtex"].endswith("}")
     assert "Fig. 5.1: Fig. 2" in cite["plain"] and "In The book," in cite["plain"]
 
@@ -82,7 +84,7 @@ def _build_tiny_book(tmp_path, monkeypatch, export: bool):
 
     Image.new("RGB", (20, 10)).save(src / "pic.png")
     if export:
-        for ext in ("png", "svg", "pdf"):
+        for ext in ("png", "svg", "pdf", "csv"):
             (src / "_build" / "figures" / f"fig-tiny-pic.{ext}").write_bytes(b"x")
         (src / "_build" / "figures" / "fig-tiny-pic.json").write_text(
             json.dumps({"parameters": {"n": 3}, "git_commit": "abc1234"}))
@@ -104,6 +106,7 @@ def test_extension_decorates_an_exported_figure(tmp_path, monkeypatch):
     assert "fig-tiny-pic" not in warnings
     assert 'alt="A picture of \\mu(X) over depth."' in page
     assert 'href="_figures/fig-tiny-pic.png"' in page and (tmp_path / "html" / "_figures" / "fig-tiny-pic.json").is_file()
+    assert 'href="_figures/fig-tiny-pic.csv" download>CSV (the points drawn)</a>' in page
     assert "https://example.org/tiny/index.html#fig-tiny-pic" in page and "n=3" in page and "abc1234" in page
     assert 'class="figure-gallery"' in page and 'id="gallery-fig-tiny-pic"' in page
     assert '<meta name="citation_title"' in page and f"Version {__version__}" in page
@@ -114,3 +117,21 @@ def test_extension_warns_when_a_figure_was_not_exported(tmp_path, monkeypatch):
     page, warnings = _build_tiny_book(tmp_path, monkeypatch, export=False)
     assert "figure 'fig-tiny-pic' has no exported fig-tiny-pic.png" in warnings
     assert 'class="figure-downloads"' not in page
+
+
+@needs_latex
+def test_every_kind_of_figure_bibtex_compiles_with_bibtex_and_latex(tmp_path):
+    """The entries carried n_layers, U(±1/√d), JSON braces and results/<page>/<key>.csv as they were: LaTeX
+    stopped at the first underscore ("Missing $ inserted") and had no glyph for ± or √."""
+    record = {"git_commit": "f4ecf666397b", "parameters": {
+        "weights": {"initialized": "initialized: U(±1/√d), seed 0", "pretrained": "pretrained: all-mpnet-base-v2"},
+        "mask_options": ['["causal", true]', '["density", 0.15]'], "n_layers": 12, "note": "100 % & #1, ~x^2 $5 \\ μ ‖X‖"},
+              "data": [{"result": "results/appendix_g1/17585253890de7ea.csv", "computed_at_commit": "13f61b99ff42"}]}
+    entries = [figure_citation(f"fig-{name}", "10.1", "Appendix G.1: 128 layers — Fig. 2’s “μ”",
+                               f"https://owner.github.io/book/book/experiments/{name}.html#fig-{name}", record,
+                               _config(author="The rankcollapse companion team"), "def5678")["bibtex"]
+               for name in ("appendix_g1-fig2", "mask_design-rates")]
+    log = compile_bibtex(entries, tmp_path)
+    assert "Output written on doc.pdf" in log
+    with pytest.raises(AssertionError, match="failed"):  # the check fails on the entries as they were
+        compile_bibtex([entries[0].replace(r"\_", "_")], tmp_path)

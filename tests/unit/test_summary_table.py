@@ -41,6 +41,14 @@ def test_a_page_without_layers_shows_the_scale_it_has_not_none(tmp_path):
     assert summary_table(store)["scale"].tolist() == ["128"]
 
 
+def test_a_result_without_a_dtype_says_where_it_ran_without_none(tmp_path):
+    """The data page's result records no dtype: the reproduce page showed "CPU x86_64, 2 cores, None"."""
+    store = ResultStore(tmp_path)
+    store.save("data", {"n_tokens": 128}, TABLE, {"hardware": "CPU x86_64, 2 cores"})
+    store.save("fig2", {"n_tokens": 16}, TABLE, {"hardware": "CPU x86_64, 2 cores", "dtype": "float32"})
+    assert summary_table(store)["ran on"].tolist() == ["CPU x86_64, 2 cores", "CPU x86_64, 2 cores, float32"]
+
+
 def test_resumed_runs_show_their_whole_compute_time(tmp_path):
     store = _store(tmp_path)
     resumed = {"hardware": "CPU x, 2 cores", "dtype": "float32", "wall_time_s": 10.0, "compute_time_s": 250.0,

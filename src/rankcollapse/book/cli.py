@@ -29,6 +29,7 @@ import argparse
 import ast
 import contextlib
 import datetime as _dt
+import logging
 import os
 import shutil
 import subprocess
@@ -270,11 +271,20 @@ def main(argv: list[str] | None = None) -> int:
         with cli_processes.sigterm_ends_cleanly():
             return _run(args, prog)
     except KeyboardInterrupt:
+        _quiet_abandoned_tasks()
         print(f"\n{prog}: interrupted; {resumes}", file=sys.stderr)
         return 130
     except cli_processes.Terminated:
+        _quiet_abandoned_tasks()
         print(f"{prog}: terminated (SIGTERM); {resumes}", file=sys.stderr)
         return 143
+
+
+def _quiet_abandoned_tasks() -> None:
+    """After an interrupt, papermill's kernel client can leave an asyncio task whose exception nobody
+    retrieves; asyncio logs it ("Task exception was never retrieved" and a traceback) when the task is
+    collected at exit, under the one-line message. The run is over, so that log is silenced."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
 
 def _shows_largest(path: Path, parameters: dict) -> bool:

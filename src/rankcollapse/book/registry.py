@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4, large_models,
-                                     mask_design, pretrained_panels, rmsnorm_decoders, sample_size, setup,
+                                     mask_design, pretrained_panels, reviewers, rmsnorm_decoders, sample_size, setup,
                                      skip_connections, sliding_window_model, theorem1, theorem2)
 from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import Run
@@ -81,6 +81,16 @@ def _run_all(page: str, runs: Mapping[str, Run]) -> dict[str, StoredResult]:
     return {part: sweep.run_experiment(run.page or page, run.config) for part, run in runs.items()}
 
 
+def _in_module_and_runs(function: Callable[[object], object]) -> Callable[[str, Mapping[str, object]], dict[str, object]]:
+    """``compute`` of a page that computes in its own module and also reads sweeps: its :class:`Run` parts
+    through the store (:func:`_run_all`), the others timed in the module (:func:`_in_module`)."""
+    def compute(page: str, configs: Mapping[str, object]) -> dict[str, object]:
+        runs = {part: c for part, c in configs.items() if isinstance(c, Run)}
+        own = {part: c for part, c in configs.items() if not isinstance(c, Run)}
+        return {**_in_module(function)(page, own), **_run_all(page, runs)}
+    return compute
+
+
 _PAPER = {"paper": PAPER_SCALE}
 WINDOW_PAPER_SAMPLES = 900  # the corpus holds about 1000 concatenated runs of 1024 Gemma tokens, not 3000
 _E = dict(compute=_run_all)
@@ -110,6 +120,8 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          profiles={"paper": {**PAPER_SCALE, "n_layers_deep": 128}}, **_E),
     Page("pretrained_panels", "book/response/pretrained_panels.md", "Response: corrected pretrained panels",
          pretrained_panels.configure, fixed=pretrained_panels.FIXED, profiles=_PAPER, **_E),
+    Page("reviewers", "book/response/reviewers.md", "Response: the reviewers' questions, computed",
+         reviewers.configure, _in_module_and_runs(reviewers.compute)),
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
          fixed=mask_design.FIXED, profiles=_PAPER, **_E),
     Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",

@@ -21,8 +21,9 @@ from myst_nb import glue
 
 from rankcollapse.book import recompute
 from rankcollapse.book import registry as pages
-from rankcollapse.book.labels import mask_title
+from rankcollapse.book.labels import MASK_LABELS, mask_title
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting.overlap import caption_notes
 from rankcollapse.book.runner import CHECK_HEADING, page_parameters
 from rankcollapse.core.masks import WINDOWED_MASKS
 from rankcollapse.core.norms import NORM_LABELS
@@ -178,7 +179,9 @@ def combined_parameters(results: Iterable[StoredResult]) -> dict[str, object]:
 def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm",
                       ratio: bool = False) -> None:
     """The per-layer curves of ``metric`` (rows: weight sources; columns: masks; one curve per ``hue``
-    value of _HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``.
+    value of _HUES), exported as ``stem`` and glued under the key ``stem`` with ``-`` made ``_``; the
+    caption's computed words (curves drawn on top of each other, axes cut below the floor:
+    :func:`rankcollapse.book.plotting.overlap.caption_notes`) under that key + ``_notes``.
     With ``hue="n_samples"`` the smaller sample's curves are dashed (they may hide behind the others);
     ``ratio``: the metric is a ratio, drawn with a dotted line at 1, on a linear axis where all its
     values lie within a factor 2 of each other (log ticks would then show only 10^0)."""
@@ -188,24 +191,31 @@ def glue_layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str 
     fig = plotting.layer_curve_grid(table, metric, col="mask_title", hue="label",
                                     titles=_weight_titles(result.provenance), dashed=dashed)
     if ratio:
-        values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), "mean"]
+        values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), plotting.centre_of(metric)]
         linear = values.max() <= 2 * values.min()
     for ax in fig.axes if ratio else ():
         ax.axhline(1.0, color="0.3", lw=1.0, ls=":", zorder=0)
-        if linear:
+        if linear:  # the grid fitted a log range; a linear axis spans the ratios themselves
             ax.set_yscale("linear")
+            ax.set_autoscaley_on(True)
             ax.relim()
             ax.autoscale_view(scalex=False)
-    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result),
-                         data=figure_data([result]))
+    _glue_with_notes(stem, fig, result)
+
+
+def _glue_with_notes(stem: str, fig, result: StoredResult) -> None:
+    """Glue ``fig``'s caption words (key ``<stem>_notes``, ``-`` made ``_``), then export and glue it."""
+    key = stem.replace("-", "_")
+    glue(f"{key}_notes", caption_notes(fig), display=False)
+    plotting.glue_figure(key, fig, stem=stem, parameters=_figure_parameters(result), data=figure_data([result]))
 
 
 def glue_geometry_figure(result: StoredResult, stem: str) -> None:
-    """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, exported and glued as ``stem``."""
+    """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, one line style per mask, exported
+    and glued as ``stem`` (its caption words as in :func:`glue_layer_figure`)."""
     fig = plotting.geometry_grid(_labelled(result, "norm"), col="weights", hue="label",
-                                 titles=_weight_titles(result.provenance))
-    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters=_figure_parameters(result),
-                         data=figure_data([result]))
+                                 titles=_weight_titles(result.provenance), mask_words=MASK_LABELS)
+    _glue_with_notes(stem, fig, result)
 
 
 def glue_values(prefix: str, values: Mapping[str, object]) -> None:
@@ -232,8 +242,11 @@ def check_note(checks: Sequence[tuple[bool, str]]) -> Markdown:
 
 
 def glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
-    """Glue a page's claims table (``<prefix>_claims``, GitHub-flavoured Markdown: paste it with
-    ``{glue:md}`` and ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
+    """Glue a page's claims table (``<prefix>_claims``: the compact matrix of
+    :func:`rankcollapse.verdicts.claims.markdown_table` — claims x masks or parts, a symbol with the effect and
+    its interval per cell, the verdict and its robustness per row — its legend and the collapsible per-mask
+    words, GitHub-flavoured Markdown with raw HTML ``<details>``: paste it with ``{glue:md}`` and
+    ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
     glue_markdown(f"{prefix}_claims", rc_claims.markdown_table(claims))
     glue_markdown(f"{prefix}_headline", rc_claims.headline(claims))
 
@@ -262,11 +275,11 @@ def scale_note(result: StoredResult) -> str:
     """One sentence under a figure: scale, model, hardware, time and commit of the result, and where it is."""
     p = result.provenance
     origin = "loaded from the results store" if result.loaded else "computed by this build"
-    resumed = (f" (the last of its sessions; {p['compute_time_s']:.0f} s of computation in all, "
-               f"{p['units_resumed']} units resumed from checkpoints)" if p.get("units_resumed") else "")
+    resumed = (f", over several sessions ({p['units_resumed']} units resumed from checkpoints)"
+               if p.get("units_resumed") else "")
     return (f"Scale of this run: {scale_words(result)}; pretrained model {p['model_description']} "
             f"(`{p['parameters']['model']}`, depth {p['model_layers']}); computed on {p['hardware']} in "
-            f"{p['wall_time_s']:.0f} s{resumed} at commit {p['git_commit'][:12]}; {origin} "
+            f"{_seconds_words(compute_seconds(p))}{resumed} at commit {p['git_commit'][:12]}; {origin} "
             f"(`results/{result.csv_path.parent.name}/{result.csv_path.name}`).")
 
 
@@ -294,13 +307,23 @@ def _lists(value: object) -> object:
     return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
+def _seconds_words(seconds: float) -> str:
+    """A computation time in words, the same on every line of a page: ``"under 1 s"`` or ``"2693 s"``.
+
+    >>> _seconds_words(0.2), _seconds_words(2693.4)
+    ('under 1 s', '2693 s')
+    """
+    return "under 1 s" if seconds < 0.5 else f"{seconds:.0f} s"
+
+
 def _rerun_block(name: str, parameters: Mapping[str, object], seconds: float | None = None,
-                 hardware: str | None = None) -> str:
+                 hardware: str | None = None, parts: str = "") -> str:
     """Markdown: the command that re-runs this page with these parameters, its expected time, the paper
     profile's command where the page has one.
 
     Only values that differ from the page's parameters cell appear in the command. ``seconds``/``hardware``:
-    the measured wall time of the page's computation (from a stored result's provenance or this build).
+    the measured computation time of the page (from stored results' provenance or this build); ``parts``:
+    words after it that split it over the page's runs.
     """
     entry = pages.page(name)
     defaults = page_parameters(entry.path(book_root()))
@@ -308,10 +331,9 @@ def _rerun_block(name: str, parameters: Mapping[str, object], seconds: float | N
     command = run_command(name, [(k, repr(v)) for k, v in changed.items()])
     lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
     if seconds is not None:
-        took = "under 1 s" if seconds < 0.5 else f"{seconds:.0f} s"
-        lines.append(f"Its computation took {took} on {hardware or 'the build machine'}"
-                     f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}; the executed notebook and its "
-                     f"figures go to `runs/{name}-<time>/`.")
+        lines.append(f"Its computation took {_seconds_words(seconds)} on {hardware or 'the build machine'}"
+                     f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}{parts}; the executed notebook and "
+                     f"its figures go to `runs/{name}-<time>/`.")
     if "paper" in entry.profiles:
         paper = run_command(name, options=("--profile paper", "--device cuda"))
         lines += ["", f"At the paper's scale ({', '.join(f'{k} = {v}' for k, v in entry.profiles['paper'].items())}), "
@@ -330,7 +352,15 @@ def _cost(result: StoredResult | pages.Computed) -> tuple[float | None, str | No
 def rerun_result_block(name: str, parameters: Mapping[str, object], results: Mapping[str, object]) -> str:
     """The re-run block of a page (its command, what computing ``results`` cost, the paper profile's
     command): the cost of every part summed, on the hardware of the first part (this build's machine for
-    a page that computes in its own module)."""
-    costs = [_cost(r) for r in results.values()]
-    seconds = [c[0] for c in costs]
-    return _rerun_block(name, parameters, None if None in seconds else sum(seconds), costs[0][1])
+    a page that computes in its own module), split over its parts when it has several, so each part's
+    time is the one its scale note states (:func:`scale_note`: the same :func:`compute_seconds`)."""
+    costs = {part: _cost(r) for part, r in results.items()}
+    seconds = [c[0] for c in costs.values()]
+    if None in seconds:
+        return _rerun_block(name, parameters, None, None)
+    each = {part: _seconds_words(c[0]) for part, c in costs.items()}
+    parts = ("" if len(costs) == 1 else
+             f", in all, over its {len(costs)} runs ({', '.join(f'{p}: {t}' for p, t in each.items())})"
+             if len(costs) <= 4 else f", in all, over its {len(costs)} runs ({_seconds_words(min(seconds))} to "
+             f"{_seconds_words(max(seconds))} each)")
+    return _rerun_block(name, parameters, sum(seconds), next(iter(costs.values()))[1], parts)

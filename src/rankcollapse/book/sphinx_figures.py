@@ -5,7 +5,7 @@ For each figure whose label starts with ``fig-`` (a ``{glue:figure}`` with ``:na
 HTML output:
 
 * the image's alt text is the caption's text, and a click on it opens the full-size PNG;
-* below it: downloads of the PNG, SVG, PDF and JSON provenance exported by
+* below it: downloads of the PNG, SVG, PDF, JSON provenance and CSV of the points it draws exported by
   :func:`rankcollapse.book.plotting.common.export_figure` (copied from ``<book>/_build/figures/<label>.*`` to
   ``_figures/`` in the site), and a collapsible "Cite this figure" block (BibTeX and plain text with the
   book's version, the git commit, the figure's anchor URL and the parameters from its JSON);
@@ -28,6 +28,7 @@ import os
 import posixpath
 import re
 import shutil
+import unicodedata
 from pathlib import Path
 
 from docutils import nodes
@@ -42,7 +43,8 @@ from rankcollapse.experiments.provenance import git_commit
 _logger = logging.getLogger(__name__)
 
 _FIGURE_PREFIX = "fig-"
-DOWNLOADS = ("png", "svg", "pdf", "json")
+DOWNLOADS = ("png", "svg", "pdf", "json", "csv")
+_DOWNLOAD_WORDS = {"csv": "CSV (the points drawn)"}  # a link's words where its format's name is not enough
 _SITE_FOLDER = "_figures"  # where the exported files land in the HTML output
 # Captions in the body text colour (the theme's muted grey is too faint), citations that wrap on a phone,
 # the gallery as a grid of cards.
@@ -118,6 +120,37 @@ def parameter_text(parameters: dict) -> str:
     return ", ".join(f"{key}={show(value)}" for key, value in sorted(parameters.items()))
 
 
+# LaTeX for the characters a BibTeX field cannot hold as they are: TeX's specials and the non-ASCII ones the
+# book's words use (pdflatex's default encodings know none of ±, √, μ).
+_LATEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#",
+          "$": r"\$", "^": r"\^{}", "~": r"\~{}", "±": r"$\pm$", "√": r"$\surd$", "×": r"$\times$", "·": r"$\cdot$",
+          "μ": r"$\mu$", "ε": r"$\varepsilon$", "λ": r"$\lambda$", "σ": r"$\sigma$", "γ": r"$\gamma$", "β": r"$\beta$",
+          "‖": r"$\|$", "≈": r"$\approx$", "≤": r"$\leq$", "≥": r"$\geq$", "→": r"$\to$", "₂": r"$_2$",
+          "—": "---", "–": "--", "’": "'", "‘": "`", "“": "``", "”": "''", "\u00a0": "~"}
+
+
+def bibtex_text(text: str) -> str:
+    """``text`` as a BibTeX field's value that BibTeX and LaTeX compile: TeX's special characters escaped,
+    the book's non-ASCII symbols as LaTeX, accented letters as their ASCII base letter.
+
+    >>> print(bibtex_text('U(±1/√d), n_layers=12, {"a":1}'))
+    U($\\pm$1/$\\surd$d), n\\_layers=12, \\{"a":1\\}
+    """
+    out = []
+    for char in text:
+        if char in _LATEX:
+            out.append(_LATEX[char])
+        elif ord(char) < 128:
+            out.append(char)
+        else:
+            base = unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode()
+            if not base:
+                raise ValueError(f"text holds {char!r} (U+{ord(char):04X}), which bibtex_text cannot write as "
+                                 f"LaTeX: add it to sphinx_figures._LATEX")
+            out.append(base)
+    return "".join(out)
+
+
 def figure_citation(label: str, number: str, page_title: str, url: str, record: dict, config, commit: str) -> dict:
     """BibTeX and plain-text citations of one figure. ``record`` is its JSON provenance sidecar."""
     made_at = record.get("git_commit", commit)
@@ -127,15 +160,15 @@ def figure_citation(label: str, number: str, page_title: str, url: str, record: 
     params = parameter_text(record.get("parameters", {}))
     author = config.author
     title = f"{what}: {page_title}"
-    bibtex = "\n".join([
+    bibtex = "\n".join([  # every field in LaTeX (bibtex_text) but the URL, which BibTeX styles print verbatim
         f"@misc{{rankcollapse-{label},",
-        f"  title = {{{title}}},",
-        f"  author = {{{{{author}}}}},",
-        f"  howpublished = {{Figure in {_book_title(config)}}},",
+        f"  title = {{{bibtex_text(title)}}},",
+        f"  author = {{{{{bibtex_text(author)}}}}},",
+        f"  howpublished = {{Figure in {bibtex_text(_book_title(config))}}},",
         f"  year = {{{_book_year(config)}}},",
-        f"  version = {{{__version__}}},",
+        f"  version = {{{bibtex_text(__version__)}}},",
         f"  url = {{{url}}},",
-        f"  note = {{Version {__version__}, {origin}. Parameters: {params}}}",
+        f"  note = {{{bibtex_text(f'Version {__version__}, {origin}. Parameters: {params}')}}}",
         "}",
     ])
     plain = (f"{author} ({_book_year(config)}). {title}. In {_book_title(config)}, version {__version__} "
@@ -215,7 +248,7 @@ def _figure_footer_html(app: Sphinx, docname: str, label: str, record: dict) -> 
     env = app.env
     links = " · ".join(
         f'<a class="reference download" href="{_relative(docname, f"{_SITE_FOLDER}/{label}.{ext}")}" download>'
-        f"{ext.upper()}</a>" for ext in DOWNLOADS)
+        f"{_DOWNLOAD_WORDS.get(ext, ext.upper())}</a>" for ext in DOWNLOADS)
     page = _figures(env)[label]["docname"]
     url = f"{site_url(app.config)}{app.builder.get_target_uri(page)}#{label}"
     cite = figure_citation(label, _figure_number(env, page, label), _page_title(env, page), url, record,

@@ -1,9 +1,10 @@
 """Every statistic the book draws or decides with, in one place: decay-rate fits, quantile bands, rank
-correlations and binomial intervals.
+correlations, binomial intervals and the paired bootstrap of the verdicts' effect sizes.
 
 Used by: the theorem pages (:mod:`rankcollapse.theory.dynamics`, the band figures), the verdicts
 (:mod:`rankcollapse.verdicts.rules`: the late rate, the mean rate), the mask-design page (rates, rank
-correlations) and the Monte-Carlo fractions of the counterexample and Theorem 2 pages.
+correlations), the Monte-Carlo fractions of the counterexample and Theorem 2 pages, and the effect sizes of the
+claims tables (:mod:`rankcollapse.verdicts.effects`: :func:`resampled_medians`, :func:`percentile_interval`).
 """
 
 from __future__ import annotations
@@ -17,23 +18,28 @@ import torch
 from torch import Tensor
 
 
-def fit_decay_rate(log_mu: Tensor, valid: Tensor | None = None, skip: int = 0) -> float:
-    """Least-squares rate ``-d log(mu) / dt`` per layer over the valid layers ``t >= skip``: the one decay-rate
-    fit of the package.
+def fit_decay_rates(log_mu: Tensor, valid: Tensor | None = None, skip: int = 0) -> Tensor:
+    """Least-squares rate ``-d log(mu) / dt`` per layer over the valid layers ``t >= skip``, for a batch of
+    curves: the one decay-rate fit of the package.
 
     Positive means collapse; ``exp(-rate)`` is the contraction factor per layer.
 
-    Shapes: log_mu ``[layer]`` (natural log), valid ``[layer]`` bool (e.g. mu above the floor).
+    Shapes: log_mu ``[..., layer]`` (natural log), valid ``[layer]`` bool (e.g. mu above the floor) -> ``[...]``.
     """
-    t = torch.arange(log_mu.shape[0], dtype=torch.float64)
+    t = torch.arange(log_mu.shape[-1], dtype=torch.float64)
     keep = t >= skip
     if valid is not None:
         keep = keep & valid
     if int(keep.sum()) < 2:
         raise ValueError(f"valid layers: {int(keep.sum())}; at least 2 are needed to fit a rate")
-    tk, yk = t[keep], log_mu.to(torch.float64)[keep]
-    slope = ((tk - tk.mean()) * (yk - yk.mean())).sum() / ((tk - tk.mean()) ** 2).sum()
-    return float(-slope)
+    tk, yk = t[keep], log_mu.to(torch.float64)[..., keep]
+    slope = ((tk - tk.mean()) * (yk - yk.mean(dim=-1, keepdim=True))).sum(dim=-1) / ((tk - tk.mean()) ** 2).sum()
+    return -slope
+
+
+def fit_decay_rate(log_mu: Tensor, valid: Tensor | None = None, skip: int = 0) -> float:
+    """:func:`fit_decay_rates` of one curve.  Shapes: log_mu ``[layer]``, valid ``[layer]`` -> float."""
+    return float(fit_decay_rates(log_mu, valid, skip))
 
 
 def late_rate(values, layers) -> float | None:
@@ -44,14 +50,23 @@ def late_rate(values, layers) -> float | None:
     >>> round(late_rate([1.0, 0.5, 0.25, 0.125], [1, 2, 3]), 6)
     0.693147
     """
+    rates = late_rates(np.asarray(values, dtype=np.float64)[None], layers)
+    return None if rates is None else float(rates[0])
+
+
+def late_rates(values: np.ndarray, layers) -> np.ndarray | None:
+    """:func:`fit_decay_rates` of a batch of curves over the same chosen ``layers`` (None with fewer than 2).
+
+    Shapes: values [curve, layer + 1], layers [k] (indices) -> [curve].
+    """
     layers = np.asarray(layers, dtype=np.int64)
     if len(layers) < 2:
         return None
-    keep = np.zeros(len(values), dtype=bool)
+    keep = np.zeros(values.shape[-1], dtype=bool)
     keep[layers] = True
     with np.errstate(divide="ignore"):  # a curve at exactly 0 outside ``layers``
         logs = np.log(np.asarray(values, dtype=np.float64))
-    return fit_decay_rate(torch.from_numpy(logs), torch.from_numpy(keep))
+    return fit_decay_rates(torch.from_numpy(logs), torch.from_numpy(keep)).numpy()
 
 
 def mean_decay_rate(ratio: float, n_layers: int) -> float:
@@ -124,3 +139,59 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> Proportion:
     centre = (f + z * z / (2 * trials)) / (1 + z * z / trials)
     half = z * math.sqrt(f * (1 - f) / trials + z * z / (4 * trials**2)) / (1 + z * z / trials)
     return Proportion(f, max(0.0, centre - half), min(1.0, centre + half), trials)
+
+
+BOOTSTRAP_RESAMPLES = 1000  # B: resamples of the samples behind every interval of an effect
+BOOTSTRAP_SEED = 0  # the fixed seed of the resampled indices: every curve of one result draws the same ones
+INTERVAL_LEVEL = 0.95  # the coverage of a bootstrap interval (percentile interval)
+_CHUNK = 100  # resamples per step (a [layer, chunk, sample] array at a time)
+
+
+def resampled_medians(curve: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
+                      seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """The median over samples at each layer, over ``resamples`` bootstrap resamples of the samples.
+
+    The sample indices depend only on ``seed``, ``resamples`` and the number of samples, so two curves of one
+    result (the same samples, in the same order) get the *same* indices: their resampled medians are paired,
+    and a statistic of both (a ratio of their late rates) is a paired bootstrap over samples.
+
+    Shapes: curve [layer + 1, sample] -> [resample, layer + 1].
+    """
+    curve = np.asarray(curve, dtype=np.float64)
+    if curve.ndim != 2 or curve.shape[1] < 1:
+        raise ValueError(f"curve must be [layer + 1, sample] with at least one sample; got shape {curve.shape}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1; got {resamples}")
+    n = curve.shape[1]
+    indices = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # [resample, sample]
+    return np.concatenate([np.median(curve[:, indices[start:start + _CHUNK]], axis=-1).T
+                           for start in range(0, resamples, _CHUNK)])
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A statistic and its bootstrap percentile interval."""
+
+    estimate: float  # the statistic on all samples
+    low: float  # lower end (the (1 - level) / 2 quantile of the resampled statistic)
+    high: float  # upper end
+    resamples: int  # B, the resamples with a finite statistic
+
+
+def percentile_interval(estimate: float, draws: np.ndarray, level: float = INTERVAL_LEVEL) -> Interval:
+    """The percentile interval of the resampled statistic ``draws`` (non-finite draws left out).
+
+    Shapes: draws [resample].
+
+    >>> interval = percentile_interval(0.5, np.linspace(0.0, 1.0, 101), 0.9)
+    >>> round(interval.low, 12), round(interval.high, 12), interval.resamples
+    (0.05, 0.95, 101)
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1); got {level}")
+    finite = np.asarray(draws, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    if not len(finite):
+        return Interval(float(estimate), math.nan, math.nan, 0)
+    low, high = np.quantile(finite, [(1 - level) / 2, (1 + level) / 2])
+    return Interval(float(estimate), float(low), float(high), len(finite))

@@ -382,6 +382,6 @@ def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
             scale = "×".join(str(p[n]) for n in ("n_samples", "n_tokens", "n_layers") if p.get(n) is not None)
             rows.append({"page": page, "result": r["key"], "scale": scale or "–",
                          "model": p.get("model"), "settings": settings or "–",
-                         "ran on": f"{r.get('hardware')}, {r.get('dtype')}",
+                         "ran on": ", ".join(str(v) for v in (r.get("hardware"), r.get("dtype")) if v is not None),
                          "compute time (s)": compute_seconds(r), "commit": str(r.get("git_commit", ""))[:8]})
     return pd.DataFrame(rows)

@@ -24,10 +24,19 @@ import torch
 from torch import Tensor
 
 from rankcollapse.core import masks
+from rankcollapse.core.metrics import mu
 from rankcollapse.core.stats import Proportion, wilson_interval
 from rankcollapse.theory.dynamics import DynamicsConfig, Trajectory, simulate
 
 COUNTEREXAMPLE_W_V = torch.tensor([[0.5, 2.0], [0.0, 1.0]], dtype=torch.float64)  # ours, not the paper's
+
+
+def rotation_matrix(angle: float) -> Tensor:
+    """The 2 x 2 rotation by ``angle`` radians (row convention: ``x Z`` rotates x by -angle).
+
+    Shapes: -> ``[2, 2]``.
+    """
+    return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=torch.float64)
 
 
 def _check_pair_matrix(W_V: Tensor) -> None:
@@ -272,3 +281,51 @@ def run_star(X0: Tensor, W_V: Tensor, n_layers: int, keep_states: bool = True) -
 def star_map(X: Tensor, W_V: Tensor, n_layers: int = 1) -> Tensor:
     """``n_layers`` of :func:`run_star`. Shapes: X ``[sample, token, d_model]`` -> same."""
     return run_star(X, W_V, n_layers, keep_states=False).final
+
+
+def value_path(W_from: Tensor, W_to: Tensor, s: float) -> Tensor:
+    """The value matrix ``(1 - s) W_from + s W_to`` on the straight path. Shapes: ``[2, 2]`` -> ``[2, 2]``."""
+    _check_pair_matrix(W_from)
+    _check_pair_matrix(W_to)
+    return (1 - s) * W_from.double() + s * W_to.double()
+
+
+def path_mu(X0: Tensor, W_from: Tensor, W_to: Tensor, s: Tensor, n_layers: int) -> Tensor:
+    """mu(X(n_layers)) of the LayerNorm pair dynamics with W_V = :func:`value_path` at every ``s``, all
+    points in one batch (response Q1: token trajectories are not continuous in the value matrices under
+    LayerNorm).
+
+    Shapes: X0 ``[sample, 2, 2]``, s ``[point]`` -> ``[point, sample]``.
+    """
+    _check_pair_matrix(W_from)
+    _check_pair_matrix(W_to)
+    n_points, n_samples = s.shape[0], X0.shape[0]
+    weights = (1 - s.double())[:, None, None] * W_from.double() + s.double()[:, None, None] * W_to.double()
+    W_V = weights.repeat_interleave(n_samples, dim=0)[:, None].expand(-1, n_layers, 2, 2)  # [point*sample, layer, 2, 2]
+    zero = torch.zeros(2, 2, dtype=torch.float64)
+    final = simulate(X0.double().repeat(n_points, 1, 1), masks.causal_mask(2), zero, zero, W_V, n_layers,
+                     DynamicsConfig(norm="unit", keep_states=False)).final  # [point * sample, 2, 2]
+    return mu(final).reshape(n_points, n_samples)
+
+
+def has_second_stable_point(W_V: Tensor, tol: float = 1e-6) -> bool:
+    """Whether token 2's circle map (token 1 at its limit v1) has a stable fixed point other than v1:
+    the condition for the pair to end apart from some starts."""
+    v1 = token1_limit(W_V)
+    return any(q.stable and float(torch.linalg.vector_norm(torch.tensor(q.point, dtype=torch.float64) - v1)) > tol
+               for q in token2_fixed_points(W_V, v1))
+
+
+def locate_switch(predicate, low: float, high: float, rounds: int, points: int = 16) -> tuple[float, float]:
+    """Shrink ``[low, high]`` (predicate false at low, true at high, switching once) around the switch:
+    each round evaluates ``points`` inner points in one call and keeps the interval between the last false
+    and the first true one, ``points + 1`` times shorter. ``predicate``: s ``[k]`` -> bool ``[k]``."""
+    ends = predicate(torch.tensor([low, high], dtype=torch.float64))
+    if bool(ends[0]) or not bool(ends[1]):
+        raise ValueError(f"the predicate must be false at low={low} and true at high={high}")
+    for _ in range(rounds):
+        grid = torch.linspace(low, high, points + 2, dtype=torch.float64)
+        true = torch.cat([torch.tensor([False]), predicate(grid[1:-1]), torch.tensor([True])])
+        first = int(true.nonzero()[0])
+        low, high = float(grid[first - 1]), float(grid[first])
+    return low, high

@@ -16,15 +16,28 @@ tests/unit/test_claims.py.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 
-from rankcollapse.core.stats import mean_decay_rate
+from rankcollapse.core.stats import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, mean_decay_rate
 from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.verdicts.effects import NO_INTERVAL, OUTCOMES, SAME_SCALE, Effect, outcome
 
 HOLDS, PARTLY, FAILS, FLOOR = verdicts.CLAIM_VERDICTS
 COLLAPSES, STABLE = verdicts.EXPECTATIONS
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a claims matrix: a claim read on one mask (or part, or configuration)."""
+
+    column: str  # the mask, part or configuration
+    outcome: str  # one of effects.OUTCOMES
+    text: str  # compact: the effect and its interval, or the curve's deciding number
+    words: str  # long: what decides it, for the details beneath the table
 
 
 @dataclass(frozen=True)
@@ -36,16 +49,57 @@ class Claim:
     measured: str  # what we measure to decide it
     verdict: str  # one of verdicts.CLAIM_VERDICTS
     number: str  # the deciding number(s), formatted
+    cells: tuple[Cell, ...] = ()  # per mask or part; none: the row has only its ``number``
+    robustness: str = ""  # "robust" or "borderline — flips when ..." (:mod:`rankcollapse.verdicts.robustness`)
 
 
-def select_curves(table: pd.DataFrame, **labels) -> pd.DataFrame:
+def combine(cells: Iterable[Cell]) -> str:
+    """The claim verdict of its cells: holds when every deciding cell (not "cannot tell") holds, holds partly
+    when some do, does not hold when none does, cannot tell when no cell decides."""
+    deciding = [c.outcome for c in cells if c.outcome not in ("cannot tell", "read")]
+    if not deciding:
+        return FLOOR
+    held = deciding.count(HOLDS)
+    return HOLDS if held == len(deciding) else PARTLY if held or PARTLY in deciding else FAILS
+
+
+def effect_cell(column: str, effect: Effect, direction: int,
+                thresholds: verdicts.Thresholds = verdicts.DEFAULTS) -> Cell:
+    """The cell of an effect: its outcome for a claim expecting ``direction`` (:func:`effects.outcome`)."""
+    result = outcome(effect, direction, thresholds)
+    return Cell(column, result, effect.text, f"{result}: {effect.words}")
+
+
+def effect_claim(claim: str, source: str, measured: str, cells: list[Cell]) -> Claim:
+    """A claim decided on effect cells; its ``number`` lists them."""
+    return Claim(claim, source, measured, combine(cells), "; ".join(f"{c.column}: {c.text}" for c in cells),
+                 tuple(cells))
+
+
+def select_curves(table: pd.DataFrame, thresholds: verdicts.Thresholds = verdicts.DEFAULTS,
+                  **labels) -> pd.DataFrame:
     """Curve verdicts of μ/‖X‖_F for the configurations matching ``labels`` (column=value)."""
-    curves = verdicts.table_verdicts(table)
+    curves = verdicts.table_verdicts(table, thresholds=thresholds)
     for column, wanted in labels.items():
         curves = curves[curves[column] == wanted]
     if curves.empty:
         raise ValueError(f"no configuration of this result matches {labels}")
     return curves
+
+
+def rethreshold(curves: pd.DataFrame, thresholds: verdicts.Thresholds) -> pd.DataFrame:
+    """Curve verdicts (:func:`select_curves`, or a table with their ``values`` and ``floor`` columns) decided
+    again under ``thresholds``: ``curve, verdict, words, ratio, floor_layer``, the rate (``rate`` or
+    ``late rate``) and ``mean rate`` where present."""
+    out = curves.copy()
+    out["curve"] = [verdicts.curve_verdict(v, f, thresholds) for v, f in zip(curves["values"], curves["floor"])]
+    for column in ("verdict", "words", "ratio"):
+        out[column] = [getattr(c, column) for c in out["curve"]]
+    out["floor_layer"] = pd.array([c.floor_layer for c in out["curve"]], dtype="Int64")
+    out["late rate" if "late rate" in out.columns else "rate"] = [c.rate for c in out["curve"]]
+    if "mean rate" in out.columns:
+        out["mean rate"] = out["curve"].map(mean_rate)
+    return out
 
 
 def count_curves(curves: pd.DataFrame, expected: str, what: str) -> tuple[str, str]:
@@ -55,6 +109,31 @@ def count_curves(curves: pd.DataFrame, expected: str, what: str) -> tuple[str, s
     return claim.verdict, f"{claim.n_agree} of {claim.n_deciding} {what} ({per_mask})"
 
 
+def curve_claim(claim: str, source: str, measured: str, curves: pd.DataFrame, expected: str, what: str,
+                column: str = "mask") -> Claim:
+    """A claim that every curve of ``curves`` (:func:`select_curves`) shows ``expected``, one cell per ``column``."""
+    verdict, number = count_curves(curves, expected, what)
+    cells = tuple(Cell(str(getattr(r, column)), _curve_outcome(r.curve, expected), _curve_text(r.curve), r.words)
+                  for r in curves.itertuples())
+    return Claim(claim, source, measured, verdict, number, cells)
+
+
+def _curve_outcome(curve: verdicts.CurveVerdict, expected: str) -> str:
+    if curve.verdict == "on the floor":
+        return "cannot tell"
+    return "holds" if curve.verdict == expected else "does not hold"
+
+
+def _curve_text(curve: verdicts.CurveVerdict) -> str:
+    """Compact words for a curve: ``"floor at 3"``, ``"rate 0.69"`` or ``"rate 0, ×0.31"``."""
+    if curve.verdict == "on the floor":
+        return "on the floor"
+    if curve.floor_layer is not None:
+        return f"floor at {curve.floor_layer}"
+    rate = "n/a" if curve.rate is None else f"{curve.rate:.2g}" if abs(curve.rate) >= 5e-5 else "0"
+    return f"rate {rate}" if curve.verdict == COLLAPSES else f"rate {rate}, ×{curve.ratio:.2g}"
+
+
 def mean_rate(curve: verdicts.CurveVerdict) -> float:
     """Average decay per layer of a curve from the first layer to the last one read (its floor, if it hits
     it): ``-log(ratio) / layers``; comparable between curves that reach the floor and curves that do not."""
@@ -62,11 +141,51 @@ def mean_rate(curve: verdicts.CurveVerdict) -> float:
     return mean_decay_rate(curve.ratio, last - verdicts.EARLY_LAYER)
 
 
+def escape(text: str) -> str:
+    """Text safe in a Markdown table cell: ``|`` escaped, line breaks as spaces.
+
+    >>> escape("mean pairwise |cos|")
+    'mean pairwise \\\\|cos\\\\|'
+    """
+    return " ".join(str(text).replace("|", "\\|").split())
+
+
+def legend(thresholds: verdicts.Thresholds = verdicts.DEFAULTS) -> str:
+    """The symbols of the claims matrices, in one line."""
+    meaning = {"holds": "holds", "holds partly": "holds partly", "does not hold": "does not hold (the opposite, or the curve does not show it)",
+               "tiny": f"a tiny effect (within ×{thresholds.tiny_effect:g} of none)",
+               "no effect": f"no effect shown (the {100 * INTERVAL_LEVEL:g} % interval includes 1)",
+               "cannot tell": "cannot tell (on the rounding floor)",
+               "read": "a number the row decides on as a whole"}
+    return ("Symbols: " + " · ".join(f"{OUTCOMES[k]} {v}" for k, v in meaning.items())
+            + f". ×r [lo, hi]: an effect (a ratio against the baseline, 1 = no effect) and its {100 * INTERVAL_LEVEL:g} %"
+            f" paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); a cell marked \"no interval\" reads the"
+            f" median curves only — {NO_INTERVAL}. "
+            f"\"Same scale\": within ×{SAME_SCALE:g}. Robustness: the verdict over the thresholds' grid (setup page).")
+
+
 def markdown_table(claims: list[Claim]) -> str:
-    """The claims as a Markdown table (claim, source, what we measure, verdict in bold, the number)."""
-    lines = ["| claim | source | what we measure | verdict | number |", "|---|---|---|---|---|"]
-    lines += [f"| {c.claim} | {c.source} | {c.measured} | **{c.verdict}** | {c.number} |" for c in claims]
-    return "\n".join(lines)
+    """The claims as one compact matrix (claim, verdict, robustness, one cell per mask or part: a symbol with
+    the effect or the deciding number), a legend, and the long words per claim in a collapsible block beneath.
+    Every cell is escaped (:func:`escape`), so every row has the same number of cells."""
+    columns = list(dict.fromkeys(c.column for claim in claims for c in claim.cells))
+    head = ["claim", "verdict", "robustness", *columns] if columns else ["claim", "verdict", "robustness", "number"]
+    lines = ["| " + " | ".join(escape(h) for h in head) + " |", "|" + "---|" * len(head)]
+    for i, claim in enumerate(claims, start=1):
+        by_column = {c.column: f"{OUTCOMES[c.outcome]} {c.text}" for c in claim.cells}
+        if columns:
+            cells = [by_column.get(col, "·" if claim.cells else (f"see {i}. below" if col == columns[0] else "·"))
+                     for col in columns]
+        else:
+            cells = [claim.number]
+        row = [f"{i}. {claim.claim} — {claim.measured.split(':')[0]} ({claim.source})", f"**{claim.verdict}**", claim.robustness or "—", *cells]
+        lines.append("| " + " | ".join(escape(x) for x in row) + " |")
+    details = [f"{i}. **{escape(c.claim)}** ({escape(c.source)}) — {escape(c.measured)}: {escape(c.number)}"
+               + "".join(f"\n   - {escape(cell.column)}: {escape(cell.words)}" for cell in c.cells)
+               + (f"\n   - robustness: {escape(c.robustness)}" if c.robustness else "")
+               for i, c in enumerate(claims, start=1)]
+    return "\n".join(lines) + "\n\n" + legend() + "\n\n<details>\n<summary>What each row measures, per mask or part" \
+        "</summary>\n\n" + "\n".join(details) + "\n\n</details>"
 
 
 def headline(claims: list[Claim]) -> str:

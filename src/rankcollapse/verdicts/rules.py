@@ -26,8 +26,13 @@ fastest collapse, for prose such as "the largest radius collapses slowest"; ``.w
 
 :func:`table_verdicts` reads a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`) and
 gives one curve verdict per configuration from the **median over samples** per layer: the median commutes
-with the log and with scaling (so the median floor over the median norm is exactly eps), is not pulled by the
-few samples that collapse differently, and is the curve the figures draw.
+with the log and with scaling (so the median floor over the median norm is exactly eps) and is not pulled by
+the few samples that collapse differently. Every claim of every page is decided on this median (never on
+the mean); the figures draw the same median with its 10–90 % band over samples (issue 21: one centre).
+
+The thresholds are the published constants below, gathered in :class:`Thresholds` (``DEFAULTS``); every
+function takes a ``thresholds`` argument so that :mod:`rankcollapse.verdicts.robustness` can recompute a
+verdict over a grid of them (never by changing the constants).
 
 Used by: the claims tables of the experiment and response pages; the setup page quotes this docstring.
 """
@@ -46,6 +51,8 @@ from rankcollapse.core.metrics import FLOOR_BAND, FLOOR_OF
 COLLAPSE_RATE = 0.05  # per layer: faster late decay (a factor below e^-0.05 = 0.95 a layer) counts as collapse
 STABLE_FACTOR = 10.0  # a stable curve ends within this factor of its early value
 LATE_FRACTION = 0.5  # the late-layer rate is fitted on this last fraction of the layers above the band
+MAJORITY = 0.5  # a claim read as a share of samples (full rank) "holds partly" from this share on
+TINY_EFFECT = 1.05  # an effect (a ratio) within this factor of 1 is tiny (for per-layer factors: a rate gap < 0.049)
 EARLY_LAYER = 1  # the early value: the first layer after attention (layer 0 is X(0), the embedding)
 CURVE_VERDICTS = ("collapses", "stable", "decays slowly", "on the floor")
 CLAIM_VERDICTS = ("holds", "holds partly", "does not hold", "cannot tell: on the rounding floor")
@@ -53,15 +60,41 @@ EXPECTATIONS = ("collapses", "stable")  # what a claim may say about its curves
 LABEL_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip", "n_samples")
 
 
+@dataclass(frozen=True)
+class Thresholds:
+    """The thresholds of the rules; ``DEFAULTS`` holds the published ones (the constants above)."""
+
+    collapse_rate: float = COLLAPSE_RATE
+    stable_factor: float = STABLE_FACTOR
+    late_fraction: float = LATE_FRACTION
+    floor_band: float = FLOOR_BAND
+    majority: float = MAJORITY
+    tiny_effect: float = TINY_EFFECT
+
+    def __post_init__(self) -> None:
+        for name in ("collapse_rate", "stable_factor", "floor_band"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0; got {getattr(self, name)!r}")
+        for name in ("late_fraction", "majority"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} must lie in (0, 1]; got {getattr(self, name)!r}")
+        if not self.tiny_effect >= 1:
+            raise ValueError(f"tiny_effect must be >= 1; got {self.tiny_effect!r}")
+
+
+DEFAULTS = Thresholds()
+
+
 def rule_numbers() -> dict[str, str]:
     """The thresholds of the rules, as words for the setup page (``floor_band``, ``collapse_rate``,
-    ``late_percent``, ``stable_factor``).
+    ``late_percent``, ``stable_factor``, ``majority_percent``, ``tiny_effect``).
 
     >>> rule_numbers()["collapse_rate"]
     '0.05'
     """
     return {"floor_band": f"{FLOOR_BAND:g}", "collapse_rate": f"{COLLAPSE_RATE:g}",
-            "late_percent": f"{100 * LATE_FRACTION:g}", "stable_factor": f"{STABLE_FACTOR:g}"}
+            "late_percent": f"{100 * LATE_FRACTION:g}", "stable_factor": f"{STABLE_FACTOR:g}",
+            "majority_percent": f"{100 * MAJORITY:g}", "tiny_effect": f"{TINY_EFFECT:g}"}
 
 
 def _number(x: float) -> str:
@@ -143,8 +176,25 @@ def _as_curve(name: str, values) -> np.ndarray:
     return array
 
 
-def curve_verdict(values, floor) -> CurveVerdict:
-    """Classify one curve (rules in the module docstring).
+def fit_layers(values, floor, thresholds: Thresholds = DEFAULTS) -> tuple[np.ndarray, int | None]:
+    """The layers the late rate is fitted on, and the first layer within the band of the floor (None if never).
+
+    The late layers are the last ``late_fraction`` (at least two) of the layers >= EARLY_LAYER above the band,
+    before the curve first reaches it; fewer than two when fewer lie above it. Layer 0 on the band gives no layers.
+    Shapes: values [layer + 1], floor [] or [layer + 1] -> ([k], int).
+    """
+    v = _as_curve("values", values)
+    f = np.broadcast_to(np.asarray(floor, dtype=np.float64), v.shape)
+    if not np.isfinite(f).all() or (f < 0).any():
+        raise ValueError("floor must be finite and >= 0 (one number, or one per layer)")
+    hits = np.flatnonzero(v <= thresholds.floor_band * f)
+    floor_layer = int(hits[0]) if len(hits) else None
+    above = np.arange(EARLY_LAYER, len(v) if floor_layer is None else max(EARLY_LAYER, floor_layer))
+    return above[-max(2, math.ceil(thresholds.late_fraction * len(above))):], floor_layer
+
+
+def curve_verdict(values, floor, thresholds: Thresholds = DEFAULTS) -> CurveVerdict:
+    """Classify one curve (rules in the module docstring) under ``thresholds``.
 
     ``values``: per-layer values, layer 0 = X(0); ``floor``: its rounding floor, one number or per layer.
     Shapes: values [layer + 1], floor [] or [layer + 1].
@@ -155,23 +205,17 @@ def curve_verdict(values, floor) -> CurveVerdict:
     'stable (rate 0/layer, x1 of layer 1 after 12 layers)'
     """
     v = _as_curve("values", values)
-    f = np.broadcast_to(np.asarray(floor, dtype=np.float64), v.shape)
-    if not np.isfinite(f).all() or (f < 0).any():
-        raise ValueError("floor must be finite and >= 0 (one number, or one per layer)")
     n_layers = len(v) - 1
-    on_band = v <= FLOOR_BAND * f  # [layer + 1]
-    if on_band[0]:
+    layers, floor_layer = fit_layers(v, floor, thresholds)
+    if floor_layer == 0:
         return CurveVerdict("on the floor", None, float("nan"), 0, n_layers)
-    hits = np.flatnonzero(on_band)
-    floor_layer = int(hits[0]) if len(hits) else None
     last = n_layers if floor_layer is None else floor_layer  # the last layer read
-    above = np.arange(EARLY_LAYER, n_layers + 1 if floor_layer is None else floor_layer)  # layers >= 1 above the band
-    rate = late_rate(v, above[-max(2, math.ceil(LATE_FRACTION * len(above))):])
+    rate = late_rate(v, layers)
     early = v[EARLY_LAYER] if floor_layer is None or floor_layer > EARLY_LAYER else v[0]  # layer 1, unless on the floor
     ratio = float(v[last] / early)
-    if floor_layer is not None or (rate is not None and rate > COLLAPSE_RATE):
+    if floor_layer is not None or (rate is not None and rate > thresholds.collapse_rate):
         verdict = "collapses"
-    elif ratio >= 1 / STABLE_FACTOR:
+    elif ratio >= 1 / thresholds.stable_factor:
         verdict = "stable"
     else:
         verdict = "decays slowly"
@@ -223,38 +267,56 @@ def ordering(curves: dict) -> list:
     return sorted(deciding, key=lambda k: _speed(deciding[k]))
 
 
-def _curve(table: pd.DataFrame, metric: str, statistic: str) -> pd.Series:
+def table_curve(table: pd.DataFrame, metric: str, statistic: str) -> pd.Series:
+    """The per-layer ``statistic`` of ``metric`` in the rows of one configuration, indexed by layer."""
     rows = table[table["metric"] == metric].sort_values("layer")
     return pd.Series(rows[statistic].to_numpy(), index=rows["layer"].to_numpy())
 
 
-def table_verdicts(table: pd.DataFrame, metric: str = "relative_mu", statistic: str = "median") -> pd.DataFrame:
-    """One curve verdict per configuration of a tidy experiments table, from the per-layer ``statistic``.
-
-    The floor is the metric's own (``FLOOR_OF``); a table without ``relative_floor`` (stored before it
-    existed) gets eps as median ``floor`` / median ``norm``, which is exact. Returns the label columns and
-    ``verdict, rate, ratio, floor_layer, words, curve`` (the :class:`CurveVerdict`).
-    """
+def _check_choice(metric: str, statistic: str) -> None:
     if metric not in FLOOR_OF:
         raise ValueError(f"metric must be one of {', '.join(FLOOR_OF)}; got {metric!r}")
     if statistic not in ("median", "mean", "q10", "q90"):
         raise ValueError(f"statistic must be one of median, mean, q10, q90; got {statistic!r}")
+
+
+def curve_and_floor(group: pd.DataFrame, metric: str = "relative_mu",
+                    statistic: str = "median") -> tuple[pd.Series, pd.Series]:
+    """One configuration's per-layer ``statistic`` of ``metric`` and of its floor (``FLOOR_OF``); a table without
+    ``relative_floor`` (stored before it existed) gets eps as median ``floor`` / median ``norm``, which is exact.
+
+    Shapes: group the tidy rows of one configuration -> ([layer + 1], [layer + 1]) indexed by layer.
+    """
+    _check_choice(metric, statistic)
+    values = table_curve(group, metric, statistic)
+    floor_metric = FLOOR_OF[metric]
+    if (group["metric"] == floor_metric).any():
+        floor = table_curve(group, floor_metric, statistic)
+    elif metric == "relative_mu":
+        floor = table_curve(group, "floor", statistic) / table_curve(group, "norm", statistic)
+    else:
+        raise ValueError(f"the table has no {floor_metric!r} rows, the floor of {metric!r}")
+    return values, floor.reindex(values.index)
+
+
+def table_verdicts(table: pd.DataFrame, metric: str = "relative_mu", statistic: str = "median",
+                   thresholds: Thresholds = DEFAULTS) -> pd.DataFrame:
+    """One curve verdict per configuration of a tidy experiments table, from the per-layer ``statistic``
+    (:func:`curve_and_floor`) under ``thresholds``. Returns the label columns and
+    ``verdict, rate, ratio, floor_layer, words, curve`` (the :class:`CurveVerdict`), ``values, floor`` (the
+    curve and its floor per layer, to decide it again under other thresholds).
+    """
+    _check_choice(metric, statistic)
     labels = [c for c in LABEL_COLUMNS if c in table.columns]
     rows = []
     for key, group in table.groupby(labels, dropna=False, sort=False):
-        values = _curve(group, metric, statistic)
-        if values.empty:
+        if not (group["metric"] == metric).any():
             continue
-        floor_metric = FLOOR_OF[metric]
-        if (group["metric"] == floor_metric).any():
-            floor = _curve(group, floor_metric, statistic)
-        elif metric == "relative_mu":
-            floor = _curve(group, "floor", statistic) / _curve(group, "norm", statistic)
-        else:
-            raise ValueError(f"the table has no {floor_metric!r} rows, the floor of {metric!r}")
-        curve = curve_verdict(values.to_numpy(), floor.reindex(values.index).to_numpy())
+        values, floor = curve_and_floor(group, metric, statistic)
+        curve = curve_verdict(values.to_numpy(), floor.to_numpy(), thresholds)
         rows.append({**dict(zip(labels, key)), "verdict": curve.verdict, "rate": curve.rate, "ratio": curve.ratio,
-                     "floor_layer": curve.floor_layer, "words": curve.words, "curve": curve})
+                     "floor_layer": curve.floor_layer, "words": curve.words, "curve": curve,
+                     "values": values.to_numpy(), "floor": floor.to_numpy()})
     out = pd.DataFrame(rows)
     if not out.empty:
         out["floor_layer"] = out["floor_layer"].astype("Int64")  # missing where the curve never reaches the floor

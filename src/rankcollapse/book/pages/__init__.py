@@ -12,7 +12,8 @@ A page's ``.md`` opens with :func:`rankcollapse.book.report.start_page` and impo
 - the paper's experiments: :mod:`~rankcollapse.book.pages.fig2`, :mod:`~rankcollapse.book.pages.fig3`,
   :mod:`~rankcollapse.book.pages.fig4`, :mod:`~rankcollapse.book.pages.appendix_g1`;
 - the authors' response: :mod:`~rankcollapse.book.pages.sample_size`,
-  :mod:`~rankcollapse.book.pages.skip_connections`, :mod:`~rankcollapse.book.pages.pretrained_panels`;
+  :mod:`~rankcollapse.book.pages.skip_connections`, :mod:`~rankcollapse.book.pages.pretrained_panels`,
+  :mod:`~rankcollapse.book.pages.reviewers` (computes in its own module and reads the Fig. 2-4 sweeps);
 - beyond the paper: :mod:`~rankcollapse.book.pages.mask_design`,
   :mod:`~rankcollapse.book.pages.rmsnorm_decoders`, :mod:`~rankcollapse.book.pages.sliding_window_model`,
   :mod:`~rankcollapse.book.pages.large_models`.

@@ -9,6 +9,7 @@ Used by: the modules of :mod:`rankcollapse.book.pages`, never by a page's ``.md`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 
 import pandas as pd
@@ -20,7 +21,11 @@ from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts import rules as verdicts
-from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim, mean_rate
+from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.verdicts.claims import (Claim, curve_claim, effect_cell, effect_claim, mean_rate, rethreshold,
+                                         select_curves)
+from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
+from rankcollapse.verdicts.robustness import robust
 
 MAX_TOKENS = 4096  # largest N a theory page accepts
 MAX_LAYERS = 100_000  # largest depth a theory page accepts
@@ -33,6 +38,7 @@ PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only,
 # SAN + LN), and LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a fresh model has it.
 FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))
+FIG4 = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)  # Fig. 4: token geometry
 
 
 def times_floor(ratio: float) -> str:
@@ -96,24 +102,82 @@ def temperature_range(table: pd.DataFrame) -> tuple[float, float]:
     return temperatures[0], temperatures[-1]
 
 
-def pretrained_layers_claim(table: pd.DataFrame) -> Claim:
-    """The response (W2): with pretrained weights a smaller temperature keeps μ/‖X‖_F higher in every layer
-    and for every mask — the share of (mask, layer >= 1) where the coldest temperature is above the warmest."""
+def paired_sides(table: pd.DataFrame, samples: SampleValues | None, config: Mapping[str, object],
+                 baseline: Mapping[str, object], words: tuple[str, str],
+                 metric: str = "relative_mu") -> dict[str, tuple[Side, Side]]:
+    """Per mask of the configuration ``config`` (labels, column=value): (its curve of ``metric``, the curve
+    of the baseline ``baseline`` under the same mask), named ``"<mask>, <words>"``
+    (:func:`rankcollapse.verdicts.effects.side`)."""
+    rows = table
+    for column, wanted in config.items():
+        rows = rows[rows[column] == wanted]
+    return {mask: (side(table, samples, f"{mask}, {words[0]}", metric, mask=mask, **config),
+                   side(table, samples, f"{mask}, {words[1]}", metric, mask=mask, **baseline))
+            for mask in dict.fromkeys(rows["mask"])}
+
+
+def temperature_sides(table: pd.DataFrame, samples: SampleValues | None,
+                      weights: str) -> dict[str, tuple[Side, Side]]:
+    """Per mask of a temperature sweep: (the smallest temperature's curve, the largest's, the baseline) of
+    μ/‖X‖_F for ``weights``."""
     cold, warm = temperature_range(table)
-    rows = table[(table["metric"] == "relative_mu") & (table["weights"] == "pretrained") & (table["layer"] >= 1)]
-    pivot = rows.pivot_table(index=["mask", "layer"], columns="temperature", values="median")
-    ratios = pivot[cold] / pivot[warm]
-    persistent = float((ratios > 1).mean())
-    return Claim("In pretrained models the effect is visible in all layers and for every mask",
-                 "response W2", f"pretrained: share of (mask, layer) with μ/‖X‖_F at d_QK = {cold:g} above "
-                 f"d_QK = {warm:g}", HOLDS if persistent == 1 else PARTLY if persistent > 0.5 else FAILS,
-                 f"{100 * persistent:.0f} % (lowest ratio {ratios.min():.3g})")
+    return paired_sides(table, samples, dict(weights=weights, temperature=cold), dict(weights=weights, temperature=warm),
+                        (f"d_QK = {cold:g}", f"d_QK = {warm:g}"))
+
+
+def against(claim: str, source: str, measured: str, sides: Mapping[str, tuple[Side, Side]]) -> Claim:
+    """A comparative claim "the configuration decays more slowly than its baseline", per mask: the late
+    per-layer factor (:func:`rankcollapse.verdicts.effects.late_factor`), robust or not over the grid."""
+    return robust(lambda t: effect_claim(claim, source, measured,
+                                         [effect_cell(m, late_factor(*pair, t), +1, t) for m, pair in sides.items()]))
+
+
+def rate_sides(config: pd.DataFrame, baseline: pd.DataFrame, words: tuple[str, str],
+               column: str = "mask") -> dict[str, tuple[Side, Side]]:
+    """Per ``column`` value (mask or part) of two sets of rate-table rows (:func:`rate_table`, one row per value
+    each): (the configuration's curve, the baseline's), from their median curves (no per-sample values)."""
+    def sides(rows: pd.DataFrame, name: str) -> dict[str, Side]:
+        return {str(r[column]): Side(f"{r[column]}, {name}", r["values"], r["floor"], None) for _, r in rows.iterrows()}
+
+    first, second = sides(config, words[0]), sides(baseline, words[1])
+    return {key: (first[key], second[key]) for key in first if key in second}
+
+
+def curves_claim(claim: str, source: str, measured: str, table: pd.DataFrame, expected: str, what: str,
+                 **labels) -> Claim:
+    """Every curve of ``table`` matching ``labels`` shows ``expected``, one cell per mask, robust or not."""
+    return rates_claim(claim, source, measured, select_curves(table, **labels), expected, what)
+
+
+def rates_claim(claim: str, source: str, measured: str, curves: pd.DataFrame, expected: str, what: str,
+                column: str = "mask") -> Claim:
+    """Every curve of some rate-table rows (:func:`rate_table`) shows ``expected``, one cell per ``column``,
+    each decided again at every point of the thresholds' grid."""
+    return robust(lambda t: curve_claim(claim, source, measured, rethreshold(curves, t), expected, what, column))
+
+
+def pretrained_layers_claim(table: pd.DataFrame, samples: SampleValues | None = None) -> Claim:
+    """The response (W2): with pretrained weights a smaller temperature keeps μ/‖X‖_F higher in every layer
+    and for every mask — per mask, the lowest ratio over layers >= 1 of the coldest temperature's median
+    curve over the warmest's, with its interval; it holds where that interval lies above 1."""
+    cold, warm = temperature_range(table)
+    sides = temperature_sides(table, samples, "pretrained")
+    return robust(lambda t: effect_claim(
+        "In pretrained models the effect is visible in all layers and for every mask", "response W2",
+        f"pretrained: lowest ratio over layers of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g}, per mask",
+        [effect_cell(m, lowest_ratio(*pair), +1, t) for m, pair in sides.items()]))
 
 
 # ---------------------------------------------------------------- the decoder pages (RMSNorm, sliding-window model)
 
 CAUSAL = "causal"  # the part (and mask) of a decoder's own causal mask, run with the full transformer
 RATE_COLUMNS = ("weights", "variant", "mask", "radius", "norm", "skip", "verdict", "mean rate", "late rate")
+
+
+@functools.lru_cache(maxsize=64)
+def _radius(mask: str, n_tokens: int, window: int | None) -> int:
+    """The radius of a mask (by BFS: 2 s for a 640-token causal mask, so once per mask, not per configuration)."""
+    return rc_masks.graph_radius(rc_masks.build_mask(mask, n_tokens, window))
 
 
 def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
@@ -130,7 +194,7 @@ def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
         curves = verdicts.table_verdicts(result.table)
         curves.insert(0, "part", part)
         window = curves["window"].map(lambda w: None if pd.isna(w) else int(w))
-        curves["radius"] = pd.array([None if m == "model" else rc_masks.graph_radius(rc_masks.build_mask(m, n_tokens, w))
+        curves["radius"] = pd.array([None if m == "model" else _radius(m, n_tokens, w)
                                      for m, w in zip(curves["mask"], window)], dtype="Int64")
         curves["mask"] = [m if w is None else f"{m} {w}" for m, w in zip(curves["mask"], window)]
         curves["mean rate"] = curves["curve"].map(mean_rate)

@@ -2,7 +2,9 @@
 initialized layers (the response: "the same trend as 12 layer models").
 
 :func:`configure` turns the page's parameters into its two sweeps; :func:`numbers` are the values its prose
-states, :func:`claims` its claims table, both read from the Fig. 2 sweep.
+states (from the Fig. 2 sweep), :func:`claims` its claims table: the curve verdicts of the Fig. 2 sweep, each
+LayerNorm against pure attention (its baseline) and the smallest temperature of the Fig. 3 sweep against the
+largest, as effects with intervals, robust or not over the thresholds' grid (medians over samples).
 
 Used by: book/experiments/appendix_g1.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -11,35 +13,73 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3
+from rankcollapse.book.labels import mask_label
+from rankcollapse.book.pages._common import (FIG2, FIG3, against, curves_claim, fig2_and_fig3, paired_sides,
+                                              temperature_range, temperature_sides, times_floor)
+from rankcollapse.core.metrics import FLOOR_BAND
+from rankcollapse.engine.exact import EXACT_METRIC
 from rankcollapse.experiments.config import value
-from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim, count_curves, select_curves
+from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
 
 _SHARED = dict(weights=("initialized",))  # both sweeps: initialized weights only
 FIXED = {**_SHARED, "fig2": FIG2, "fig3": FIG3}
 configure = fig2_and_fig3(**_SHARED)
+_NORMS = (("unit", "the paper's D"), ("model", "LayerNorm without affine, as a fresh model has it"))
 
 
-def numbers(table: pd.DataFrame) -> dict[str, float | int]:
-    """How many masks' pure-attention curves end within 10x their rounding floor after the deep stack."""
+def numbers(table: pd.DataFrame) -> dict[str, float | int | str]:
+    """How many masks' pure-attention curves end within FLOOR_BAND x their rounding floor after the deep
+    stack, and in words where each of those ends: tracked exactly below the floor (the engine's ``exact``
+    metric), or read as exactly 0 (underflow) where it is not tracked."""
     masks = list(dict.fromkeys(table["mask"]))
     pure = {m: value(table, "mu", mask=m, norm="none", variant="SAN") for m in masks}
     floor = {m: value(table, "floor", mask=m, norm="none", variant="SAN") for m in masks}
-    return {"masks_at_floor": sum(pure[m] <= 10 * floor[m] for m in masks), "n_masks": len(masks),
+    exact = {m: EXACT_METRIC in set(table["metric"]) and
+             value(table, EXACT_METRIC, mask=m, norm="none", variant="SAN") == 1.0 for m in masks}
+    low = [m for m in masks if pure[m] <= FLOOR_BAND * floor[m]]
+    return {"masks_at_floor": len(low), "n_masks": len(masks),
             "window_final": pure.get("causal_sliding_window", float("nan")),
+            "floor_words": "; ".join(_below_floor_words(mask_label(m), pure[m], floor[m], exact[m]) for m in low),
             "n_layers": int(table["layer"].max())}
 
 
-def claims(fig2_table: pd.DataFrame) -> list[Claim]:
-    """The response on the 128-layer models: "the same trend as 12 layer models"."""
-    rows = []
-    pure = select_curves(fig2_table, variant="SAN", norm="none")
-    verdict, number = count_curves(pure, COLLAPSES, "masks collapse")
-    rows.append(Claim("Pure attention collapses under every mask (same trend as 12 layers)", "response, App. G.1",
-                      "128 initialized layers, pure attention: late-layer rate of μ/‖X‖_F", verdict, number))
-    for norm, words in (("unit", "the paper's D"), ("model", "LayerNorm without affine, as a fresh model has it")):
-        verdict, number = count_curves(select_curves(fig2_table, variant="SAN", norm=norm), STABLE,
-                                       "masks keep μ/‖X‖_F")
-        rows.append(Claim("LayerNorm alone prevents collapse (same trend as 12 layers)", "response, App. G.1",
-                          f"128 initialized layers, {words}", verdict, number))
+def _below_floor_words(mask: str, mu: float, floor: float, exact: bool) -> str:
+    """Where a curve near or below its rounding floor ends, in words that say how it was measured.
+
+    >>> _below_floor_words("causal", 5.6e-97, 9.9e-07, True)
+    'causal: μ ≈ 5.6e-97, 1.8e+90 times below its rounding floor (9.9e-07), tracked exactly'
+    >>> _below_floor_words("complete", 0.0, 9.9e-07, False)
+    'complete: μ exactly 0, below its rounding floor (it underflowed)'
+    """
+    if mu == 0:
+        return f"{mask}: μ {times_floor(0.0)}"
+    if exact and mu < floor:
+        return f"{mask}: μ ≈ {mu:.1e}, {floor / mu:.1e} times below its rounding floor ({floor:.1e}), tracked exactly"
+    return f"{mask}: μ ≈ {mu:.1e}, {times_floor(mu / floor)}, where μ is rounding noise"
+
+
+def claims(fig2_table: pd.DataFrame, fig3_table: pd.DataFrame | None = None,
+           fig2_samples: SampleValues | None = None, fig3_samples: SampleValues | None = None) -> list[Claim]:
+    """The response on the 128-layer models: "the same trend as 12 layer models". ``fig3_table``: the
+    temperature sweep (its row is left out without it); ``*_samples``: per-sample values (intervals)."""
+    source = "response, App. G.1"
+    rows = [curves_claim("Pure attention collapses under every mask (same trend as 12 layers)", source,
+                         "128 initialized layers, pure attention: late-layer rate of μ/‖X‖_F", fig2_table,
+                         COLLAPSES, "masks collapse", variant="SAN", norm="none")]
+    for norm, words in _NORMS:
+        rows.append(curves_claim("LayerNorm alone prevents collapse (same trend as 12 layers)", source,
+                                 f"128 initialized layers, {words}", fig2_table, STABLE, "masks keep μ/‖X‖_F",
+                                 variant="SAN", norm=norm))
+        sides = paired_sides(fig2_table, fig2_samples, dict(variant="SAN", norm=norm), dict(variant="SAN", norm="none"),
+                             (words, "pure attention"))
+        rows.append(against("... LayerNorm slows collapse against pure attention", source,
+                            f"128 initialized layers, {words}: late per-layer factor of μ/‖X‖_F over pure attention's "
+                            "(the baseline)", sides))
+    if fig3_table is not None:
+        sides = temperature_sides(fig3_table, fig3_samples, "initialized")
+        cold, warm = temperature_range(fig3_table)
+        rows.append(against("A smaller temperature slows rank collapse (same trend as 12 layers)", source,
+                            f"128 initialized layers, pure attention: late per-layer factor of μ/‖X‖_F at d_QK = {cold:g} "
+                            f"over d_QK = {warm:g} (the baseline)", sides))
     return rows

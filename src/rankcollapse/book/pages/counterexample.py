@@ -25,14 +25,6 @@ from rankcollapse.core.checks import check_choice, check_int, check_number, free
 from rankcollapse.theory import counterexample as ce
 
 
-def _rotation_matrix(angle: float) -> Tensor:
-    """The 2 x 2 rotation by ``angle`` radians (row convention: ``x Z`` rotates x by -angle).
-
-    Shapes: -> ``[2, 2]``.
-    """
-    return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=torch.float64)
-
-
 def _point_B(fixed: list[ce.FixedPoint], v1: Tensor) -> ce.FixedPoint | None:
     """The stable fixed point of token 2 other than +-v1 (the full-rank limit B), or None.
 
@@ -163,7 +155,7 @@ def compute(config: CounterexampleConfig) -> CounterexampleResult:
     basin = ce.basin_map(W, angles, angles, config.basin_layers)  # [theta1, theta2]
     strip = ce.basin_map(W, torch.tensor([angle_A], dtype=torch.float64), angles, config.basin_layers)[0]
     estimate = ce.full_rank_fraction(W, config.mc_samples, config.mc_layers, config.seed)
-    Z = _rotation_matrix(config.rotation)
+    Z = ce.rotation_matrix(config.rotation)
     rotated = ce.run_pair(X0 @ Z, Z.T @ W @ Z, config.n_layers).states
     A_Z = (v1 @ Z).tolist()
     arc_fraction = _arc_fraction(U.angle, angle_minus_A, angle_A)

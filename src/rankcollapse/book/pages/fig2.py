@@ -14,10 +14,10 @@ import math
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG2, experiment, times_floor
+from rankcollapse.book.pages._common import FIG2, curves_claim, experiment, times_floor
 from rankcollapse.core import masks
 from rankcollapse.experiments.config import value
-from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, STABLE, Claim, count_curves, mean_rate, select_curves
+from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, STABLE, Claim, mean_rate, select_curves
 
 FIXED = FIG2  # the norms the page is about
 configure = experiment(FIXED)
@@ -48,10 +48,9 @@ def claims(table: pd.DataFrame, n_tokens: int) -> list[Claim]:
     """Fig. 2's caption, claim by claim (``n_tokens`` gives the masks' radii)."""
     rows = []
     for weights in ("initialized", "pretrained"):
-        pure = select_curves(table, weights=weights, variant="SAN", norm="none")
-        verdict, number = count_curves(pure, COLLAPSES, "masks collapse")
-        rows.append(Claim("Pure masked attention collapses exponentially", "Fig. 2 caption",
-                          f"{weights} weights, pure attention: late-layer rate of μ/‖X‖_F per mask", verdict, number))
+        rows.append(curves_claim("Pure masked attention collapses exponentially", "Fig. 2 caption",
+                                 f"{weights} weights, pure attention: late-layer rate of μ/‖X‖_F per mask", table,
+                                 COLLAPSES, "masks collapse", weights=weights, variant="SAN", norm="none"))
     pure = select_curves(table, weights="initialized", variant="SAN", norm="none")
     rates = {r.mask: mean_rate(r.curve) for r in pure.itertuples()}
     spread = max(rates.values()) / min(rates.values()) if min(rates.values()) > 0 else math.inf
@@ -61,14 +60,12 @@ def claims(table: pd.DataFrame, n_tokens: int) -> list[Claim]:
                       f"{spread:.3g}× ({', '.join(f'{m}: {r:.3g}' for m, r in rates.items())})"))
     rows.append(_radius_claim(pure, rates, n_tokens))
     for norm, words in (("unit", "the paper's D (unit norm)"), ("model", "LayerNorm as a fresh model has it (no affine)")):
-        ln = select_curves(table, weights="initialized", variant="SAN", norm=norm)
-        verdict, number = count_curves(ln, STABLE, "masks keep μ/‖X‖_F")
-        rows.append(Claim("Adding LayerNorm alone stops μ → 0 at random initialization", "Fig. 2 caption",
-                          f"initialized, {words}: μ/‖X‖_F stays away from 0", verdict, number))
-    ln = select_curves(table, weights="pretrained", variant="SAN", norm="model")
-    verdict, number = count_curves(ln, STABLE, "masks keep μ/‖X‖_F")
-    rows.append(Claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
-                      "pretrained, the model's own trained LayerNorm (γ, β): μ/‖X‖_F stays away from 0", verdict, number))
+        rows.append(curves_claim("Adding LayerNorm alone stops μ → 0 at random initialization", "Fig. 2 caption",
+                                 f"initialized, {words}: μ/‖X‖_F stays away from 0", table, STABLE,
+                                 "masks keep μ/‖X‖_F", weights="initialized", variant="SAN", norm=norm))
+    rows.append(curves_claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
+                             "pretrained, the model's own trained LayerNorm (γ, β): μ/‖X‖_F stays away from 0", table,
+                             STABLE, "masks keep μ/‖X‖_F", weights="pretrained", variant="SAN", norm="model"))
     return rows
 
 

@@ -2,8 +2,11 @@
 masks, initialized and pretrained weights.
 
 :func:`configure` turns the page's parameters into its one sweep; :func:`numbers` are the values its prose
-states, :func:`claims` its claims table (the last row, the response's on the pretrained panels, is shared
-with the pretrained-panels page: :func:`rankcollapse.book.pages._common.pretrained_layers_claim`).
+states, :func:`claims` its claims table: the smallest temperature against the largest (the baseline) on the
+same samples, an effect with its interval per mask (:mod:`rankcollapse.verdicts.effects`), robust or not over
+the thresholds' grid. The last row, the response's on the pretrained panels, is shared with the
+pretrained-panels page (:func:`rankcollapse.book.pages._common.pretrained_layers_claim`). Every number is read
+on the median over samples.
 
 Used by: book/experiments/fig3.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -12,44 +15,49 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG3, experiment, pretrained_layers_claim, temperature_range
+from rankcollapse.book.pages._common import FIG3, experiment, pretrained_layers_claim, temperature_range, temperature_sides
 from rankcollapse.experiments.config import value
-from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
+from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.verdicts.claims import Claim, effect_cell, effect_claim
+from rankcollapse.verdicts.effects import factor_contrast, late_factor
+from rankcollapse.verdicts.robustness import robust
 
 FIXED = FIG3  # pure attention only
 configure = experiment(FIXED)
 
 
 def _first_layer_ratio(table: pd.DataFrame, metric: str, weights: str, mask: str) -> float:
-    """After one layer: ``metric`` at the smallest temperature over ``metric`` at the largest."""
+    """After one layer: the median of ``metric`` at the smallest temperature over that at the largest."""
     cold, warm = temperature_range(table)
-    return (value(table, metric, layer=1, mask=mask, temperature=cold, weights=weights)
-            / value(table, metric, layer=1, mask=mask, temperature=warm, weights=weights))
+    return (value(table, metric, layer=1, mask=mask, temperature=cold, weights=weights, stat="median")
+            / value(table, metric, layer=1, mask=mask, temperature=warm, weights=weights, stat="median"))
 
 
 def numbers(table: pd.DataFrame) -> dict[str, float]:
-    """After one layer at the complete mask: μ at the smallest temperature over μ at the largest."""
+    """After one layer at the complete mask: μ at the smallest temperature over μ at the largest (medians)."""
     cold, warm = temperature_range(table)
     return {"ratio_init": _first_layer_ratio(table, "mu", "initialized", "complete"),
             "ratio_pre": _first_layer_ratio(table, "mu", "pretrained", "complete"), "cold": float(cold),
             "warm": float(warm)}
 
 
-def claims(table: pd.DataFrame) -> list[Claim]:
-    """Fig. 3's caption and the response's correction of its pretrained panels."""
+def claims(table: pd.DataFrame, samples: SampleValues | None = None) -> list[Claim]:
+    """Fig. 3's caption and the response's correction of its pretrained panels; ``samples``: the result's
+    per-sample values (intervals), None for a result stored without them."""
     cold, warm = temperature_range(table)
     rows = []
     for weights in ("initialized", "pretrained"):
-        first = {m: _first_layer_ratio(table, "relative_mu", weights, m) for m in dict.fromkeys(table["mask"])}
-        slower = sum(r > 1 for r in first.values())
-        verdict = HOLDS if slower == len(first) else PARTLY if slower else FAILS
-        rows.append(Claim("A smaller temperature slows rank collapse", "Fig. 3 caption",
-                          f"{weights}: μ/‖X‖_F after one layer at d_QK = {cold:g} over d_QK = {warm:g}, per mask",
-                          verdict, ", ".join(f"{m}: {r:.3g}×" for m, r in first.items())))
-    init = {m: _first_layer_ratio(table, "relative_mu", "initialized", m) for m in dict.fromkeys(table["mask"])}
-    largest = max(init, key=init.get)
-    rows.append(Claim("... more for global attention", "Fig. 3 caption",
-                      "initialized: the mask with the largest effect after one layer",
-                      HOLDS if largest == "complete" else FAILS, f"{largest} ({init[largest]:.3g}×)"))
-    rows.append(pretrained_layers_claim(table))
+        sides = temperature_sides(table, samples, weights)
+        rows.append(robust(lambda t, sides=sides, weights=weights: effect_claim(
+            "A smaller temperature slows rank collapse", "Fig. 3 caption",
+            f"{weights}: late per-layer factor of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g} (the baseline), "
+            "per mask", [effect_cell(m, late_factor(*pair, t), +1, t) for m, pair in sides.items()])))
+    init = temperature_sides(table, samples, "initialized")
+    if "complete" in init:
+        rows.append(robust(lambda t: effect_claim(
+            "... more for global attention", "Fig. 3 caption",
+            "initialized: the temperature's per-layer factor under the complete mask over that under each local mask",
+            [effect_cell(m, factor_contrast(init["complete"], pair, t), +1, t)
+             for m, pair in init.items() if m != "complete"])))
+    rows.append(pretrained_layers_claim(table, samples))
     return rows

@@ -72,6 +72,7 @@ FIXED = {"masks": tuple(z.part for z in ZOO), "norms": ("none",)}  # the zoo, pu
 DECOMPOSED = ("complete", "causal", "window ±1", "window ±8", "causal window 4")
 DECOMPOSITION_PREFIX = "decomposition-"  # part name of a decomposed mask: the prefix and its zoo part
 MIN_TOKENS = max(z.window or 1 for z in ZOO) + 1  # the widest zoo window must fit in the sequence
+SAME_RATE = 0.05  # two rates whose ratio is within 5 % of 1 are read as the same rate, neither faster nor slower
 
 
 def configure(parameters: dict) -> dict[str, Run]:
@@ -205,6 +206,8 @@ def numbers(table: pd.DataFrame, weights: str = "initialized") -> dict[str, floa
         "n_pairs": len(pairs),
         "uni_vs_bi": _uni_vs_bi(ratios, len(pairs), pairs[["rate_uni", "rate_bi"]].to_numpy()),
         "unconnected": ", ".join(table.loc[~connected, "mask"]) or "none",
+        "unconnected_verdicts": ", ".join(f"{m}: “{v}”" for m, v in zip(table.loc[~connected, "mask"],
+                                                                      table.loc[~connected, f"verdict, {weights}"])) or "none",
         "unconnected_rate_max": float(rate[~connected].max()) if (~connected).any() else float("nan"),
         "complete_rate": complete_rate,
         "sparse_min": sparse_min, "sparse_max": sparse_max,
@@ -242,10 +245,12 @@ def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:
     if ratios.empty:
         return (f"does not collapse, and neither does the bidirectional one (rates {rates.min():.2g} to "
                 f"{rates.max():.2g} per layer), so there is nothing to compare")
-    order = ("more slowly than" if (ratios < 1).all() else "faster than" if (ratios > 1).all()
+    order = ("at the same rate as" if ((ratios - 1).abs() <= SAME_RATE).all() else
+             "more slowly than" if (ratios < 1).all() else "faster than" if (ratios > 1).all()
              else "sometimes faster, sometimes more slowly than")
     where = "" if len(ratios) == n_pairs else f" in the {len(ratios)} pairs where both collapse"
-    return f"collapses {order} the bidirectional one (rate ratio {ratios.min():.2f} to {ratios.max():.2f}{where})"
+    same = f", within {SAME_RATE:.0%}" if order.startswith("at the same") else ""
+    return f"collapses {order} the bidirectional one{same} (rate ratio {ratios.min():.2f} to {ratios.max():.2f}{where})"
 
 
 def collapse_sentence(found: dict, found_pre: dict) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3, pretrained_layers_claim
+from rankcollapse.experiments.samples import SampleValues
 from rankcollapse.verdicts.claims import Claim
 
 FIXED = {"fig2": FIG2, "fig3": FIG3}
@@ -21,9 +22,10 @@ configure = fig2_and_fig3(stored_as_figures=True)
 
 
 def _weights_gap(table: pd.DataFrame, hue: str) -> float:
-    """Median factor (>= 1) between pretrained and initialized μ after one layer, over masks and ``hue``."""
+    """Median factor (>= 1) between pretrained and initialized μ (medians over samples) after one layer, over
+    masks and ``hue``."""
     first = table[(table["metric"] == "mu") & (table["layer"] == 1) & (table["variant"] == "SAN")]
-    by_weights = first.pivot_table(index=["mask", hue], columns="weights", values="mean")
+    by_weights = first.pivot_table(index=["mask", hue], columns="weights", values="median")
     ratio = by_weights["pretrained"] / by_weights["initialized"]
     return float(np.maximum(ratio, 1 / ratio).median())
 
@@ -34,6 +36,7 @@ def numbers(fig2_table: pd.DataFrame, fig3_table: pd.DataFrame) -> dict[str, flo
     return {"gap_fig2": _weights_gap(fig2_table, "norm"), "gap_fig3": _weights_gap(fig3_table, "temperature")}
 
 
-def claims(fig3_table: pd.DataFrame) -> list[Claim]:
-    """The response (W2): corrected pretrained panels show the temperature's effect in all layers."""
-    return [pretrained_layers_claim(fig3_table)]
+def claims(fig3_table: pd.DataFrame, samples: SampleValues | None = None) -> list[Claim]:
+    """The response (W2): corrected pretrained panels show the temperature's effect in all layers (against the
+    largest temperature, per mask; ``samples``: the Fig. 3 result's per-sample values, for intervals)."""
+    return [pretrained_layers_claim(fig3_table, samples)]

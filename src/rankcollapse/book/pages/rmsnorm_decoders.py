@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import CAUSAL, RATE_COLUMNS, computing, rate_table
+from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, rate_sides, rate_table,
+                                             rates_claim)
 from rankcollapse.core.checks import check_ints
 from rankcollapse.core.stats import rank_correlation
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run, value
-from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Claim, count_curves
+from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Cell, Claim, rethreshold
+from rankcollapse.verdicts.robustness import robust
 
 __all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "window_part"]
 
@@ -87,7 +89,8 @@ def numbers(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]
 
 
 def claims(rates: pd.DataFrame) -> list[Claim]:
-    """The paper's claims read on an RMSNorm decoder (SmolLM2) under its causal mask and uni-directional windows.
+    """The paper's claims read on an RMSNorm decoder (SmolLM2) under its causal mask and uni-directional windows:
+    curve verdicts, each norm against pure attention (its baseline) per mask, robust or not over the grid.
 
     Shapes: ``rates`` one row per configuration (:func:`rate_table`).
     """
@@ -96,19 +99,28 @@ def claims(rates: pd.DataFrame) -> list[Claim]:
     for weights in dict.fromkeys(san["weights"]):
         own = san[san["weights"] == weights]
         pure = own[(own["norm"] == "none") & ~own["skip"]]
-        verdict, number = count_curves(pure, COLLAPSES, "masks collapse")
-        rows.append(Claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
-                          f"{weights} weights, pure attention: μ/‖X‖_F per mask", verdict, number))
-        rows.append(_radius_order(pure, weights))
+        rows.append(rates_claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
+                                f"{weights} weights, pure attention: μ/‖X‖_F per mask", pure, COLLAPSES, "masks collapse"))
+        rows.append(robust(lambda t, pure=pure, weights=weights: _radius_order(rethreshold(pure, t), weights)))
         rms = own[(own["norm"] == "rms") & ~own["skip"]]
-        verdict, number = count_curves(rms, STABLE, "masks keep μ/‖X‖_F")
-        rows.append(Claim("LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm without gain)",
-                          "Sec. 4, response", f"{weights} weights, SAN + RMSNorm without gain", verdict, number))
-    trained = san[(san["weights"] == "pretrained") & (san["norm"] == "model")]
+        words = "SAN + RMSNorm without gain"
+        claim = "LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm without gain)"
+        rows.append(rates_claim(claim, "Sec. 4, response", f"{weights} weights, {words}", rms, STABLE,
+                                "masks keep μ/‖X‖_F"))
+        rows.append(against(f"... {words} slows collapse against pure attention", "Sec. 4, response",
+                            f"{weights} weights, {words}: late per-layer factor of μ/‖X‖_F over pure attention's "
+                            "(the baseline)", rate_sides(rms, pure, (words, "pure attention"))))
+    pre = san[san["weights"] == "pretrained"]
     for skip, words in ((False, "SAN + its own trained RMSNorm"), (True, "SAN + skip + its own trained RMSNorm")):
-        verdict, number = count_curves(trained[trained["skip"] == skip], STABLE, "masks keep μ/‖X‖_F")
-        rows.append(Claim("In pretrained models LayerNorm helps (together with the other components)",
-                          "Fig. 2 caption", f"pretrained weights, {words}", verdict, number))
+        trained = pre[(pre["norm"] == "model") & (pre["skip"] == skip)]
+        baseline = pre[(pre["norm"] == "none") & (pre["skip"] == skip)]
+        rows.append(rates_claim("In pretrained models LayerNorm helps (together with the other components)",
+                                "Fig. 2 caption", f"pretrained weights, {words}", trained, STABLE,
+                                "masks keep μ/‖X‖_F"))
+        base_words = "SAN + skip" if skip else "pure attention"
+        rows.append(against(f"... {words} slows collapse against {base_words}", "Fig. 2 caption",
+                            f"pretrained weights, {words}: late per-layer factor of μ/‖X‖_F over {base_words}'s "
+                            "(the baseline)", rate_sides(trained, baseline, (words, base_words))))
     return rows
 
 
@@ -120,6 +132,9 @@ def _radius_order(pure: pd.DataFrame, weights: str) -> Claim:
     widest = pure.loc[pure["radius"].astype(float).idxmax(), "mask"]
     verdict = HOLDS if correlation < -1 + 1e-9 else PARTLY if correlation < 0 or slowest == widest else FAILS
     words = ", ".join(f"{m}: r = {r}, {v:.3g}" for m, r, v in zip(pure["mask"], pure["radius"], pure["mean rate"]))
+    cells = tuple(Cell(m, "read", f"r = {r}, rate {v:.3g}",
+                       f"radius {r}, mean rate {v:.3g} per layer") for m, r, v in
+                  zip(pure["mask"], pure["radius"], pure["mean rate"]))
     return Claim("Local masks slow collapse, at a rate set by the radius", "Theorem 1",
                  f"{weights} weights, pure attention: rank correlation of radius and mean rate per layer",
-                 verdict, f"{correlation:.2f} ({words})")
+                 verdict, f"{correlation:.2f} ({words})", cells)

@@ -9,14 +9,16 @@ Used by: book/response/skip_connections.md (through the page registry, :mod:`ran
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from rankcollapse.book.pages._common import computing, times_floor
+from rankcollapse.book.pages._common import against, computing, curves_claim, paired_sides, times_floor
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run, value
-from rankcollapse.verdicts.claims import FAILS, HOLDS, STABLE, Claim, count_curves, select_curves
+from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.verdicts.claims import STABLE, Claim, effect_cell, effect_claim
+from rankcollapse.verdicts.effects import growth, last_value, side
+from rankcollapse.verdicts.robustness import robust
 
 FIXED = dict(norms=("none", "model"), skips=(False, True), full_transformer=True)
 
@@ -56,37 +58,52 @@ def numbers(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]
     }
 
 
-def claims(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict) -> list[Claim]:
-    """The response (W1) on skip connections and LayerNorm."""
-    skip = select_curves(deep, weights="initialized", variant="SAN", norm="none", skip=True)
-    verdict, number = count_curves(skip, STABLE, "masks keep μ/‖X‖_F")
-    rows = [Claim("Pure skip connections prevent μ → 0", "response W1",
-                  f"{found['n_layers_deep']} initialized layers, SAN + skip", verdict, number)]
-    growth = _norm_growth(deep)
-    rows.append(Claim("... but make μ unstable in deep layers", "response W1",
-                      "deep initialized SAN + skip: growth of ‖X‖_F over the last half of the layers",
-                      HOLDS if growth > 10 else FAILS, f"{growth:.3g}×"))
-    ln = select_curves(deep, weights="initialized", variant="SAN", norm="model", skip=False)
-    verdict, number = count_curves(ln, STABLE, "masks keep μ/‖X‖_F")
-    rows.append(Claim("LayerNorm alone prevents collapse at initialization", "response W1",
-                      f"{found['n_layers_deep']} initialized layers, SAN + LayerNorm", verdict, number))
-    both = select_curves(deep, weights="initialized", variant="SAN", norm="model", skip=True)
-    verdict, number = count_curves(both, STABLE, "masks keep μ/‖X‖_F")
-    rows.append(Claim("LayerNorm + skip keeps μ away from 0", "response W1",
-                      f"{found['n_layers_deep']} initialized layers, SAN + LayerNorm + skip", verdict, number))
-    gap_ln = abs(np.log(found["ln_scale"] / found["full_scale"]))
-    gap_skip = abs(np.log(found["skip_scale"] / found["full_scale"]))
-    rows.append(Claim("In pretrained models LayerNorm keeps the tokens at the scale of the full transformer",
-                      "response W1", "complete mask, last pretrained layer: ‖X‖_F of SAN + LN + skip and SAN + skip "
-                      "against the full transformer's", HOLDS if gap_ln < gap_skip else FAILS,
-                      f"{found['ln_scale']:.3g} and {found['skip_scale']:.3g} vs {found['full_scale']:.3g}"))
+def claims(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict, shallow_samples: SampleValues | None = None,
+           deep_samples: SampleValues | None = None) -> list[Claim]:
+    """The response (W1) on skip connections and LayerNorm: the curve verdicts of the deep initialized stacks,
+    each against its baseline without the component (an effect per mask, with its interval when the result
+    kept per-sample values), μ's own growth in the deep skip stacks, and the scale of the pretrained tokens
+    against the full transformer's. Medians over samples; robust or not over the thresholds' grid."""
+    deep_layers = f"{found['n_layers_deep']} initialized layers"
+    init = dict(weights="initialized", variant="SAN")
+    pure = dict(init, norm="none", skip=False)
+    rows = [curves_claim("Pure skip connections prevent μ → 0", "response W1", f"{deep_layers}, SAN + skip", deep,
+                         STABLE, "masks keep μ/‖X‖_F", **init, norm="none", skip=True),
+            against("... skip slows the collapse of μ against no skip", "response W1",
+                    f"{deep_layers}, SAN + skip: late per-layer factor of μ over SAN's (the baseline)",
+                    paired_sides(deep, deep_samples, dict(init, norm="none", skip=True), pure, ("SAN + skip", "SAN"),
+                                 metric="mu"))]
+    for metric, what in (("mu", "μ"), ("norm", "‖X‖_F")):
+        sides = paired_sides(deep, deep_samples, dict(init, norm="none", skip=True), pure, ("SAN + skip", "SAN"), metric)
+        rows.append(robust(lambda t, sides=sides, what=what: effect_claim(
+            "... but make μ unstable in deep layers", "response W1",
+            f"deep initialized SAN + skip, {what}: growth over the last half of the layers",
+            [effect_cell(m, growth(pair[0], what), +1, t) for m, pair in sides.items()])))
+    for norm_skip, words in ((False, "SAN + LayerNorm"), (True, "SAN + LayerNorm + skip")):
+        claim = "LayerNorm alone prevents collapse at initialization" if not norm_skip else \
+            "LayerNorm + skip keeps μ away from 0"
+        rows.append(curves_claim(claim, "response W1", f"{deep_layers}, {words}", deep, STABLE, "masks keep μ/‖X‖_F",
+                                 **init, norm="model", skip=norm_skip))
+        rows.append(against(f"... {words} slows collapse against {'SAN' if not norm_skip else 'SAN + skip'}",
+                            "response W1", f"{deep_layers}, {words}: late per-layer factor of μ/‖X‖_F over "
+                            f"{'SAN' if not norm_skip else 'SAN + skip'}'s (the baseline)",
+                            paired_sides(deep, deep_samples, dict(init, norm="model", skip=norm_skip),
+                                         dict(init, norm="none", skip=norm_skip),
+                                         (words, "SAN" if not norm_skip else "SAN + skip"))))
+    rows.append(_scale_claim(shallow, shallow_samples))
     return rows
 
 
-def _norm_growth(deep: pd.DataFrame) -> float:
-    """Largest factor by which ‖X‖_F of SAN + skip grows over the last half of the deep layers, over masks."""
-    rows = deep[(deep["metric"] == "norm") & (deep["variant"] == "SAN") & (deep["norm"] == "none") & deep["skip"]]
-    half = rows["layer"].max() // 2
-    start = rows[rows["layer"] == half].set_index("mask")["median"]
-    end = rows[rows["layer"] == rows["layer"].max()].set_index("mask")["median"]
-    return float((end / start).max())
+def _scale_claim(shallow: pd.DataFrame, samples: SampleValues | None) -> Claim:
+    """"LayerNorm keeps the tokens at the scale of the full transformer": ‖X‖_F of SAN + LN + skip (and of
+    SAN + skip) over the full transformer's at the last pretrained layer, complete mask; holds when the
+    interval lies within SAME_SCALE of 1."""
+    full = side(shallow, samples, "the full transformer", "norm", weights="pretrained", variant="full transformer")
+    sides = {words: side(shallow, samples, words, "norm", weights="pretrained", variant="SAN", mask="complete",
+                         norm=norm, skip=True)
+             for words, norm in (("SAN + LN + skip", "model"), ("SAN + skip", "none"))}
+    effects = {words: last_value(s, full, "‖X‖_F") for words, s in sides.items()}
+    return robust(lambda t: effect_claim(
+        "In pretrained models LayerNorm keeps the tokens at the scale of the full transformer", "response W1",
+        f"complete mask, last pretrained layer: ‖X‖_F of SAN + LN + skip over the full transformer's (SAN + skip "
+        f"for comparison: {effects['SAN + skip'].text})", [effect_cell("complete", effects["SAN + LN + skip"], 0, t)]))

@@ -13,17 +13,15 @@ tests/unit/test_decoders.py.
 
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import CAUSAL, RATE_COLUMNS, computing, rate_table
+from rankcollapse.book.pages._common import CAUSAL, RATE_COLUMNS, against, computing, rate_sides, rate_table, rates_claim
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
-from rankcollapse.verdicts import rules as verdicts
-from rankcollapse.verdicts.claims import COLLAPSES, FAILS, FLOOR, HOLDS, STABLE, Claim, count_curves
+from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
 
 __all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table"]
 
@@ -54,32 +52,31 @@ def numbers(result: StoredResult) -> dict[str, int]:
 
 
 def claims(rates: pd.DataFrame) -> list[Claim]:
-    """Does a local window slow collapse in a trained sliding-window model? Mean rates of the all-local and
-    as-trained runs against the all-global one, for pure attention and for the model's own norms + skip.
+    """Does a local window slow collapse in a trained sliding-window model? The all-local and as-trained runs
+    against the all-global one (the baseline) as late per-layer factors, for pure attention and for the model's
+    own norms + skip, and the norms + skip against pure attention; robust or not over the thresholds' grid.
 
     Shapes: ``rates`` one row per configuration (:func:`rankcollapse.book.pages._common.rate_table`), parts
     ``as_trained``, ``all_global``, ``all_local``.
     """
     san = rates[rates["variant"] == "SAN"]
-    rows = []
     pure = san[(san["norm"] == "none") & ~san["skip"]]
-    verdict, number = count_curves(pure.assign(mask=pure["part"]), COLLAPSES, "runs collapse")
-    rows.append(Claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
-                      "pretrained, pure attention: μ/‖X‖_F as trained, all global, all local", verdict, number))
+    rows = [rates_claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
+                        "pretrained, pure attention: μ/‖X‖_F as trained, all global, all local", pure, COLLAPSES,
+                        "runs collapse", column="part")]
     for norm, skip, words in (("none", False, "pure attention"), ("model", True, "SAN + skip + its own norms")):
-        own = san[(san["norm"] == norm) & (san["skip"] == skip)].set_index("part")
-        rate = own["mean rate"]
-        for part, name in (("all_local", "all local"), ("as_trained", "as trained")):
-            if (own.loc[[part, "all_global"], "verdict"] == verdicts.CURVE_VERDICTS[3]).all():
-                verdict = FLOOR
-            else:
-                verdict = HOLDS if rate[part] < 0.9 * rate["all_global"] else FAILS
-            ratio = rate[part] / rate["all_global"] if rate["all_global"] else math.nan
-            rows.append(Claim("Local (sliding-window) masks slow collapse", "Theorem 1, response",
-                              f"pretrained, {words}: mean rate per layer, {name} against all global",
-                              verdict, f"{rate[part]:.3g} vs {rate['all_global']:.3g} ({ratio:.2f}×)"))
+        own = san[(san["norm"] == norm) & (san["skip"] == skip)]
+        local = own[own["part"].isin(["all_local", "as_trained"])]
+        rows.append(against("Local (sliding-window) masks slow collapse", "Theorem 1, response",
+                            f"pretrained, {words}: late per-layer factor of μ/‖X‖_F, all local and as trained over "
+                            "all global (the baseline)",
+                            rate_sides(local, pd.concat([own[own["part"] == "all_global"]] * 2).assign(
+                                part=["all_local", "as_trained"]), (words, "all global"), column="part")))
     kept = san[(san["norm"] == "model") & san["skip"]]
-    verdict, number = count_curves(kept.assign(mask=kept["part"]), STABLE, "runs keep μ/‖X‖_F")
-    rows.append(Claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
-                      "pretrained, SAN + skip + its own norms", verdict, number))
+    rows.append(rates_claim("In pretrained models LayerNorm helps (together with the other components)",
+                            "Fig. 2 caption", "pretrained, SAN + skip + its own norms", kept, STABLE,
+                            "runs keep μ/‖X‖_F", column="part"))
+    rows.append(against("... its own norms + skip slow collapse against pure attention", "Fig. 2 caption",
+                        "pretrained, SAN + skip + its own norms: late per-layer factor of μ/‖X‖_F over pure "
+                        "attention's (the baseline)", rate_sides(kept, pure, ("norms + skip", "pure attention"), "part")))
     return rows

@@ -24,8 +24,12 @@ from rankcollapse.core.checks import (check_choice, check_choices, check_int, ch
                                       check_temperature, freeze_lists)
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import fit_decay_rate
+from rankcollapse.theory.rates import complete_mask_log_mu, decay_shape, loglog_slope
 from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig, linear_rate,
                                           sample_system, summarize_collapse, theorem1_bound)
+
+
+SHAPE_LAYERS = 10  # layers of the complete mask's exact track beside the linear case (log mu ~ -3^t after)
 
 
 def log10_bound_rate(epsilon: float, radius: int | None) -> float:
@@ -121,6 +125,7 @@ class Theorem1Result:
     temperatures: pd.DataFrame  # per temperature (sliding window): epsilon, rate, log10 bound rate
     linear: pd.DataFrame  # linear case per mask: |lambda_2|, its rate, the measured late rate
     linear_curves: dict[str, Tensor]  # mask name -> median mu of the linear case
+    complete_log_mu: Tensor  # log mu of the complete mask's run, exact below the floor, first SHAPE_LAYERS layers
     exact_gap: float  # largest |mu exact - mu of X| in rounding floors (0: they agree)
     numbers: dict[str, object]  # glued values
 
@@ -172,10 +177,26 @@ def compute(config: Theorem1Config) -> Theorem1Result:
         linear_rows.append({"mask": name, "|lambda_2|": math.exp(-predicted), "rate -log|lambda_2|": predicted,
                             "measured late rate": late})
     linear = pd.DataFrame(linear_rows).set_index("mask")
+    shape_layers = min(SHAPE_LAYERS, config.n_layers)
+    X0, W_Q, W_K, W_V = sample_system(config.system())  # the complete mask's own draws
+    complete = complete_mask_log_mu(X0, W_Q, W_K, W_V, shape_layers, config.temperature)  # [sample, layer + 1]
+    shapes = {"complete": loglog_slope(complete.median(dim=0).values)}
+    if "causal" in linear_curves:
+        shapes["linear_causal"] = loglog_slope(linear_curves["causal"][: shape_layers + 1].log())
     panels = {"the paper's four masks": {m: summaries[m] for m in config.paper_masks},
               "other masks": {m: summaries[m] for m in config.zoo_masks}}
     return Theorem1Result(summaries, panels, table, sweep.set_index("window"), temperatures.set_index("temperature"),
-                          linear, linear_curves, max(gaps), _numbers(config, table, sweep, linear))
+                          linear, linear_curves, complete, max(gaps),
+                          {**_numbers(config, table, sweep, linear), **_shape_numbers(shapes, shape_layers)})
+
+
+def _shape_numbers(slopes: dict[str, float], layers: int) -> dict[str, object]:
+    """The log(-log mu) slope per layer of each curve and the decay it reads as (``thm1_shape_<curve>``)."""
+    numbers: dict[str, object] = {"thm1_shape_layers": layers}
+    for name, slope in slopes.items():
+        numbers[f"thm1_loglog_slope_{name}"] = slope
+        numbers[f"thm1_shape_{name}"] = decay_shape(slope)
+    return numbers
 
 
 def _numbers(config: Theorem1Config, table: pd.DataFrame, sweep: pd.DataFrame,

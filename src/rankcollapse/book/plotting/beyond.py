@@ -15,8 +15,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
 
 from rankcollapse.book.labels import MASK_LABELS
+from rankcollapse.book.plotting import logaxis
 
 _FONT_PT = 10  # smallest font in these figures (>= 9 pt at the 672 px column for a 7 in figure)
 _UNI = MASK_LABELS["causal_sliding_window"]  # "uni-directional window", the group of the causal windows
@@ -37,6 +39,28 @@ def _mask_kind(label: str) -> str:
     if label.startswith("window ±") and "+" not in label:
         return "bidirectional window"
     return "sparse patterns"
+
+
+_LINTHRESH = 0.01  # rates of smaller size are drawn on the symlog axis' linear part
+
+
+def _symlog_rates(ax, rates) -> None:
+    """A symlog y axis for rates of both signs, with labelled ticks on both sides of 0: the decades from
+    _LINTHRESH up to the largest rate, 0, and below 0 the most negative of -1, -2, -5 times a power of ten
+    that the rates reach, if any (the default ticks left the negative side unlabelled).
+
+    Shapes: rates [mask, weights].
+    """
+    ax.set_yscale("symlog", linthresh=_LINTHRESH)
+    top = math.ceil(math.log10(max(float(rates.max()), _LINTHRESH)))
+    ticks = [_LINTHRESH * 10 ** k for k in range(top - round(math.log10(_LINTHRESH)) + 1)]
+    low = float(rates.min())
+    if low < 0:
+        power = 10 ** math.floor(math.log10(-low))
+        ticks = [-max(m * power for m in (1, 2, 5) if m * power <= -low), *ticks]
+    ax.set_yticks([*ticks[:1], 0.0, *ticks[1:]] if low < 0 else [0.0, *ticks])
+    ax.yaxis.set_major_formatter(FuncFormatter(logaxis.plain_number))
+    ax.set_ylim(1.3 * low if low < 0 else -_LINTHRESH / 2, 2 * float(rates.max()))
 
 
 def rate_radius_figure(table: pd.DataFrame) -> Figure:
@@ -65,8 +89,10 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
                            alpha=0.75 if filled else 1.0, linewidth=0.5 if filled else 1.5)
         any_hollow = any_hollow or not collapses.all()
         ax.set_xscale("log")
-        ax.set_yscale("log" if (table[rate_columns] > 0).all().all() else "symlog", **(
-            {} if (table[rate_columns] > 0).all().all() else {"linthresh": 0.01}))
+        if (table[rate_columns] > 0).all().all():
+            ax.set_yscale("log")
+        else:
+            _symlog_rates(ax, table[rate_columns].to_numpy(dtype=float))
         ticks = sorted({2**k for k in range(12) if 2**k < top / 1.5} | {int(top)}) + [top * 2.5]
         ax.set_xticks(ticks, [*(str(t) for t in ticks[:-1]), "none"], fontsize=_FONT_PT)
         ax.minorticks_off()

@@ -24,12 +24,12 @@ from matplotlib.collections import PathCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import NullFormatter
 from matplotlib.text import Text
 
 from rankcollapse import __version__
 from rankcollapse.core.masks import describe_mask
 from rankcollapse.core.metrics import FLOOR_OF
+from rankcollapse.book.plotting import drawn, logaxis, overlap
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
 
@@ -60,9 +60,8 @@ def figure_dir() -> Path:
 
 
 def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | None = None) -> dict[str, Path]:
-    """Save ``fig`` as PNG, SVG and PDF plus a JSON provenance sidecar (its ``git_commit`` is the commit
-    that rendered it; ``data`` the stored results it draws, each with the commit that computed it);
-    returns the paths by format."""
+    """Save ``fig`` as PNG, SVG, PDF, its drawn points as CSV (:func:`drawn.drawn_table`) and a JSON provenance
+    sidecar (``git_commit``: the rendering commit; ``data``: the stored results drawn, each with its commit)."""
     info = {**provenance_record(parameters), "data": data or [], "legibility": legibility(fig)}
     text = json.dumps(info, sort_keys=True, default=str)
     metadata = {
@@ -76,6 +75,8 @@ def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | N
         atomic_write(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=metadata[fmt]))
     paths["json"] = out / f"{stem}.json"
     atomic_write(paths["json"], lambda tmp: Path(tmp).write_text(text + "\n"))
+    paths["csv"] = out / f"{stem}.csv"  # the points it draws (plotting.drawn), a download beside the images
+    atomic_write(paths["csv"], lambda tmp: drawn.drawn_table(fig).to_csv(tmp, index=False))
     return paths
 
 
@@ -205,14 +206,24 @@ _LEGEND_COLUMN_CHARS = 30  # longer legend labels go one per row, or the legend 
 _FLOOR_CROSS = {"marker": "x", "s": 34, "linewidths": 1.6, "zorder": 4}
 
 
-def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str = "mean",
+# The statistic over samples a figure draws, the one the verdicts use: the median with its 10-90 % band, except
+# for a share of samples (an indicator's mean is the share; its quantiles are 0 or 1, no band is drawn).
+_SHARE_METRICS = ("full_rank",)
+
+
+def centre_of(metric: str) -> str:
+    """The column a figure draws for ``metric``: ``median``, or ``mean`` for a share of samples."""
+    return "mean" if metric in _SHARE_METRICS else "median"
+
+
+def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str | None = None,
                       band: tuple[str, str] = ("q10", "q90"), log_x: bool = True, log_y: bool = True,
                       floor: bool = True, flag_factor: float = 10.0, dashed: tuple[str, ...] = (),
                       colours: dict | None = None) -> None:
     """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
 
-    The line is the ``centre`` statistic over samples, the band spans ``band`` (default the 10-90 %
-    quantiles). With ``floor``, the metric's own rounding floor (``metrics.FLOOR_OF``: eps·‖X‖_F for μ,
+    The line is the ``centre`` statistic over samples (default :func:`centre_of`: the median, which the
+    verdicts use), the band spans ``band`` (default the 10-90 % quantiles; none for a share of samples). With ``floor``, the metric's own rounding floor (``metrics.FLOOR_OF``: eps·‖X‖_F for μ,
     eps for μ/‖X‖_F, rtol·σ_max for σ_min; the largest median floor of the panel's SAN curves) is shaded
     via :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's own floor
     (rounding noise, not an equilibrium) are marked with an ``x`` — except where the engine tracked μ
@@ -229,23 +240,30 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     floor_metric = FLOOR_OF.get(metric)
     floors = table[(table["metric"] == floor_metric) & (table["layer"] >= (1 if log_x else 0))]
     band_floors = floors[floors["variant"] == "SAN"] if "variant" in floors and (floors["variant"] == "SAN").any() else floors
-    floor_value = float(band_floors["median"].max()) if floor and len(floors) else None  # SAN curves' floor
+    floor_value = float(band_floors.groupby(hue)["median"].max().min()) if floor and len(floors) else None
     exact = table[(table["metric"] == "exact") & (table["median"] == 1)] if metric in _EXACT_METRICS else table[:0]
     colours = colours or hue_colours(rows, hue)
+    centre = centre or centre_of(metric)
     for name, curve in rows.groupby(hue, sort=False):
         colour = colours[name]
         curve = curve.sort_values("layer")
         ax.plot(curve["layer"], curve[centre], color=colour, lw=1.8, label=name, ls="--" if name in dashed else "-")
-        ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0)
+        if metric not in _SHARE_METRICS:
+            ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0,
+                            gid=logaxis.BAND)
         if floor_value is not None:
             own = floors[floors[hue] == name].groupby("layer")["median"].max()  # this curve's floor per layer
             tracked = set(exact.loc[exact[hue] == name, "layer"])  # layers measured exactly below the floor
             low = curve[(curve[centre].to_numpy() <= flag_factor * own.reindex(curve["layer"]).to_numpy())
                         & ~curve["layer"].isin(tracked).to_numpy()]
             ax.scatter(low["layer"], low[centre], color=colour, **_FLOOR_CROSS)
+            if len(low):  # the zone the crosses mark, at this curve's own floor, over the layers they mark
+                zone = own.loc[low["layer"].min():low["layer"].max()]
+                ax.fill_between(zone.index, zone.to_numpy(), flag_factor * zone.to_numpy(), color=colour,
+                                alpha=0.12, lw=0, zorder=0)
     if log_x:
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())  # short log ranges would label every minor tick
+        logaxis.layer_ticks(ax)
     if log_y:
         ax.set_yscale("log")
     ax.set_xlabel("layer $t$")
@@ -289,17 +307,23 @@ def hue_colours(table, hue: str) -> dict:
     return {name: fixed[name] if name in fixed else next(free) for name in names}
 
 
-def figure_legend(fig: Figure, axes, floor_cross: bool = False) -> None:
+def figure_legend(fig: Figure, axes, floor_cross: bool = False, n_cols: int | None = None) -> None:
     """One legend for the whole figure, below the panels: the union of the panels' entries, plus an
-    entry for the floor crosses when ``floor_cross``; two columns when the labels are short enough to
-    keep the legend inside the text column."""
+    entry for the floor crosses when ``floor_cross``; ``n_cols`` columns, by default two when the labels
+    are short enough to keep the legend inside the text column."""
     entries: dict[str, object] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     if floor_cross:
         entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
-    n_cols = 2 if max(map(len, entries)) <= _LEGEND_COLUMN_CHARS else 1
+    _place_legend(fig, entries, n_cols)
+
+
+def _place_legend(fig: Figure, entries: dict[str, object], n_cols: int | None = None) -> None:
+    """The legend of ``entries`` (label -> handle) below the panels, in ``n_cols`` columns (default two
+    when the labels are short enough to keep it inside the text column)."""
+    n_cols = n_cols or (2 if max(map(len, entries)) <= _LEGEND_COLUMN_CHARS else 1)
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=n_cols, frameon=False)
 
 
@@ -333,39 +357,64 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
                                   colours=colours)
             ax.set_title(titles.get(c, c))
         label_outer(axes, min(max_cols, len(col_values)))
-        for ax in axes:  # each panel's draw_floor fixed the shared limits to its own data: span them all
+        if all(ax.get_yscale() == "log" for ax in axes):  # one range for the block, cut below its floor
+            logaxis.fit_log_axes(axes, logaxis.shaded_floor(axes))
+        for ax in axes if axes[0].get_yscale() != "log" else ():  # each panel's limits were its own: span them all
             ax.set_autoscaley_on(True)
             ax.autoscale_view(scalex=False)
         all_axes.extend(axes)
     crosses = any(isinstance(c, PathCollection) and len(c.get_offsets()) for ax in all_axes for c in ax.collections)
     figure_legend(fig, all_axes, floor_cross=crosses)
+    if overlap.restyle_coinciding(fig):  # the legend drew copies of the old styles: draw it again
+        fig.legends[-1].remove()
+        figure_legend(fig, all_axes, floor_cross=crosses)
     return fig
 
 
-_GEOMETRY_METRICS = ("full_rank", "sigma_min", "mean_abs_cosine")
+_GEOMETRY_METRICS = {"full_rank": "rank share", "sigma_min": "σ_min", "mean_abs_cosine": "mean |cos|"}  # rows, words
 
 
-def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict | None = None) -> Figure:
-    """Fig. 4's token geometry: rows = _GEOMETRY_METRICS (sigma_min on a log axis), columns = ``col``
-    (shared axes per row); one text column wide, one legend below.
+_MASK_STYLES = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1, 1, 1)))
+
+
+def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict | None = None,
+                  mask_words: dict | None = None) -> Figure:
+    """Fig. 4's token geometry: rows = _GEOMETRY_METRICS (sigma_min on a log axis, cut below its floor as
+    :func:`logaxis.fit_log_axes` does), columns = ``col`` (shared axes per row); a colour per ``hue`` value
+    and, where the table has several masks, a line style per mask (each curve one mask: ``"label, mask"``,
+    with the mask's words from ``mask_words``); one text column wide, one legend below.
 
     Shapes: ``table`` is a tidy experiments table.
     """
-    titles = titles or {}
+    titles, mask_words = titles or {}, mask_words or {}
     col_values = list(dict.fromkeys(table[col]))
-    fig = plt.figure(figsize=(COLUMN_WIDTH_IN, 2.2 * len(_GEOMETRY_METRICS) + 1.2), layout="constrained")
+    masks = list(dict.fromkeys(table["mask"])) if "mask" in table else []
+    by_mask = [m for m in masks if (table["mask"] == m).sum() < len(table)]  # one style per mask when several
+    fig = plt.figure(figsize=(COLUMN_WIDTH_IN, 2.2 * len(_GEOMETRY_METRICS) + 1.6), layout="constrained")
     axes = fig.subplots(len(_GEOMETRY_METRICS), len(col_values), squeeze=False, sharex=True, sharey="row")
     colours = hue_colours(table, hue)
+    curves = table.assign(curve=table[hue] + ", " + table["mask"].map(lambda m: mask_words.get(m, m))) \
+        if by_mask else table.assign(curve=table[hue])
+    curve_colours = {name: colours[h] for name, h in zip(curves["curve"], curves[hue])}
     for i, metric in enumerate(_GEOMETRY_METRICS):
         for j, c in enumerate(col_values):
             ax = axes[i, j]
-            plot_layer_curves(ax, table[table[col] == c], metric, hue=hue, log_x=False,
-                              log_y=metric == "sigma_min", floor=metric in FLOOR_OF, colours=colours)
+            plot_layer_curves(ax, curves[curves[col] == c], metric, hue="curve", log_x=False,
+                              log_y=metric == "sigma_min", floor=metric in FLOOR_OF, colours=curve_colours)
+            for line in ax.get_lines():
+                mask = curves.loc[curves["curve"] == line.get_label(), "mask"]
+                if len(mask) and mask.iloc[0] in by_mask:
+                    line.set_linestyle(_MASK_STYLES[by_mask.index(mask.iloc[0]) % len(_MASK_STYLES)])
+            ax.set_label(f"{titles.get(c, c).split(':')[0]} {_GEOMETRY_METRICS[metric]}")  # the panel's name in words
             if i == 0:
                 ax.set_title(titles.get(c, c))
         if metric == "sigma_min":
-            top = max(float(np.nanmax(line.get_ydata())) for ax in axes[i] for line in ax.get_lines())
-            axes[i, 0].set_ylim(max(axes[i, 0].get_ylim()[0], 1e-20), 10 * top)  # below 1e-20 only underflow
+            logaxis.fit_log_axes(axes[i], logaxis.shaded_floor(axes[i]))
     label_outer(axes.ravel(), len(col_values))
-    figure_legend(fig, axes.ravel(), floor_cross=True)
+    entries = {name: Line2D([], [], color=colour, lw=1.8) for name, colour in colours.items()}
+    entries |= {f"mask: {mask_words.get(m, m)}": Line2D([], [], color="0.3", lw=1.5, ls=_MASK_STYLES[k % 5])
+                for k, m in enumerate(by_mask)}
+    entries["dtype floor"] = next(p for ax in axes.ravel() for p in ax.patches if p.get_label() == "dtype floor")
+    entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
+    _place_legend(fig, entries)
     return fig

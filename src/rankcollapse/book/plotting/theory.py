@@ -19,14 +19,16 @@ import pandas as pd
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting import logaxis
 from rankcollapse.theory.dynamics import CollapseSummary
 from rankcollapse.core.stats import quantile_band
 
+_DODGE = 0.35  # horizontal offset (radius units) between masks of one radius in the rate figure
 _TITLE_CHARS = 28  # a longer panel title wraps: two panels share the 672 px column
 
 
@@ -41,6 +43,11 @@ def _tex_number(x: float) -> str:
     mantissa, exponent = f"{x:.3g}".split("e") if "e" in f"{x:.3g}" else (f"{x:.3g}", "0")
     power = f"10^{{{int(exponent)}}}"
     return power if float(mantissa) == 1 else f"{mantissa}\\times {power}"
+
+
+def _edge(y_min: float) -> str:
+    """An axis edge in words, e.g. ``1e-40``."""
+    return f"{y_min:.0e}".replace("e-0", "e-").replace("e+0", "e+")
 
 
 def _radius_label(name: str, radius: int | None) -> str:
@@ -62,10 +69,10 @@ def mask_grid(shown: dict[str, Tensor]) -> Figure:
     return fig
 
 
-def _legend_below(fig: Figure, axes) -> None:
-    """:func:`plotting.figure_legend` under the panels, with the figure made taller by the legend's height so
-    that the panels keep theirs."""
-    plotting.figure_legend(fig, axes)
+def _legend_below(fig: Figure, axes, n_cols: int | None = None) -> None:
+    """:func:`plotting.figure_legend` under the panels (``n_cols`` columns when given), with the figure made
+    taller by the legend's height so that the panels keep theirs."""
+    plotting.figure_legend(fig, axes, n_cols=n_cols)
     height = fig.legends[-1].get_window_extent(fig.canvas.get_renderer()).height / fig.dpi  # inches
     fig.set_figheight(fig.get_figheight() + height)
 
@@ -78,21 +85,30 @@ def _layer_log_axes(ax: Axes, ylabel: str) -> None:
 
 
 def _band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object], dashed: dict[str, Tensor] | None = None,
-              y_min: float = 0.0) -> None:
+              y_min: float = 0.0) -> bool:
     """Per label: the median over samples (thick, in ``colours[label]``), its 10-90 % band and optionally
-    a dashed second curve's median (e.g. mu of X itself next to the exact track), on a log y axis clipped
-    at ``y_min``.
+    a dashed second curve's median (e.g. mu of X itself next to the exact track), on a log y axis that ends
+    at ``y_min``: a median below it is not drawn (no flat line along the edge that would read as a
+    plateau), a triangle marks where it leaves. Returns whether any median left the axis.
 
     Shapes: every curve ``[sample, layer + 1]``.
     """
+    left = False
     for label, curve in curves.items():
-        q = quantile_band(curve).clamp(min=y_min) if y_min > 0 else quantile_band(curve)  # [3, layer + 1]
+        q = quantile_band(curve)  # [3, layer + 1]
         t = torch.arange(q.shape[1])
-        ax.plot(t, q[1], color=colours[label], lw=2, label=label)
-        ax.fill_between(t, q[0], q[2], color=colours[label], alpha=0.2, lw=0)
+        below = q[1] < y_min
+        ax.plot(t, torch.where(below, torch.nan, q[1]), color=colours[label], lw=2, label=label)
+        ax.fill_between(t, q[0].clamp(min=y_min) if y_min > 0 else q[0], q[2], where=(~below).tolist(),
+                        color=colours[label], alpha=0.2, lw=0)
+        if bool(below.any()):
+            left = True
+            ax.plot([int(below.nonzero()[0])], [y_min], marker="v", ms=8, color=colours[label], clip_on=False, zorder=5)
         if dashed is not None and label in dashed:
-            ax.plot(t, quantile_band(dashed[label])[1].clamp(min=y_min), color=colours[label], lw=1, ls="--")
+            median = quantile_band(dashed[label])[1]
+            ax.plot(t, torch.where(median < y_min, torch.nan, median), color=colours[label], lw=1, ls="--")
     _layer_log_axes(ax, r"$\mu(X^{(t)})$")
+    return left
 
 
 def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_min: float = 0.0) -> Figure:
@@ -109,7 +125,8 @@ def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_
     for ax, (title, runs) in zip(axes, panels.items()):
         curves = {_radius_label(m, s.radius): s.mu_exact if exact else s.mu_direct for m, s in runs.items()}
         dashed = {_radius_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
-        _band_axes(ax, curves, colours, dashed, y_min)
+        if _band_axes(ax, curves, colours, dashed, y_min):
+            ax.plot([], [], ls="", marker="v", ms=8, color="0.3", label=f"falls below {_edge(y_min)}, the axis' edge")
         if exact:
             ax.plot([], [], color="0.3", lw=1, ls="--", label=r"$\mu$ of $X$ itself (dashed)")
         plotting.draw_floor(ax, float(next(iter(runs.values())).floor.median()))
@@ -117,6 +134,8 @@ def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_
     for ax in axes:  # each panel's draw_floor fixed the shared limits to its own floor: span them all
         ax.set_autoscaley_on(True)
         ax.autoscale_view(scalex=False)
+        if y_min > 0:
+            ax.set_ylim(bottom=y_min)
     plotting.label_outer(axes, min(2, len(panels)))
     _legend_below(fig, axes)
     return fig
@@ -132,9 +151,11 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     """
     fig, (left, right) = plotting.panel_grid(2, panel_height=2.9)
     applies = table[table["radius"].notna()]
+    slot = applies.groupby("radius").cumcount()  # masks sharing a radius sit side by side, none under another
+    dodge = (slot - (applies.groupby("radius")["rate"].transform("size") - 1) / 2) * _DODGE
     for k, (name, row) in enumerate(applies.iterrows()):
-        left.scatter(int(row["radius"]), row["rate"], color=f"C{k}", marker="os^Dv<>p"[k % 8], s=50, zorder=3,
-                     label=mask_label(name))
+        left.scatter(int(row["radius"]) + dodge[name], row["rate"], color=f"C{k}", marker="os^Dv<>p"[k % 8], s=50,
+                     zorder=3, label=mask_label(name))
     left.set_yscale("log")
     left.set_xlabel("graph radius $r$")
     left.set_ylabel("rate per layer")
@@ -145,7 +166,10 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     for window, row in sweep.iterrows():
         right.annotate(f"$w$={window}", (row["radius"], row["rate"]), xytext=(6, 3), textcoords="offset points")
     right.set_yscale("log")
-    right.yaxis.set_minor_formatter(NullFormatter())
+    for axis in (left.yaxis, right.yaxis):  # one decade or two would show one or two ticks
+        logaxis.plain_log_ticks(axis)
+    low, high = right.get_ylim()
+    right.set_ylim(low, high * 1.6)  # room above the highest window's label
     right.set_xlabel("radius $r$ of the window")
     right.set_title("sliding window, varying $w$")
     right.set_xlim(0.5, float(sweep["radius"].max()) + 1.5)  # room for the window labels
@@ -187,6 +211,9 @@ def _proportion_bars(ax: Axes, table: pd.DataFrame, x: str, hue: str | None = No
         position = torch.tensor([groups.index(g) for g in part[x]], dtype=torch.float64) + (k - (len(hues) - 1) / 2) * width
         colours = [f"C{i}" for i in range(len(part))] if hue is None else f"C{k}"
         ax.bar(position, part["fraction"], width, color=colours, label=value)
+        zero = torch.as_tensor((part["fraction"] == 0).to_numpy().copy())  # a bar of height 0 draws nothing: a thick line at 0 shows it
+        ax.hlines([0.0] * int(zero.sum()), (position[zero] - width / 2).tolist(), (position[zero] + width / 2).tolist(),
+                  colors=colours if hue is None else [colours] * int(zero.sum()), lw=4, zorder=3)
         ax.errorbar(position, part["fraction"], yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
                     fmt="none", color="black", lw=1)
     ax.set_xticks(range(len(groups)), [mask_label(str(g)) for g in groups])
@@ -201,7 +228,7 @@ def contrast_figure(contrast: pd.DataFrame, collapse_tol: float, n_layers: int) 
     _proportion_bars(ax, contrast.rename(columns={"not collapsed": "fraction"}).assign(
         W_V=lambda frame: "$W_V$ " + frame["W_V"]), "mask", "W_V")
     ax.set_ylabel(f"fraction with $\\mu > {_tex_number(collapse_tol)}$\nafter {n_layers} layers")
-    _legend_below(fig, [ax])
+    _legend_below(fig, [ax], n_cols=contrast["W_V"].nunique())  # one row, in the bars' order
     return fig
 
 

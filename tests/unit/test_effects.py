@@ -1,0 +1,155 @@
+"""Effect sizes with paired bootstrap intervals, and the robustness of verdicts over the thresholds' grid."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rankcollapse.book.pages._common import against, paired_sides
+from rankcollapse.core import stats
+from rankcollapse.experiments.samples import CURVE_COLUMNS, SampleValues
+from rankcollapse.verdicts import claims, effects, robustness
+from rankcollapse.verdicts.rules import DEFAULTS, Thresholds
+
+EPS = np.finfo(np.float64).eps
+LAYERS = np.arange(13)
+
+
+def _result(curves: dict[str, np.ndarray]) -> tuple[pd.DataFrame, SampleValues]:
+    """A tidy table (medians per layer, computed here with numpy) and the SampleValues of the same curves.
+
+    Shapes: each curve [layer + 1, sample] of μ/‖X‖_F; the norm is 1, so μ = μ/‖X‖_F.
+    """
+    rows, labels = [], []
+    for norm, curve in curves.items():
+        label = {"weights": "initialized", "variant": "SAN", "mask": "causal", "window": None, "temperature": None,
+                 "norm": norm, "skip": False}
+        labels.append(label)
+        for metric, values in (("relative_mu", curve), ("relative_floor", np.full_like(curve, EPS)),
+                               ("mu", curve), ("norm", np.ones_like(curve)), ("floor", np.full_like(curve, EPS))):
+            for layer in LAYERS:
+                median = float(np.median(values[layer]))
+                rows.append({**label, "layer": int(layer), "metric": metric, "mean": median, "median": median,
+                             "q10": median, "q90": median, "n_samples": curve.shape[1]})
+    samples = SampleValues(pd.DataFrame(labels, columns=list(CURVE_COLUMNS)),
+                           {m: np.stack(list(curves.values())) for m in ("relative_mu", "mu")})
+    return pd.DataFrame(rows), samples
+
+
+def _noisy(rate: float, n_samples: int = 200, seed: int = 1) -> np.ndarray:
+    """Per-sample curves 0.5 e^(-rate layer) times a per-sample, per-layer log-normal factor (sd 0.3)."""
+    rng = np.random.default_rng(seed)
+    return 0.5 * np.exp(-rate * LAYERS)[:, None] * np.exp(0.3 * rng.normal(size=(len(LAYERS), n_samples)))
+
+
+def test_resampled_medians_are_paired_across_curves():
+    base = _noisy(0.2)
+    scaled = base * np.exp(-0.1 * LAYERS)[:, None]  # every sample scaled by the same per-layer factor
+    a, b = stats.resampled_medians(base, 50), stats.resampled_medians(scaled, 50)
+    assert a.shape == (50, 13)
+    np.testing.assert_allclose(b, a * np.exp(-0.1 * LAYERS), rtol=1e-12)  # same indices: the factor passes through
+
+
+def test_paired_late_factor_is_exact_when_the_configuration_is_the_baseline_times_a_factor():
+    base = _noisy(0.2)
+    table, samples = _result({"none": base, "model": base * np.exp(0.15 * LAYERS)[:, None]})
+    config = effects.side(table, samples, "LN", norm="model")
+    baseline = effects.side(table, samples, "pure", norm="none")
+    effect = effects.late_factor(config, baseline)
+    # per-layer factors e^-0.05 over e^-0.2: e^0.15 on the full sample and in every resample (a paired bootstrap)
+    assert effect.estimate == pytest.approx(math.exp(0.15), rel=1e-9)
+    assert effect.low == pytest.approx(math.exp(0.15), rel=1e-9) and effect.high == pytest.approx(math.exp(0.15), rel=1e-9)
+    assert effects.outcome(effect, +1) == "holds" and effects.outcome(effect, -1) == "does not hold"
+
+
+def test_independent_noise_gives_an_interval_that_covers_the_true_factor_and_tightens_with_samples():
+    widths = []
+    for n in (50, 800):
+        table, samples = _result({"none": _noisy(0.2, n, seed=2), "model": _noisy(0.1, n, seed=3)})
+        effect = effects.late_factor(effects.side(table, samples, "LN", norm="model"),
+                                     effects.side(table, samples, "pure", norm="none"))
+        assert effect.low < math.exp(0.1) < effect.high
+        widths.append(effect.high - effect.low)
+    assert widths[1] < widths[0] / 2  # 16x the samples: about a quarter of the width
+
+
+def test_a_tiny_effect_with_a_tight_interval_is_tiny_and_one_across_1_is_no_effect():
+    tight = effects.Effect("x", 1.03, 1.02, 1.04)
+    assert effects.outcome(tight, +1) == "tiny" and effects.outcome(tight, -1) == "tiny"
+    assert effects.outcome(effects.Effect("x", 1.3, 0.9, 1.6), +1) == "no effect"
+    assert effects.outcome(effects.Effect("x", 1.03, 1.02, 1.04), +1, Thresholds(tiny_effect=1.025)) == "holds"
+    assert effects.outcome(effects.Effect("x", 3.5, None, None), 0) == "does not hold"  # outside SAME_SCALE
+    assert effects.outcome(effects.Effect("x", 1.5, 1.2, 1.9), 0) == "holds"
+
+
+def test_without_samples_the_effect_has_no_interval_and_says_so():
+    base = _noisy(0.2)
+    table, _ = _result({"none": base, "model": base * np.exp(0.15 * LAYERS)[:, None]})
+    effect = effects.late_factor(effects.side(table, None, "LN", norm="model"),
+                                 effects.side(table, None, "pure", norm="none"))
+    assert effect.low is None and effect.estimate == pytest.approx(math.exp(0.15), rel=1e-9)
+    assert effect.text.endswith("no interval") and effects.NO_INTERVAL in effect.words
+    cell = claims.effect_cell("causal", effect, +1)
+    assert claims.effect_claim("c", "s", "m", [cell]).verdict == "holds"
+
+
+def test_a_curve_on_the_floor_gives_no_effect_to_tell():
+    table, samples = _result({"none": np.full((13, 20), 2 * EPS), "model": _noisy(0.1, 20)})
+    effect = effects.late_factor(effects.side(table, samples, "LN", norm="model"),
+                                 effects.side(table, samples, "pure", norm="none"))
+    assert math.isnan(effect.estimate) and "on the rounding floor" in effect.reason
+    assert effects.outcome(effect, +1) == "cannot tell"
+
+
+def _slow_decay_claim(ratio: float) -> claims.Claim:
+    """A claim "LayerNorm keeps μ/‖X‖_F" on a curve that ends at ``ratio`` of its layer-1 value, at a late
+    rate below COLLAPSE_RATE (stable for STABLE_FACTOR 10 when ratio > 0.1)."""
+    rate = -math.log(ratio) / 11
+    table, _ = _result({"model": np.repeat((0.5 * np.exp(-rate * (LAYERS - 1)))[:, None], 3, axis=1)})
+    curves = claims.select_curves(table, norm="model")
+    return robustness.robust(lambda t: claims.curve_claim("LayerNorm keeps μ", "test", "m",
+                                                          claims.rethreshold(curves, t), "stable", "masks"))
+
+
+def test_moving_one_threshold_flips_a_synthetic_verdict_and_the_table_says_borderline():
+    assert _slow_decay_claim(0.2).verdict == "does not hold"  # rate -log(0.2)/11 = 0.146 > 0.05: collapses
+    claim = _slow_decay_claim(0.6)  # rate 0.046 < 0.05 and x0.6 of layer 1: stable, but collapses at a cut of 0.025
+    assert claim.verdict == "holds"
+    assert claim.robustness == "borderline — flips when COLLAPSE_RATE = 0.025 (→ does not hold)"
+    assert "borderline — flips when COLLAPSE_RATE = 0.025" in claims.markdown_table([claim])
+
+
+def test_a_verdict_far_from_every_threshold_is_robust():
+    claim = _slow_decay_claim(0.98)
+    assert claim.verdict == "holds" and claim.robustness == "robust"
+
+
+def test_the_grid_is_the_published_defaults_moved_one_at_a_time():
+    points = robustness.grid_points()
+    assert len(points) == 12
+    for field, value, thresholds in points:
+        moved = {f for f in DEFAULTS.__dataclass_fields__ if getattr(thresholds, f) != getattr(DEFAULTS, f)}
+        assert moved == {field} and getattr(thresholds, field) == value
+    assert robustness.grid_words()["grid_stable_factor"] == "3 / 10 / 30"
+    assert robustness.grid_words()["grid_late_fraction"] == "1/3 / 0.5 / 2/3"
+
+
+def test_invalid_thresholds_raise():
+    with pytest.raises(ValueError, match="late_fraction"):
+        Thresholds(late_fraction=0)
+    with pytest.raises(ValueError, match="tiny_effect"):
+        Thresholds(tiny_effect=0.9)
+    with pytest.raises(ValueError, match="direction"):
+        effects.outcome(effects.Effect("x", 1.0, None, None), 2)
+
+
+def test_a_page_claim_with_per_sample_values_shows_its_interval_in_the_matrix():
+    table, samples = _result({"none": _noisy(0.2, 100, seed=4), "model": _noisy(0.05, 100, seed=5)})
+    sides = paired_sides(table, samples, dict(norm="model"), dict(norm="none"), ("LN", "pure"))
+    claim = against("LayerNorm slows collapse", "test", "initialized: late per-layer factor", sides)
+    text = claims.markdown_table([claim])
+    effect = effects.late_factor(*sides["causal"])
+    assert claim.verdict == "holds" and effect.low < math.exp(0.15) < effect.high
+    assert f"✓ ×{effect.estimate:.3g} [{effect.low:.3g}, {effect.high:.3g}]" in text
+    assert "no interval" not in claim.cells[0].text
