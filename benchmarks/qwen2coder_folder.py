@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from rankcollapse.hf.load import save_dequantized
+from rankcollapse.hf import save_dequantized
 
 N_PARTS = 22
 GGUF = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
