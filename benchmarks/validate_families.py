@@ -4,7 +4,7 @@
 
 For each model: the largest, over layers, of ||engine - HF||_F / ||HF||_F in float32 and in float64
 (the engine fed the hidden state HF feeds its own attention; HF's float64 forward with its float32 casts
-lifted, ``rankcollapse.hf.extract._Float64Casts``), the model's own trained norm (each extracted norm on the
+lifted, ``rankcollapse.hf.extract.Float64Casts``), the model's own trained norm (each extracted norm on the
 input HF feeds that norm module) and the whole attention block (norm "model" with the skip, fed the
 layer's input), each in both dtypes. Packaged models that are not installed are listed as skipped.
 Runtime on 2 CPU cores with every package installed and cached: about 3 min.

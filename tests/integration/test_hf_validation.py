@@ -3,7 +3,7 @@
 Fed the hidden state the HF model feeds its own attention (captured with hooks), the engine must match
 that module's output, per layer and under the model's own mask (its windows included), to <= 1e-6 relative
 error in float32 and <= 1e-12 in float64, where HF's float64 forward runs in float64 throughout (its float32
-casts lifted, :class:`rankcollapse.hf.extract._Float64Casts`): rounding, not a bug (TransformerLens's rule).
+casts lifted, :class:`rankcollapse.hf.extract.Float64Casts`): rounding, not a bug (TransformerLens's rule).
 Tiny random configs cover every family in CI; the packaged MiniLM is checked too (CI installs it), the other
 packaged models when installed.
 """
@@ -99,7 +99,7 @@ def test_sinks_make_rows_of_a_sum_to_less_than_one():
     hooks = [module.register_forward_pre_hook(lambda m, args, kwargs: captured.update(x=kwargs["hidden_states"]),
                                               with_kwargs=True),
              module.register_forward_hook(lambda m, args, output: captured.update(a=output[1]))]
-    with models_extract._Float64Casts():
+    with models_extract.Float64Casts():
         model(input_ids=_ids())
     for hook in hooks:
         hook.remove()

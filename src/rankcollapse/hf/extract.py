@@ -285,7 +285,7 @@ def full_transformer_metrics(model: torch.nn.Module, input_ids: torch.Tensor, ba
     return {k: torch.cat([c[k] for c in collected], dim=1) for k in collected[0]}  # [layer + 1, sample]
 
 
-class _Float64Casts(torch.overrides.TorchFunctionMode):
+class Float64Casts(torch.overrides.TorchFunctionMode):
     """Every cast to float32 inside it becomes a cast to float64 (``.float()`` becomes ``.double()``).
 
     Hugging Face's modules round to float32 in places even in a float64 model: the rotary tables
@@ -301,15 +301,15 @@ class _Float64Casts(torch.overrides.TorchFunctionMode):
 
 
 def _reference(model: torch.nn.Module) -> contextlib.AbstractContextManager:
-    """The context of a validation's HF forward: :class:`_Float64Casts` for a float64 model, else nothing."""
-    return _Float64Casts() if next(model.parameters()).dtype == torch.float64 else contextlib.nullcontext()
+    """The context of a validation's HF forward: :class:`Float64Casts` for a float64 model, else nothing."""
+    return Float64Casts() if next(model.parameters()).dtype == torch.float64 else contextlib.nullcontext()
 
 
 def validate_attention(model: torch.nn.Module, input_ids: torch.Tensor) -> list[float]:
     """Per layer, ||engine - HF||_F / ||HF||_F for the attention sublayer, in the model's own dtype.
 
     The engine is fed the hidden state the model feeds its own attention (captured with hooks) under the
-    model's own mask; a float64 model's forward runs in float64 throughout (:class:`_Float64Casts`).
+    model's own mask; a float64 model's forward runs in float64 throughout (:class:`Float64Casts`).
     Shapes: input_ids [sample, token] -> one float per layer.
     """
     layers = extract_layers(model, n_tokens=input_ids.shape[1])
@@ -327,7 +327,7 @@ def validate_attention(model: torch.nn.Module, input_ids: torch.Tensor) -> list[
 def validate_norms(model: torch.nn.Module, input_ids: torch.Tensor) -> list[float]:
     """Per layer, the largest ||extracted norm(input) - HF norm(input)||_F / ||HF||_F over the layer's own
     norm modules, each fed what HF feeds it in the model's forward (captured with hooks), in the model's dtype
-    (a float64 model's in float64 throughout, :class:`_Float64Casts`).
+    (a float64 model's in float64 throughout, :class:`Float64Casts`).
 
     Shapes: input_ids [sample, token] -> one float per layer.
     """
