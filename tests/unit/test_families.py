@@ -160,3 +160,15 @@ def test_a_readers_run_of_the_sliding_window_page_takes_a_windowed_model_folder(
     runs (as trained, all global, all local) are stored."""
     tables = _readers_run(tmp_path, monkeypatch, capsys, "sliding_window_model", "qwen2", n_layers=3)
     assert len(tables) == 3 and all(set(t["layer"]) == {0, 1, 2, 3} for t in tables)
+
+
+@pytest.mark.parametrize("name", ["qwen2", "gemma2", "modernbert", "gpt_oss"])
+def test_an_initialized_copy_of_fewer_layers_keeps_the_first_layer_types(name):
+    """The full transformer of initialized weights at n_layers below the model's depth (the RMSNorm-decoder
+    page's reference): the config's per-layer layer_types are cut to those layers (transformers refuses a
+    config whose layer_types outnumber its layers)."""
+    from rankcollapse.experiments.config import initialized_model
+
+    model = testing.tiny_model(name)
+    fresh = initialized_model(model, 2, seed=0)
+    assert fresh.config.num_hidden_layers == 2 and fresh.config.layer_types == model.config.layer_types[:2]
