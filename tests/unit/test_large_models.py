@@ -61,8 +61,9 @@ def test_offload_check_of_the_large_models_page(tmp_path):
 
 
 def test_unsupported_family_is_refused_at_load_before_weights(tmp_path):
-    spec = _save(tmp_path, transformers.MistralConfig(**_sizes()))
-    with pytest.raises(ValueError, match=r"family 'mistral'.*bert, mpnet, gpt2, llama, gemma3_text"):
+    sizes = {k: v for k, v in _sizes().items() if k != "sliding_window"}
+    spec = _save(tmp_path, transformers.OlmoConfig(**sizes))
+    with pytest.raises(ValueError, match=r"family 'olmo'.*bert, mpnet, gpt2, llama, gemma3_text, mistral"):
         models.load_model(spec, device_map="auto")
 
 
@@ -71,3 +72,26 @@ def test_sequence_beyond_the_model_maximum_is_rejected_before_running(tmp_path):
     with pytest.raises(ValueError, match=r"n_tokens must be at most 64 .*max_position_embeddings.*got 65"):
         experiments.experiment_config({"model": spec, "n_tokens": 65, "masks": ["complete"]})
     assert experiments.experiment_config({"model": spec, "n_tokens": 64, "masks": ["complete"]}).n_tokens == 64
+
+
+def test_the_commands_memory_and_time_follow_from_the_measured_throughput():
+    """Mistral-7B's Fig. 2 command at the benchmark's 128 tokens: time = samples x layers x configurations x
+    two weight sources / the measured throughput at width 4096 in float64 (no length scaling); CPU memory =
+    the float32 model + the float64 copy of its Q, K, V, O (grouped K, V: 8 of 32 heads)."""
+    import json
+
+    from rankcollapse.book.pages import fig2, large_models
+    from rankcollapse.core.masks import PAPER_MASKS
+    from rankcollapse.experiments import sweep
+
+    mistral = large_models.MODELS[0]
+    got = large_models.estimate(mistral, "fig2", {"n_samples": 256, "n_tokens": 128})
+    rate = json.loads(sweep.THROUGHPUT_FILE.read_text())["NVIDIA H200|float64|4096"]["units_per_s"]
+    configurations = len(PAPER_MASKS) * len(fig2.FIXED["norms"])
+    assert got["minutes"] == pytest.approx(256 * 32 * configurations * 2 / rate / 60, rel=1e-12)
+    attention = 32 * (2 * 4096 * 4096 + 2 * 4096 * 8 * 128)  # parameters of the 32 attention sublayers
+    assert got["cpu_gb"] == pytest.approx((7.24e9 * 4 + attention * 8) / 1e9, rel=1e-12)
+    assert got["command"].startswith("rankcollapse run fig2 -p model mistralai/Mistral-7B-v0.1 ")
+    table = large_models.commands_table()
+    assert all(m.hub_id in table for m in large_models.MODELS)
+    assert {m.family for m in large_models.MODELS} <= set(large_models.hf_families.FAMILIES)

@@ -8,10 +8,11 @@ with ``scale_c = 1 / sqrt(temperature_c)`` (the paper's d_QK) or the layer's own
 temperature is ``None`` (:func:`logit_scale`), and ``bias_h`` = -inf where the mask (and the layer's own
 window) forbids, plus the layer's score bias (:func:`attention_bias`). Q, K, V of every head come from one
 matrix product (:class:`JointWeights`, Q, K, V side by side), QK-norm and RoPE act on Q and K, and the
-masked softmax and the product with V run fused in ``scaled_dot_product_attention``. :func:`attend` is the
-sublayer; :func:`attend_split` the same on split states (for :mod:`rankcollapse.engine.exact`);
-:func:`attend_explicit` forms the attention matrices instead of fusing them, for the decomposition of mu
-(``run_san(attention_stats=True)``). Skip and norm come on top, in :mod:`rankcollapse.engine.run`.
+masked softmax and the product with V run fused in ``scaled_dot_product_attention`` (with explicit logits
+only in a layer with logit soft-capping or attention sinks). :func:`attend` is the sublayer; :func:`attend_split`
+the same on split states (for :mod:`rankcollapse.engine.exact`); :func:`attend_explicit` forms the attention
+matrices instead of fusing them, for the decomposition of mu (``run_san(attention_stats=True)``). Skip and norm
+come on top, in :mod:`rankcollapse.engine.run`.
 """
 
 from __future__ import annotations
@@ -96,7 +97,14 @@ def attention_bias(layer: AttentionLayer, mask: torch.Tensor, dtype: torch.dtype
 
 
 def _rotate(x: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tensor:
-    """Rotary embedding in HF's rotate-half layout.  Shapes: x [..., token, d_head] -> same."""
+    """Rotary embedding in HF's rotate-half layout, on the first 2 * len(inv_freq) features of each head (all
+    of them but for a partial rotary embedding, Phi-3's ``partial_rotary_factor``; the rest pass unrotated).
+
+    Shapes: x [..., token, d_head] -> same.
+    """
+    n_rotated = 2 * inv_freq.shape[-1]
+    if n_rotated < x.shape[-1]:
+        return torch.cat([_rotate(x[..., :n_rotated], inv_freq, scale), x[..., n_rotated:]], dim=-1)
     pos = torch.arange(x.shape[-2], device=x.device, dtype=x.dtype)
     freqs = torch.outer(pos, inv_freq.to(device=x.device, dtype=x.dtype))  # [token, d_head // 2]
     emb = torch.cat((freqs, freqs), dim=-1)  # [token, d_head]
@@ -143,25 +151,39 @@ def _grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.T
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float,
-               ) -> torch.Tensor:
-    """Masked softmax and the product with the values, fused (``scaled_dot_product_attention``).
+               layer: AttentionLayer) -> torch.Tensor:
+    """Masked softmax and the product with the values, fused (``scaled_dot_product_attention``); explicit
+    logits only for a layer with soft-capping or sinks (:func:`_explicit_attention`).
 
     Shapes: q [sample, head, token, d_head]; k [sample, kv_head, token, d_head]; v [sample, kv_head, token, e]
     -> [sample, head, token, e].
     """
     k, v = _grouped(q, k, v)
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    if layer.softcap is None and layer.sinks is None:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    return _explicit_attention(q, k, v, bias, scale, layer)[0]
 
 
 def _explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
-                        scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same as :func:`_attention` with the attention matrices formed: A = softmax(q k^T scale + bias).
+                        scale: float, layer: AttentionLayer) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same as :func:`_attention` with the attention matrices formed: A = softmax(L + bias) with the
+    scaled logits L = q k^T scale, soft-capped ``c tanh(L / c)`` before the bias (Gemma-2), and with per-head
+    sinks, one extra logit per row whose softmax weight is dropped, so each row of A sums to less than 1
+    (GPT-OSS).
 
     Shapes: as :func:`_attention` -> (ctx [sample, head, token, e], A [sample, head, token, token]).
     """
     k, v = _grouped(q, k, v)
     logits = q @ k.mT * scale  # [sample, head, token, token]
-    A = torch.softmax(logits if bias is None else logits + bias, dim=-1)
+    if layer.softcap is not None:
+        logits = torch.tanh(logits / layer.softcap) * layer.softcap
+    if bias is not None:
+        logits = logits + bias
+    if layer.sinks is None:
+        A = torch.softmax(logits, dim=-1)
+    else:
+        sink = layer.sinks.to(logits.dtype).view(1, -1, 1, 1).expand(*logits.shape[:-1], 1)  # [sample, head, token, 1]
+        A = torch.cat([logits, sink], dim=-1).softmax(-1)[..., :-1]
     return A @ v, A
 
 
@@ -203,7 +225,7 @@ def attend(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, sc
     """
     weights = joint_weights(layer) if weights is None else weights
     q, k, v = _heads(X, layer, weights, qkv)
-    return _output(_attention(q, k, v, bias, scale), layer, weights, with_bias=True)
+    return _output(_attention(q, k, v, bias, scale, layer), layer, weights, with_bias=True)
 
 
 def attend_explicit(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor | None, scale: float, *,
@@ -215,7 +237,7 @@ def attend_explicit(X: torch.Tensor, layer: AttentionLayer, bias: torch.Tensor |
     """
     weights = joint_weights(layer) if weights is None else weights
     q, k, v = _heads(X, layer, weights, qkv)
-    ctx, A = _explicit_attention(q, k, v, bias, scale)
+    ctx, A = _explicit_attention(q, k, v, bias, scale, layer)
     identity = _output(_grouped(q, k, v)[1], layer, weights, with_bias=True)  # [sample, token, d_model]
     return _output(ctx, layer, weights, with_bias=True), AttentionParts(identity, A)
 
@@ -248,10 +270,10 @@ def attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: A
     v = (R.reshape(-1, d_model) @ weights.W_V).view(n_samples, n_tokens, n_kv, d_head).transpose(1, 2)  # [s, kv, t, e]
     parts = None
     if explicit:
-        ctx, A = _explicit_attention(q, k, v, bias, scale)
+        ctx, A = _explicit_attention(q, k, v, bias, scale, layer)
         parts = AttentionParts(_output(_grouped(q, k, v)[1], layer, weights, with_bias=False), A)
     else:
-        ctx = _attention(q, k, v, bias, scale)
+        ctx = _attention(q, k, v, bias, scale, layer)
     out = _output(ctx, layer, weights, with_bias=False)  # [sample, token, d_model]
     mean_v = gamma @ weights.W_V if weights.b_V is None else torch.addmm(weights.b_V, gamma, weights.W_V)
     mean_v = mean_v.view(n_samples, n_kv, 1, d_head)  # [sample, kv_head, 1, d_head]

@@ -113,6 +113,9 @@ def resolves_centred(biases: list[torch.Tensor | None], layers: list[AttentionLa
     the collapsed state's attention is the same for every row and P A R = P (A - 1 b^T) R: the contraction
     then comes from A's own dependence on the centred states (mu' ~ mu^2, Dong et al.'s doubly exponential
     collapse), which rounding erases together with X's centred part. Such runs stay direct (their floor
-    is a limit). Shapes: biases, one per layer, as from :func:`rankcollapse.engine.attention.attention_bias`.
+    is a limit). A layer with attention sinks (rows of A summing to less than 1) breaks the split form
+    itself (A1 != 1: the mean token does not stay the mean), so a stack with one is never tracked exactly.
+    Shapes: biases, one per layer, as from :func:`rankcollapse.engine.attention.attention_bias`.
     """
-    return all(bias is not None or layer.rope_inv_freq is not None for bias, layer in zip(biases, layers))
+    return all((bias is not None or layer.rope_inv_freq is not None) and layer.sinks is None
+               for bias, layer in zip(biases, layers))

@@ -11,8 +11,10 @@ A layer's own norm (norm ``model`` of the engine, ``AttentionLayer.norm``) sits 
   placement of every other norm, with the trained γ, β (Dong et al.'s SAN + LN keeps exactly this, without
   the skip);
 * ``norm_position="pre"`` (GPT-2, Llama/SmolLM2, Gemma-3): ``X' = O(Attn(N(X))) [+ X]``, N the norm in
-  front of the attention (``input_layernorm``, ``ln_1``) and O the norm on its output before the residual
-  sum where the model has one (Gemma-3's ``post_attention_layernorm``), else the identity. Llama's
+  front of the attention (``input_layernorm``, ``ln_1``; the identity where the layer has none, as
+  ModernBERT's first layer, whose input is already normalized) and O the norm on its output before the
+  residual sum where the model has one (Gemma-2's and Gemma-3's ``post_attention_layernorm``), else the
+  identity. Llama's
   ``post_attention_layernorm`` despite its name belongs to the MLP sublayer (it normalizes the residual
   stream in front of the MLP), so the SAN drops it, as it drops the MLP.
 """
@@ -38,8 +40,14 @@ class AttentionLayer:
     Shapes: W_Q [head, d_model, d_head]; W_K, W_V [kv_head, d_model, d_head] (kv_head divides head:
     grouped-query attention, query head h reads kv head h // (head // kv_head)); W_O [head, d_head,
     d_model] or None (heads concatenated, needs head * d_head == d_model); b_Q [head, d_head];
-    b_K, b_V [kv_head, d_head]; b_O [d_model]; q_gain, k_gain [d_head]; rope_inv_freq [d_head // 2];
-    score_bias [head, token, token]; norm, output_norm: see :class:`rankcollapse.core.norms.TrainedNorm` [d_model].
+    b_K, b_V [kv_head, d_head]; b_O [d_model]; q_gain, k_gain [d_head]; rope_inv_freq [d_rot // 2] (d_rot <= d_head
+    features rotated);
+    score_bias [head, token, token]; sinks [head]; norm, output_norm: see :class:`rankcollapse.core.norms.TrainedNorm`
+    [d_model].
+
+    ``softcap`` and ``sinks`` (default off) are computed with explicit logits (:mod:`rankcollapse.engine.attention`);
+    with ``sinks`` the rows of A sum to less than 1, so such layers are never tracked exactly
+    (:func:`rankcollapse.engine.exact.resolves_centred`).
     """
 
     W_Q: torch.Tensor  # query weights, [head, d_model, d_head]
@@ -58,7 +66,10 @@ class AttentionLayer:
     rope_scale: float = 1.0  # multiplies cos and sin (HF ``attention_scaling``)
     window: int | None = None  # the model's own sliding window: keys with |i - j| <= window only
     score_bias: torch.Tensor | None = None  # additive logit bias (MPNet relative positions), per token count
+    softcap: float | None = None  # logit soft-capping (Gemma-2): logits -> softcap * tanh(logits / softcap)
+    sinks: torch.Tensor | None = None  # per-head sink logit (GPT-OSS), one extra softmax column dropped after it
     norm: TrainedNorm | None = None  # the sublayer's own norm (used by norm "model"); None = the layer has none
+    # (a pre-norm layer without one feeds its attention X itself: ModernBERT's first layer)
     norm_position: str = "post"  # "post": X' = norm(Attn(X) [+ X]); "pre": X' = output_norm(Attn(norm(X))) [+ X]
     output_norm: TrainedNorm | None = None  # pre-norm only: norm of the attention output before the residual sum
 
@@ -75,6 +86,10 @@ class AttentionLayer:
             raise ValueError(f"W_O must be [{n_heads}, {d_head}, {d_model}], got {tuple(self.W_O.shape)}")
         if self.window is not None and self.window < 0:
             raise ValueError(f"window must be None or an integer >= 0, got {self.window!r}")
+        if self.softcap is not None and not self.softcap > 0:
+            raise ValueError(f"softcap must be None or > 0, got {self.softcap!r}")
+        if self.sinks is not None and self.sinks.shape != (n_heads,):
+            raise ValueError(f"sinks must be [{n_heads}] (one logit per head), got {tuple(self.sinks.shape)}")
         if self.norm_position not in NORM_POSITIONS:
             raise ValueError(f"norm_position must be one of {', '.join(NORM_POSITIONS)}; got {self.norm_position!r}")
         if self.output_norm is not None and self.norm_position != "pre":

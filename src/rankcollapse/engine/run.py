@@ -73,8 +73,9 @@ def config_grid(masks: tuple[tuple[str, int | None], ...] = (("complete", None),
 
 
 def _check_model_norms(layers: list[AttentionLayer], norms: set[str] | tuple[str, ...]) -> None:
-    """One ValueError when norm "model" is asked for and a layer carries no norm of its own."""
-    if "model" in norms and any(layer.norm is None for layer in layers):
+    """One ValueError when norm "model" is asked for and a post-norm layer carries no norm of its own (a
+    pre-norm layer without one feeds its attention X itself)."""
+    if "model" in norms and any(layer.norm is None and layer.norm_position == "post" for layer in layers):
         raise ValueError("norm 'model' needs layers that carry their own norm (AttentionLayer.norm): extracted "
                          "layers (rankcollapse.hf.extract) or random_layers; these have none")
 
@@ -91,7 +92,8 @@ def _layer_step(X: torch.Tensor, layer: AttentionLayer, norm: str, skip: bool, b
     Shapes: X [sample, token, d_model] -> (same, StepParts or None).
     """
     pre = norm == "model" and layer.norm_position == "pre"
-    X_in, qkv = (apply_trained_norm(X, layer.norm), None) if pre else (X, qkv)
+    own = X if layer.norm is None else apply_trained_norm(X, layer.norm)  # a pre-norm layer may have none
+    X_in, qkv = (own, None) if pre else (X, qkv)
     if explicit:
         attended, parts = attend_explicit(X_in, layer, bias, scale, weights=weights, qkv=qkv)
     else:

@@ -230,11 +230,13 @@ def layer_shapes(config: ExperimentConfig, model_config) -> dict[str, tuple[int,
 
 
 def initialized_model(model: torch.nn.Module, n_layers: int, seed: int) -> torch.nn.Module:
-    """A freshly initialized copy of the architecture with ``n_layers`` layers (HF's own init), from a
-    forked, seeded RNG (the global RNG state is restored)."""
+    """A freshly initialized copy of the architecture with ``n_layers`` layers (HF's own init; a config's
+    per-layer ``layer_types`` cut to those layers), from a forked, seeded RNG (the global RNG state is restored)."""
     from transformers import AutoModel
 
-    config = model.config.__class__.from_dict({**model.config.to_dict(), "num_hidden_layers": n_layers})
+    own = model.config.to_dict()
+    per_layer = {"layer_types": own["layer_types"][:n_layers]} if own.get("layer_types") else {}
+    config = model.config.__class__.from_dict({**own, "num_hidden_layers": n_layers, **per_layer})
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         fresh = AutoModel.from_config(config, attn_implementation="eager")

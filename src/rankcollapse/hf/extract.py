@@ -2,7 +2,7 @@
 
 Every family is read through its record in :mod:`rankcollapse.hf.families` (``config.model_type`` ->
 :class:`~rankcollapse.hf.families.Family`: where the layers, projections, norms, rotary embedding, position
-bias, QK-norm and sliding window live); this module names no family, and a model of an unknown family is
+bias, QK-norm, soft-capping, sinks and sliding window live); this module names no family, and a model of an unknown family is
 refused with one ValueError (:func:`~rankcollapse.hf.families.family_of`). Each layer's attention sublayer is Q/K/V projection -> masked
 softmax -> output projection; the HF module's own ``scaling`` is kept; sliding windows are stored as
 ``window = sliding_window - 1`` (HF allows keys at distance < sliding_window).
@@ -60,6 +60,11 @@ def _attr(obj: object, path: str):
     return functools.reduce(getattr, path.split("."), obj)
 
 
+def _attr_or_none(obj: object, path: str):
+    """``obj.a.b.c``, or None where an attribute on the path is absent (a window the module does not set)."""
+    return functools.reduce(lambda o, name: getattr(o, name, None), path.split("."), obj)
+
+
 def _layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return list(_attr(_base(model), family_of(model).layers))
 
@@ -82,9 +87,12 @@ def _gain(weight: torch.Tensor, offset: float) -> torch.Tensor:
     return offset + weight if offset else weight.clone()
 
 
-def _trained_norm(module: torch.nn.Module, spec: Norm) -> TrainedNorm:
+def _trained_norm(module: torch.nn.Module, spec: Norm) -> TrainedNorm | None:
     """A HF norm module as a :class:`TrainedNorm` (float64 copies): LayerNorm (weight, bias, eps) or RMSNorm
-    (gain ``gain_offset + weight``), with the eps of the module attribute the record names."""
+    (gain ``gain_offset + weight``), with the eps of the module attribute the record names; None for
+    ``nn.Identity`` (a layer without a norm of its own)."""
+    if isinstance(module, torch.nn.Identity):
+        return None
     eps = float(getattr(module, spec.eps))
     if spec.kind == "layernorm":
         bias = None if module.bias is None else module.bias.detach().double().clone()
@@ -134,21 +142,26 @@ def _projections(layer: torch.nn.Module, family: Family, n_heads: int, n_kv: int
         b_Q=_bias(b_q, n_heads), b_K=_bias(b_k, n_kv), b_V=_bias(b_v, n_kv), b_O=o.bias, **extra)
 
 
-def _attention_extras(attn: torch.nn.Module, family: Family, base: torch.nn.Module, config) -> dict:
-    """AttentionLayer keywords beyond the projections: scaling, rotary, window, QK-norm."""
+def _attention_extras(layer: torch.nn.Module, family: Family, base: torch.nn.Module, config) -> dict:
+    """AttentionLayer keywords beyond the projections: scaling, rotary, window, QK-norm, soft-capping, sinks."""
+    attn = _attr(layer, family.attention)
     extra = {"scaling": float(getattr(attn, family.scaling, _head_dim(config) ** -0.5))}
     if family.rotary is not None:
         rope = _attr(base, family.rotary.path)
-        prefix = "" if family.rotary.layer_type is None else f"{getattr(attn, family.rotary.layer_type)}_"
+        prefix = "" if family.rotary.layer_type is None else f"{_attr(layer, family.rotary.layer_type)}_"
         extra.update(rope_inv_freq=getattr(rope, f"{prefix}inv_freq"),
                      rope_scale=float(getattr(rope, f"{prefix}attention_scaling")))
     if family.sliding_window is not None:
-        extra["window"] = _window(getattr(attn, family.sliding_window, None))
+        extra["window"] = _window(_attr_or_none(attn, family.sliding_window))
+    if family.softcap is not None and getattr(attn, family.softcap, None) is not None:
+        extra["softcap"] = float(getattr(attn, family.softcap))
+    if family.sinks is not None:
+        extra["sinks"] = getattr(attn, family.sinks).detach()
     if family.qk_norm is not None:
         q_spec, k_spec = family.qk_norm
         q_norm, k_norm = _attr(attn, q_spec.path), _attr(attn, k_spec.path)
-        extra.update(q_gain=_gain(q_norm.weight.float(), q_spec.gain_offset),
-                     k_gain=_gain(k_norm.weight.float(), k_spec.gain_offset), qk_norm_eps=getattr(q_norm, q_spec.eps))
+        extra.update(q_gain=_gain(q_norm.weight.double(), q_spec.gain_offset),
+                     k_gain=_gain(k_norm.weight.double(), k_spec.gain_offset), qk_norm_eps=getattr(q_norm, q_spec.eps))
     return extra
 
 
@@ -169,11 +182,8 @@ def extract_layers(model: torch.nn.Module, n_tokens: int = 512) -> list[Attentio
         score_bias["score_bias"] = _attr(base, family.position_bias)(probe)[0]  # [head, token, token]
     layers = []
     for i, layer_module in enumerate(_layers(model)):
-        attn = _attr(layer_module, family.attention)
-        layer = _projections(layer_module, family, n_heads, n_kv, **_attention_extras(attn, family, base, config),
+        layer = _projections(layer_module, family, n_heads, n_kv, **_attention_extras(layer_module, family, base, config),
                              **score_bias)
-        if family.softcap is not None and getattr(attn, family.softcap, None) is not None:
-            raise ValueError("attention logit soft-capping is not supported by the SAN engine")
         own = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v  # a float64 model's .to() is no copy
                for k, v in {**layer.__dict__, **_own_norms(model, i)}.items()}
         layers.append(AttentionLayer(**own).to(torch.float64))
@@ -275,16 +285,39 @@ def full_transformer_metrics(model: torch.nn.Module, input_ids: torch.Tensor, ba
     return {k: torch.cat([c[k] for c in collected], dim=1) for k in collected[0]}  # [layer + 1, sample]
 
 
+class Float64Casts(torch.overrides.TorchFunctionMode):
+    """Every cast to float32 inside it becomes a cast to float64 (``.float()`` becomes ``.double()``).
+
+    Hugging Face's modules round to float32 in places even in a float64 model: the rotary tables
+    (``position_ids.float()``), the eager softmax (``dtype=torch.float32``), RMSNorm (``.to(torch.float32)``).
+    The validations run a float64 model's forward inside this mode, so that its float64 reference is HF's own
+    arithmetic in float64 and the float64 comparison measures the engine, not HF's float32 rounding.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        lift = lambda value: torch.float64 if value is torch.float32 else value  # noqa: E731
+        func = torch.Tensor.double if func is torch.Tensor.float else func
+        return func(*map(lift, args), **{k: lift(v) for k, v in (kwargs or {}).items()})
+
+
+def _reference(model: torch.nn.Module) -> contextlib.AbstractContextManager:
+    """The context of a validation's HF forward: :class:`Float64Casts` for a float64 model, else nothing."""
+    return Float64Casts() if next(model.parameters()).dtype == torch.float64 else contextlib.nullcontext()
+
+
 def validate_attention(model: torch.nn.Module, input_ids: torch.Tensor) -> list[float]:
     """Per layer, ||engine - HF||_F / ||HF||_F for the attention sublayer, in the model's own dtype.
 
     The engine is fed the hidden state the model feeds its own attention (captured with hooks) under the
-    model's own mask. Shapes: input_ids [sample, token] -> one float per layer.
+    model's own mask; a float64 model's forward runs in float64 throughout (:class:`Float64Casts`).
+    Shapes: input_ids [sample, token] -> one float per layer.
     """
     layers = extract_layers(model, n_tokens=input_ids.shape[1])
     mask = model_mask(model, input_ids.shape[1])
     errors = []
-    for layer, (x_in, y_hf) in zip(layers, attention_io(model, input_ids)):
+    with _reference(model):
+        pairs = attention_io(model, input_ids)
+    for layer, (x_in, y_hf) in zip(layers, pairs):
         y = attention_sublayer(x_in, layer, mask)
         errors.append(((y - y_hf).norm() / y_hf.norm()).item())
     return errors
@@ -293,7 +326,8 @@ def validate_attention(model: torch.nn.Module, input_ids: torch.Tensor) -> list[
 @torch.no_grad()
 def validate_norms(model: torch.nn.Module, input_ids: torch.Tensor) -> list[float]:
     """Per layer, the largest ||extracted norm(input) - HF norm(input)||_F / ||HF||_F over the layer's own
-    norm modules, each fed what HF feeds it in the model's forward (captured with hooks), in the model's dtype.
+    norm modules, each fed what HF feeds it in the model's forward (captured with hooks), in the model's dtype
+    (a float64 model's in float64 throughout, :class:`Float64Casts`).
 
     Shapes: input_ids [sample, token] -> one float per layer.
     """
@@ -303,19 +337,19 @@ def validate_norms(model: torch.nn.Module, input_ids: torch.Tensor) -> list[floa
     for i, layer in enumerate(layers):
         _, norm, output = _norm_modules(model, i)
         for module, extracted in ((norm, layer.norm), (output, layer.output_norm)):
-            if module is None:
+            if extracted is None:  # no output norm, or a layer without a norm of its own (nn.Identity)
                 continue
 
             def grab(module, args, out, i=i, extracted=extracted):
                 captured[i].append((args[0].detach().clone(), _first_tensor(out).detach().clone(), extracted))
 
             handles.append(module.register_forward_hook(grab))
-    with _hooks(handles):
+    with _hooks(handles), _reference(model):
         model(input_ids=input_ids)
     errors = []
     for pairs in captured:
         errs = [((apply_trained_norm(x, norm.to(x.dtype, x.device)) - y).norm() / y.norm()).item() for x, y, norm in pairs]
-        errors.append(max(errs))
+        errors.append(max(errs, default=0.0))  # a layer without norms: nothing to disagree
     return errors
 
 
@@ -330,7 +364,7 @@ def _block_output(model: torch.nn.Module, index: int) -> tuple[torch.nn.Module, 
 def validate_attention_block(model: torch.nn.Module, input_ids: torch.Tensor) -> list[float]:
     """Per layer, ||engine - HF||_F / ||HF||_F for the whole attention block: the engine's layer with norm
     "model" and the skip (post: LN(Attn(X) + X); pre: X + O(Attn(N(X)))) fed the layer's input, under the
-    model's own mask, against HF's block output, in the model's dtype.
+    model's own mask, against HF's block output, in the model's dtype (float64 throughout for a float64 model).
 
     Shapes: input_ids [sample, token] -> one float per layer.
     """
@@ -348,7 +382,7 @@ def validate_attention_block(model: torch.nn.Module, input_ids: torch.Tensor) ->
         else:
             handles.append(end.register_forward_hook(
                 lambda m, args, out, i=i: pairs[i].__setitem__(1, _first_tensor(out).clone())))
-    with _hooks(handles):
+    with _hooks(handles), _reference(model):
         model(input_ids=input_ids)
     mask = model_mask(model, input_ids.shape[1])
     errors = []

@@ -4,13 +4,16 @@
 itself; :mod:`rankcollapse.hf.testing` builds each family's tiny random model from the record's
 ``tiny_config``. Adding a family (Mistral, Qwen2, ...) is adding one record to :data:`FAMILIES` (and
 checking it with ``tests/integration/test_hf_validation.py``, which runs every record's tiny model).
+Every window is read per layer from the model's own modules or config (the attributes the installed
+transformers derives from ``layer_types``, ``sliding_window``, ``use_sliding_window``, ``max_window_layers``,
+``global_attn_every_n_layers``, ``local_attention``), never restated here.
 
 Fields of :class:`Family` (module paths are dotted attribute paths; "layer" is one entry of ``layers``):
 
 * ``model_type`` - the key, ``config.model_type``; ``causal`` - the model's own mask is causal (decoders).
 * ``layers`` - the list of transformer layers, from the base model (``model.base_model``).
 * ``attention`` - from the layer: the attention module, fed the attention input (a hook reads it) and
-  holding the logit scale, the QK-norm, the sliding window and the soft-capping named below.
+  holding the logit scale, the QK-norm, the sliding window, the soft-capping and the sinks named below.
 * ``q``, ``k``, ``v``, ``o`` - from the layer: the projections. ``q == k == v`` is one fused projection
   whose outputs are Q, K, V in turn (GPT-2's ``c_attn``). The output of ``o`` is the attention sublayer's
   output (a hook reads it). ``weight_layout``: ``"linear"`` (nn.Linear, weight [out, in]) or ``"conv1d"``
@@ -20,19 +23,25 @@ Fields of :class:`Family` (module paths are dotted attribute paths; "layer" is o
   Gemma-3's comes from ``query_pre_attn_scalar``); absent on the module: 1 / sqrt(head_dim).
 * ``norm_position`` - ``"post"``: LN(Attn(X) + X); ``"pre"``: X + output_norm(Attn(norm(X))).
   ``norm`` and ``output_norm`` (from the layer) are :class:`Norm` records; ``output_norm`` is the
-  attention output's own norm before the residual sum (pre only), None when there is none.
+  attention output's own norm before the residual sum (pre only), None when there is none. A layer whose
+  ``norm`` module is ``nn.Identity`` has no norm of its own (ModernBERT's first layer).
 * ``rotary`` - a :class:`Rotary` record (rotary embedding, its module and per-layer bases) or None.
 * ``position_bias`` - from the base model: a method taking a probe [1, token, d_model] and returning an
   additive logit bias [1, head, token, token] (MPNet's relative positions), or None.
 * ``qk_norm`` - (query norm, key norm), :class:`Norm` records from the attention module, or None.
-* ``softcap`` - attribute of the attention module holding attention-logit soft-capping, which the engine
-  refuses when it is set; None when the family has none.
-* ``sliding_window`` - attribute of the attention module holding its own sliding window (HF keeps keys at
+* ``softcap`` - attribute of the attention module holding attention-logit soft-capping (the engine's
+  ``AttentionLayer.softcap``); None when the family has none.
+* ``sinks`` - attribute of the attention module holding learned per-head attention sinks (the engine's
+  ``AttentionLayer.sinks``); None when the family has none.
+* ``sliding_window`` - path from the attention module to its own sliding window, per layer (HF keeps keys at
   distance < sliding_window, stored as ``window = sliding_window - 1``; absent or None: no window), or None.
+  ``"sliding_window"`` where the module sets it per layer type, ``"config.sliding_window"`` where the
+  model applies the config's one window to every layer (Mistral, Phi-3).
 * ``block_end`` - (module from the layer, ``"input"`` or ``"output"``): where HF's attention block (the
   attention, its norms and the residual sum) ends, for the block validation.
 * ``tiny_config`` - keyword arguments of ``AutoConfig.for_model(model_type, ...)`` for the tiny random
-  model of the tests (d_model 32, 3 layers).
+  model of the tests (d_model 32, 3 layers; a window of 4 tokens where the family has one, on window and
+  global layers both where the family has both).
 
 The records, in short (the attention sublayer's own norm is the ``model`` norm of the engine):
 
@@ -43,17 +52,36 @@ The records, in short (the attention sublayer's own norm is the ``model`` norm o
 | ``gpt2`` | ``ln_1`` (pre) | — | fused Conv1D ``c_attn`` |
 | ``llama`` (SmolLM2) | ``input_layernorm``, RMSNorm (pre) | — [1] | grouped KV, rotary |
 | ``gemma3_text`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w | [2] |
+| ``mistral`` | ``input_layernorm``, RMSNorm (pre) | — [1] | grouped KV, rotary, one causal window on every layer |
+| ``qwen2`` | ``input_layernorm``, RMSNorm (pre) | — [1] | [3] |
+| ``qwen3`` | ``input_layernorm``, RMSNorm (pre) | — [1] | [3], QK-norm (gain w) |
+| ``phi3`` | ``input_layernorm``, RMSNorm (pre) | — [1] | fused ``qkv_proj``, partial rotary, [4] |
+| ``gemma2`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w | [5] |
+| ``modernbert`` | ``attn_norm``, LayerNorm (pre; none in layer 0) | — | [6] |
+| ``gpt_oss`` | ``input_layernorm``, RMSNorm (pre) | — [1] | [7] |
 
-[1] Llama's ``post_attention_layernorm`` is the MLP's pre-norm, not an output norm of the attention.
+[1] Llama's ``post_attention_layernorm`` (and Mistral's, Qwen's, Phi-3's, GPT-OSS's) is the MLP's pre-norm,
+not an output norm of the attention.
 [2] Gemma-3: grouped KV, QK-norm (gain 1 + w), rotary bases per layer type, its own sliding windows; the
-gains are read as 1 + w (``gain_offset``), so an extracted norm's weight is always the gain itself. The
-decoders (``gpt2``, ``llama``, ``gemma3_text``) are causal.
+gains are read as 1 + w (``gain_offset``), so an extracted norm's weight is always the gain itself.
+[3] Qwen2/Qwen3: grouped KV, rotary (Qwen2 with Q/K/V biases); a causal window only on the layers the config
+marks (``use_sliding_window``, ``max_window_layers`` -> ``layer_types``), read from each attention module.
+[4] Phi-3: the config's one window (``sliding_window``, None in most checkpoints) on every layer.
+[5] Gemma-2: grouped KV, query scale from ``query_pre_attn_scalar``, attention-logit soft-capping
+(``attn_logit_softcapping``), causal windows on the ``sliding_attention`` layers alternating with global ones.
+[6] ModernBERT: an encoder (not causal) with a fused ``Wqkv``, *bidirectional* windows |i - j| <= w on the
+``sliding_attention`` layers (``local_attention`` = 2w + 1 tokens, every ``global_attn_every_n_layers``-th
+layer global) and its own rotary base for local and for global layers.
+[7] GPT-OSS: grouped KV, YaRN rotary, causal windows on alternating layers, and learned per-head attention
+sinks: each row of A sums to less than 1, which breaks Theorem 1's row-stochastic A (A1 = 1).
+The decoders (``gpt2``, ``llama``, ``gemma3_text``, ``mistral``, ``qwen2``, ``qwen3``, ``phi3``, ``gemma2``,
+``gpt_oss``) are causal.
 
 >>> family_of(type("Config", (), {"model_type": "gpt2"})()).causal
 True
 >>> family_of(type("Config", (), {"model_type": "t5"})())
 Traceback (most recent call last):
-ValueError: model family must be one of bert, mpnet, gpt2, llama, gemma3_text; got 't5'
+ValueError: model family must be one of bert, mpnet, gpt2, llama, gemma3_text, mistral, qwen2, qwen3, phi3, gemma2, modernbert, gpt_oss; got 't5'
 """
 
 from __future__ import annotations
@@ -82,8 +110,8 @@ class Rotary:
     """A family's rotary embedding: buffers ``inv_freq`` and ``attention_scaling`` of one module."""
 
     path: str = "rotary_emb"  # from the base model
-    layer_type: str | None = None  # attention attribute whose value prefixes the buffer names (Gemma-3's
-    # per-layer bases: "sliding_attention_inv_freq", ...); None = one base for every layer
+    layer_type: str | None = None  # path from the layer to its layer type, which prefixes the buffer names
+    # (Gemma-3's and ModernBERT's per-layer bases: "sliding_attention_inv_freq", ...); None = one base for all
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +136,7 @@ class Family:
     position_bias: str | None = None
     qk_norm: tuple[Norm, Norm] | None = None
     softcap: str | None = None
+    sinks: str | None = None
     sliding_window: str | None = None
     block_end: tuple[str, str]
     tiny_config: dict = field(default_factory=dict)
@@ -134,6 +163,10 @@ _TINY = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 3, "num_atte
          "intermediate_size": 48, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
          "max_position_embeddings": 64}  # d_model 32, 3 layers, 4 heads: the tiny models of the tests
 
+_RMS_INPUT = Norm("input_layernorm", "rms", "variance_epsilon")  # Llama-style decoders' norm in front of the attention
+_QWEN_WINDOWS = {"num_key_value_heads": 2, "use_sliding_window": True, "sliding_window": 4,
+                 "max_window_layers": 1}  # the config marks layers >= max_window_layers as windowed
+
 _RECORDS = (
     Family(model_type="bert", causal=False, layers="encoder.layer", attention="attention.self",
            q="attention.self.query", k="attention.self.key", v="attention.self.value", o="attention.output.dense",
@@ -150,19 +183,63 @@ _RECORDS = (
                         "bos_token_id": 1, "eos_token_id": 2}),
     Family(model_type="llama", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
            k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
-           norm=Norm("input_layernorm", "rms", "variance_epsilon"), rotary=Rotary(), sliding_window="sliding_window",
+           norm=_RMS_INPUT, rotary=Rotary(), sliding_window="sliding_window",
            block_end=("post_attention_layernorm", "input"), tiny_config={**_TINY, "num_key_value_heads": 2}),
     Family(model_type="gemma3_text", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
            k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
            norm=Norm("input_layernorm", "rms", gain_offset=1.0),
            output_norm=Norm("post_attention_layernorm", "rms", gain_offset=1.0),
-           rotary=Rotary(layer_type="layer_type"),
+           rotary=Rotary(layer_type="self_attn.layer_type"),
            qk_norm=(Norm("q_norm", "rms", gain_offset=1.0), Norm("k_norm", "rms", gain_offset=1.0)),
            softcap="attn_logit_softcapping", sliding_window="sliding_window",
            block_end=("pre_feedforward_layernorm", "input"),
            tiny_config={**_TINY, "num_key_value_heads": 1, "head_dim": 16, "sliding_window": 4,
                         "query_pre_attn_scalar": 16,
                         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]}),
+    Family(model_type="mistral", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
+           norm=_RMS_INPUT, rotary=Rotary(), sliding_window="config.sliding_window",
+           block_end=("post_attention_layernorm", "input"),
+           tiny_config={**_TINY, "num_key_value_heads": 2, "sliding_window": 4}),
+    Family(model_type="qwen2", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
+           norm=_RMS_INPUT, rotary=Rotary(), sliding_window="sliding_window",
+           block_end=("post_attention_layernorm", "input"), tiny_config={**_TINY, **_QWEN_WINDOWS}),
+    Family(model_type="qwen3", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
+           norm=_RMS_INPUT, rotary=Rotary(),
+           qk_norm=(Norm("q_norm", "rms", "variance_epsilon"), Norm("k_norm", "rms", "variance_epsilon")),
+           sliding_window="sliding_window", block_end=("post_attention_layernorm", "input"),
+           tiny_config={**_TINY, **_QWEN_WINDOWS, "head_dim": 8, "attention_bias": True}),
+    Family(model_type="phi3", causal=True, layers="layers", attention="self_attn", q="self_attn.qkv_proj",
+           k="self_attn.qkv_proj", v="self_attn.qkv_proj", o="self_attn.o_proj", grouped_kv=True,
+           norm_position="pre", norm=_RMS_INPUT, rotary=Rotary(), sliding_window="config.sliding_window",
+           block_end=("post_attention_layernorm", "input"),
+           tiny_config={**_TINY, "num_key_value_heads": 2, "sliding_window": 4, "partial_rotary_factor": 0.5}),
+    Family(model_type="gemma2", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
+           norm=Norm("input_layernorm", "rms", gain_offset=1.0),
+           output_norm=Norm("post_attention_layernorm", "rms", gain_offset=1.0), rotary=Rotary(),
+           softcap="attn_logit_softcapping", sliding_window="sliding_window",
+           block_end=("pre_feedforward_layernorm", "input"),
+           tiny_config={**_TINY, "num_key_value_heads": 2, "head_dim": 16, "query_pre_attn_scalar": 16,
+                        "sliding_window": 4, "attn_logit_softcapping": 2.0}),
+    Family(model_type="modernbert", causal=False, layers="layers", attention="attn", q="attn.Wqkv", k="attn.Wqkv",
+           v="attn.Wqkv", o="attn.Wo", norm_position="pre", norm=Norm("attn_norm"),
+           rotary=Rotary(layer_type="attention_type"), sliding_window="sliding_window",
+           block_end=("mlp_norm", "input"),
+           tiny_config={**_TINY, "cls_token_id": 1, "sep_token_id": 2, "local_attention": 4,
+                        "global_attn_every_n_layers": 2, "local_rope_theta": 100.0, "attention_bias": True,
+                        "norm_bias": True}),  # a local base far from the global one, so that it matters at 12 tokens
+    Family(model_type="gpt_oss", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
+           norm=_RMS_INPUT, rotary=Rotary(), sinks="sinks", sliding_window="sliding_window",
+           block_end=("post_attention_layernorm", "input"),
+           tiny_config={**_TINY, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 4,
+                        "num_local_experts": 2, "num_experts_per_tok": 1,
+                        "rope_parameters": {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 2.0,
+                                            "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                                            "original_max_position_embeddings": 32}}),  # YaRN, 64 / 32 positions
 )
 
 FAMILIES: dict[str, Family] = {record.model_type: record for record in _RECORDS}

@@ -145,22 +145,24 @@ def _mpnet_folder() -> Path:
     return configs[0].parent
 
 
+def save_dequantized(folder: Path | str, gguf_file: str, destination: Path | str) -> None:
+    """Load the GGUF ``folder / gguf_file`` (its 4-bit weights dequantized to float32), clear the quantization
+    flag and save the model and its tokenizer to ``destination``: a plain model folder."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    model = AutoModel.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(destination)
+    tokenizer.save_pretrained(destination)
+
+
 def _dequantized_folder(name: str, folder: Path, gguf_file: str) -> Path:
     """Load a GGUF once, clear the quantization flag (weights are plain float32) and save it."""
-
-    def build(tmp: Path) -> None:
-        from transformers import AutoModel, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-        model = AutoModel.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
-        model.hf_quantizer = None
-        model.is_quantized = False
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-
-    return _atomic_folder(_cache_dir(name) / "dequantized", build)
+    return _atomic_folder(_cache_dir(name) / "dequantized", lambda tmp: save_dequantized(folder, gguf_file, tmp))
 
 
 _HUB_ID = re.compile(r"(?:[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?/)?[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?")  # owner/ optional

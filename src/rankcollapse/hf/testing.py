@@ -2,7 +2,7 @@
 
 :func:`tiny_model` builds a family's model from its record's ``tiny_config``
 (:mod:`rankcollapse.hf.families`: d_model 32, 3 layers), so every supported family is tested in CI
-without a download. :func:`save_tiny_model` writes a seeded random model of any config with a word-level
+without a download. :func:`save_tiny_model` writes a seeded random model of any config with a character-level
 tokenizer to a folder (a local folder spec); :func:`offload_check` is the large-models page's check of the
 ``device_map`` path on a tiny decoder. ``transformers`` is imported only when one of them is called.
 """
@@ -40,7 +40,7 @@ def tiny_model(family: str, seed: int = 0, weight_scale: float = 0.3) -> torch.n
     import transformers
 
     config = tiny_config(family)
-    model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager", experts_implementation="eager").eval()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -49,18 +49,26 @@ def tiny_model(family: str, seed: int = 0, weight_scale: float = 0.3) -> torch.n
 
 
 def save_tiny_model(folder: Path | str, config) -> str:
-    """Save a seeded random model of a Hugging Face ``config`` with a word-level tokenizer (words ``w0``,
-    ``w1``, ...) to ``folder``: a local folder spec for tests and the large-models page's check."""
+    """Save a seeded random model of a Hugging Face ``config`` with a character-level tokenizer to ``folder``:
+    a local folder spec for tests, the large-models page's check and a reader's run on a tiny model.
+
+    The tokenizer's tokens are single characters (lower-case letters, space, upper-case letters, digits,
+    punctuation, as many as ``config.vocab_size - 1`` allows) after the unknown token ``<unk>`` (id 0), so
+    the book's Wikipedia text encodes to varied ids.
+    """
+    import string
+
     import transformers
-    from tokenizers import Tokenizer, pre_tokenizers
-    from tokenizers.models import WordLevel
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         transformers.AutoModel.from_config(config).save_pretrained(folder)
-    words = Tokenizer(WordLevel({f"w{i}": i for i in range(config.vocab_size)}, unk_token="w0"))
-    words.pre_tokenizer = pre_tokenizers.Whitespace()
-    transformers.PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0").save_pretrained(folder)
+    characters = (string.ascii_lowercase + " " + string.ascii_uppercase + string.digits + string.punctuation)
+    vocabulary = {"<unk>": 0, **{c: i + 1 for i, c in enumerate(characters[:config.vocab_size - 1])}}
+    tokenizer = Tokenizer(BPE(vocabulary, [], unk_token="<unk>"))  # no merges: one token per character
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>").save_pretrained(folder)
     return str(folder)
 
 
