@@ -79,7 +79,9 @@ def loglog_slope(log_mu: Tensor, first: int = 1) -> float:
     Shapes: log_mu ``[layer + 1]`` (natural log).
 
     >>> t = torch.arange(8, dtype=torch.float64)
-    >>> round(loglog_slope(-(2.0 ** t)), 6)  # mu = exp(-2^t): slope log 2
+    >>> log_mu = 1.0 - 2.0 ** t
+    >>> log_mu[0] = 1.0  # so that -log(mu(t) / mu(0)) = 2^t for t >= 1: slope log 2
+    >>> round(loglog_slope(log_mu), 6)
     0.693147
     """
     drop = log_mu[0] - log_mu  # -log(mu(t) / mu(0))  [layer + 1]
