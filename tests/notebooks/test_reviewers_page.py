@@ -30,6 +30,7 @@ def test_reviewers_page(repo_root, tmp_path, figure_dir, figure_text_px):
     sizes = figure_text_px()
     assert set(sizes) == {"fig-reviewers-limits", "fig-reviewers-decay", "fig-reviewers-linear",
                           "fig-reviewers-rotation", "fig-reviewers-path", "fig-reviewers-width",
-                          "fig-reviewers-temperature"}
+                          "fig-reviewers-temperature",
+                          "fig-reviewers-local", "fig-reviewers-samples"}
     assert -1 <= glued["rv_temp_initialized_correlation"] <= 1
     assert min(sizes.values()) >= MIN_TEXT_PX, sizes

@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from rankcollapse.book.pages import sample_size
 from rankcollapse.book.pages._common import (FIG2, FIG3, FIG4, MAX_LAYERS, MAX_SAMPLES, MAX_SEED, MAX_TOKENS,
                                              temperature_range)
 from rankcollapse.core import masks, metrics
@@ -28,7 +29,8 @@ from rankcollapse.core.checks import check_choice, check_choices, check_int, che
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
 from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.config import Run, check_table
+from rankcollapse.experiments.store import ResultStore, StoredResult
 from rankcollapse.theory import counterexample as ce
 from rankcollapse.theory import rates
 from rankcollapse.theory.dynamics import DynamicsConfig, SystemConfig, linear_rate, sample_system, summarize_collapse
@@ -40,6 +42,7 @@ FIG2_PREFIX = "fig2_"  # the page's parameters of the Fig. 2 sweep it reads (Q1)
 FIG2_DISPLAY = "fig2_show_largest"  # display only: show the largest stored Fig. 2 run of these parameters
 FIG3_TEMPERATURES = "fig3_temperatures"  # the d_QK values of the Fig. 3 sweep read for the temperature question
 WIDTH_LAWS = ("orthogonal", "gaussian", "uniform")  # value-weight laws of the width sweep (Q2)
+PAPER_SAMPLES = 32  # the paper's sample count: the reviewers' "only 32 samples"
 WIDTH_GAP = 0.15  # a median rate within this relative gap of the orthogonal one counts as the same rate
 
 
@@ -299,6 +302,15 @@ def local_or_causal(fig2: pd.DataFrame) -> pd.DataFrame:
     for name in windows:
         pivot[f"{name} slower"] = pivot[name] < pivot["causal"]
     return pivot[["causal", *windows, *(f"{m} slower" for m in windows)]].reset_index()
+
+
+def sample_pair(fig2: StoredResult, store: ResultStore | None = None) -> StoredResult | None:
+    """Q (32 samples): the shown Fig. 2 run joined (:func:`sample_size.pair`) with the stored run of the same
+    parameters on its first PAPER_SAMPLES samples; None when it has no more samples or that run is not stored."""
+    own = fig2.provenance["parameters"]
+    small = (store or ResultStore()).load("fig2", {**own, "n_samples": PAPER_SAMPLES}, check_table) \
+        if own["n_samples"] > PAPER_SAMPLES else None
+    return None if small is None else sample_size.pair({"large": fig2, "small": small})
 
 
 def temperature_alignment(fig3: pd.DataFrame, fig4: pd.DataFrame) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.theory.rates import layer_rates
 
 _LOG10 = math.log(10)
@@ -182,4 +183,61 @@ def temperature_figure(alignment: pd.DataFrame) -> Figure:
         ax.set_ylabel("temperature effect per layer")
     plotting.label_outer(axes, min(2, len(shown)))
     plotting.figure_legend(fig, axes)
+    return fig
+
+
+def _norm_colours(norms) -> dict[str, object]:
+    """Each norm's variant colour (:data:`rankcollapse.book.plotting.common.VARIANT_COLOURS`), by norm name."""
+    colours = plotting.hue_colours({"variant": [NORM_LABELS[n] for n in norms]}, "variant")
+    return {n: colours[NORM_LABELS[n]] for n in norms}
+
+
+def local_figure(local: pd.DataFrame) -> Figure:
+    """Q (local or causal). Per weight source, the mean decay rate per layer of μ/‖X‖_F for the causal mask
+    and the windows (x axis), one line per norm in its variant colour: a window is more effective where its
+    point lies below the causal one.
+
+    Shapes: ``local`` one row per (weights, norm), a column per mask (:func:`~rankcollapse.book.pages.reviewers.local_or_causal`).
+    """
+    shown = list(dict.fromkeys(local["weights"]))
+    masks = [m for m in ("causal", "sliding_window", "causal_sliding_window") if m in local.columns]
+    colours = _norm_colours(list(dict.fromkeys(local["norm"])))
+    fig, axes = plotting.panel_grid(len(shown), panel_height=2.6, sharey=True)
+    for ax, weights in zip(axes, shown):
+        for _, row in local[local["weights"] == weights].iterrows():
+            ax.plot(range(len(masks)), [row[m] for m in masks], "o-", color=colours[row["norm"]], ms=5, lw=1.5,
+                    label=NORM_LABELS[row["norm"]])
+        ax.set_xticks(range(len(masks)), [mask_label(m).replace(" ", "\n") for m in masks])
+        ax.set_xlim(-0.5, len(masks) - 0.5)
+        ax.set_title(weights)
+        ax.set_ylabel("mean rate of μ/‖X‖$_F$ per layer")
+    plotting.label_outer(axes, min(2, len(shown)))
+    plotting.figure_legend(fig, axes)
+    return fig
+
+
+def sample_size_figure(joined: pd.DataFrame | None, small: int) -> Figure:
+    """Q (32 samples). Per curve of Fig. 2's sweep, the median of μ over the first ``small`` samples divided by
+    its median over all, against the layer (variant colours; dashed: pretrained), equal medians dotted; a
+    note instead when the small run is not stored at the shown scale.
+
+    Shapes: ``joined`` tidy, both runs' rows told apart by ``n_samples`` (:func:`~rankcollapse.book.pages.sample_size.pair`).
+    """
+    fig, (ax,) = plotting.panel_grid(1, panel_height=2.6)
+    if joined is None:
+        ax.text(0.5, 0.5, f"no stored Fig. 2 run on {small} samples at this scale", ha="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    mu = joined[(joined["metric"] == "mu") & (joined["layer"] >= 1) & (joined["median"] > 0)]
+    pivot = mu.pivot_table(index=["weights", "norm", "mask", "layer"], columns="n_samples", values="median").dropna()
+    ratio = pivot[small] / pivot[max(pivot.columns)]
+    colours = _norm_colours(list(dict.fromkeys(pivot.index.get_level_values("norm"))))
+    for (weights, norm, _), curve in ratio.groupby(level=["weights", "norm", "mask"], sort=False):
+        ax.plot(curve.index.get_level_values("layer"), curve.to_numpy(), "-" if weights == "initialized" else "--",
+                color=colours[norm], lw=1.2, label=NORM_LABELS[norm])
+    ax.axhline(1, color="0.3", ls=":", lw=1)
+    ax.plot([], [], "--", color="0.3", label="pretrained (dashed)")
+    ax.set_xlabel("layer $t$")
+    ax.set_ylabel(f"median μ: {small} / {max(pivot.columns)} samples")
+    plotting.figure_legend(fig, [ax])
     return fig
