@@ -257,7 +257,8 @@ def _circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points
 
 def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> Figure:
     """The paper's Fig. 1: left, both tokens without LayerNorm (they meet, stars); right, token 2 on the
-    circle with LayerNorm (:func:`_circle_axes`) and token 1's path (vermilion, C3 of the colour-blind palette); one legend below.
+    circle with LayerNorm (:func:`_circle_axes`) and token 1's path (vermilion, C3 of the colour-blind
+    palette); one legend below.
 
     Shapes: plain, normed ``[start, layer + 1, token, 2]``; reaches_B ``[start]``; arc ``[angle]``.
     """
