@@ -112,6 +112,15 @@ def test_budget_chooses_the_largest_sample_count_that_fits(written, tmp_path):
     assert [r["n_samples"] for r in some["runs"]] == [4]
 
 
+def test_stand_in_tries_the_device_and_stores_nothing(written, tmp_path):
+    folder, _ = written
+    assert rc_bundle.main([str(folder), "--stand-in", "--store", str(tmp_path / "store"), "--dtypes", "float32",
+                           "float64", "--probe", "1", "1", "--engine", "2", "1", "--report", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["runs"] == [] and set(report["engine"]) == {"float32", "float64"}
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.csv"))
+
+
 def test_refusals(written, tmp_path):
     folder, _ = written
     opened = rc_bundle.open_bundle(folder, folder / "extra")

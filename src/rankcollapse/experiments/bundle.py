@@ -47,7 +47,7 @@ from rankcollapse.experiments.provenance import atomic_write, book_root, git_com
 from rankcollapse.experiments.store import ResultStore, canonical_parameters
 
 RECORD_FILE, TENSORS_FILE, EXTRA_FILE = "bundle.json", "tensors.zlib", "tensors-extra.zlib"
-VARIED = ("n_samples", "dtype", "device")  # what a run of a bundle sets; every other parameter is the page's
+SAFETY = 1.2  # a run is started only when its estimated time times this fits what is left of the budget
 
 
 @dataclass(frozen=True)
@@ -216,17 +216,23 @@ class Bundle:
         return sweep.Inputs(self.loaded, drawn, self.record["provenance"])
 
 
-def open_bundle(folder: Path, extra: Path | None = None) -> Bundle:
+def open_bundle(folder: Path, extra: Path | None = None, stand_in: bool = False) -> Bundle:
     """Read a bundle (and its extra rows and token ids from the folder ``extra``, when that holds EXTRA_FILE) and
     rebuild its model: the config's architecture (eager attention, eval mode), with every captured tensor put
-    back (tables: the rows looked up; the others are zero)."""
+    back (tables: the rows looked up; the others are zero). ``stand_in``: without its tensors, random token ids
+    and the model as initialized (to try a device before the tensors travel; never to store)."""
     from transformers import AutoConfig, AutoModel
 
     from rankcollapse.hf.load import LoadedModel, ModelSource
 
     record = json.loads((folder / RECORD_FILE).read_text())
-    tensors, input_ids = _decode((folder / TENSORS_FILE).read_bytes())
-    if extra is not None and (extra / EXTRA_FILE).is_file():
+    if stand_in:
+        counts, tokens = max(map(int, record["texts_sha256"])), record["runs"][0]["parameters"]["n_tokens"]
+        tensors, input_ids = {}, torch.randint(int(record["config"]["vocab_size"]), (counts, tokens),
+                                               generator=torch.Generator().manual_seed(0))
+    else:
+        tensors, input_ids = _decode((folder / TENSORS_FILE).read_bytes())
+    if extra is not None and (extra / EXTRA_FILE).is_file() and not stand_in:
         more, more_ids = _decode((extra / EXTRA_FILE).read_bytes())
         input_ids = torch.cat([input_ids, more_ids])  # [sample, token]
         for name, entry in more.items():
@@ -316,7 +322,7 @@ def run_bundle(bundle: Bundle, store: ResultStore, *, samples: tuple[int, ...], 
                 sweep.run_experiment(run.page, config, ResultStore(scratch), bundle.inputs(n, probe=True))
                 per_sample.append((time.perf_counter() - t0) / (n * config.n_layers) * run.parameters["n_layers"])
         left = budget_s - (time.perf_counter() - started)
-        fits = [k for k in sorted(samples, reverse=True) if k * sum(per_sample) <= left]
+        fits = [k for k in sorted(samples, reverse=True) if k * sum(per_sample) * SAFETY <= left]
         log(f"{dtype}: probe seconds per sample of each run {[round(v, 4) for v in per_sample]}; "
             f"{left:.0f} s left; sample counts that fit: {fits}")
         if not fits:
@@ -352,19 +358,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", nargs="+", default=["float32"])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--budget-s", type=float, default=float("inf"), help="seconds for the whole run")
+    parser.add_argument("--stand-in", action="store_true", help="only try the device: random tokens and embeddings "
+                        "(bundle.json alone), the engine timing and the probes, nothing stored")
     parser.add_argument("--probe", type=int, nargs=2, default=[64, 4], metavar=("SAMPLES", "LAYERS"))
     parser.add_argument("--engine", type=int, nargs=2, default=[512, 8], metavar=("SAMPLES", "LAYERS"),
                         help="size of the engine timing")
     parser.add_argument("--archive", type=Path, default=None, help=".tar.gz of the results, rewritten after each")
     parser.add_argument("--report", type=Path, default=None, help="JSON report of timings and throughput")
     args = parser.parse_args(argv)
-    bundle = open_bundle(args.folder, args.extra)
+    bundle = open_bundle(args.folder, args.extra, stand_in=args.stand_in)
     samples = tuple(k for k in args.samples or bundle.sample_counts if k in bundle.sample_counts)
     found = args.extra is not None and (args.extra / EXTRA_FILE).is_file()
     print(f"bundle: sample counts {bundle.sample_counts} (extra rows {'found' if found else 'not found'}); running "
           f"{samples}", flush=True)
     report = run_bundle(bundle, ResultStore(args.store), samples=samples, dtypes=tuple(args.dtypes),
-                        device=args.device, budget_s=args.budget_s, probe=tuple(args.probe),
+                        device=args.device, budget_s=0.0 if args.stand_in else args.budget_s, probe=tuple(args.probe),
                         engine=tuple(args.engine), archive=args.archive,
                         log=lambda line: print(line, flush=True))
     text = json.dumps(report, indent=1)
