@@ -295,6 +295,20 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _probe(bundle: Bundle, run: BundledRun, n: int, depth: int, dtype: str, device: str, scratch: Path) -> float:
+    """Estimated seconds per sample of a bundled run: timed at ``n`` samples x ``depth`` and x ``2 depth`` layers,
+    the difference is the cost of a sample.layer; the shallow run's whole time per sample is added (its fixed costs
+    counted once per ``n`` samples, more than a full run pays)."""
+    seconds = []
+    for layers in (depth, 2 * depth):
+        config = run_config(run, n, dtype, device, n_layers=layers)
+        t0 = time.perf_counter()
+        sweep.run_experiment(run.page, config, ResultStore(scratch / str(layers)), bundle.inputs(n, probe=True))
+        seconds.append(time.perf_counter() - t0)
+    per_layer = max(seconds[1] - seconds[0], seconds[1] / 10) / (n * depth)  # per sample.layer; a floor for noise
+    return seconds[0] / n + per_layer * max(run.parameters["n_layers"] - depth, 0)
+
+
 def _archive(store: ResultStore, keys: list[tuple[str, str]], path: Path) -> None:
     """A .tar.gz of the stored results ``(page, key)`` as ``results/<page>/<key>.{csv,json}`` (atomically)."""
     def write(tmp: str) -> None:
@@ -309,8 +323,8 @@ def run_bundle(bundle: Bundle, store: ResultStore, *, samples: tuple[int, ...], 
                device: str = "cpu", budget_s: float = float("inf"), probe: tuple[int, int] = (64, 4),
                engine: tuple[int, int] = (512, 8), archive: Path | None = None, log=print) -> dict:
     """Compute every bundled run for each dtype in turn at the largest of ``samples`` whose time, estimated from a
-    probe of each run (``probe``: samples x layers, which also tries the device), fits what is left of ``budget_s``;
-    a dtype none fits is skipped. Each result is stored at once (and the archive rewritten). Returns a report:
+    probe of each run (:func:`_probe` at ``probe`` samples x layers, which also tries the device), fits what is
+    left of ``budget_s``; a dtype none fits is skipped. Each result is stored at once (and the archive rewritten). Returns a report:
     the engine's throughput per dtype (:func:`engine_throughput` at ``engine`` samples x layers), each run's
     estimate and wall time. One ValueError for a sample count the bundle does not hold."""
     unknown = sorted(set(samples) - set(bundle.sample_counts))
@@ -325,13 +339,8 @@ def run_bundle(bundle: Bundle, store: ResultStore, *, samples: tuple[int, ...], 
         report["engine"][dtype] = engine_throughput(device, dtype, *engine)
         log(f"engine {dtype}: {report['engine'][dtype]}")
         with tempfile.TemporaryDirectory() as scratch:
-            per_sample = []  # estimated seconds per sample of each run
-            for run in bundle.runs:
-                n = min(probe[0], max(samples))
-                config = run_config(run, n, dtype, device, n_layers=min(probe[1], run.parameters["n_layers"]))
-                t0 = time.perf_counter()
-                sweep.run_experiment(run.page, config, ResultStore(scratch), bundle.inputs(n, probe=True))
-                per_sample.append((time.perf_counter() - t0) / (n * config.n_layers) * run.parameters["n_layers"])
+            per_sample = [_probe(bundle, run, min(probe[0], max(samples)), probe[1], dtype, device, Path(scratch))
+                          for run in bundle.runs]  # estimated seconds per sample of each run
         left = budget_s - (time.perf_counter() - started)
         fits = [k for k in sorted(samples, reverse=True) if k * sum(per_sample) * SAFETY <= left]
         log(f"{dtype}: probe seconds per sample of each run {[round(v, 4) for v in per_sample]}; "
