@@ -136,3 +136,35 @@ def test_refusals(written, tmp_path):
     other = experiments.ExperimentConfig(**{**experiments.stored_parameters(TINY), "seed": 1})
     with pytest.raises(ValueError, match="share model"):
         rc_bundle.write_bundle(tmp_path, [_run(TINY), _run(other)], (4,))
+
+
+def test_the_bundle_verb_takes_the_initialized_parts_of_pages():
+    from rankcollapse.book import cli_bundle
+
+    g1 = cli_bundle.bundled_runs(["appendix_g1"], [("n_samples", "8")], "default")
+    assert [(r.page, r.part) for r in g1] == [("appendix_g1", "fig2"), ("appendix_g1", "fig3")]
+    assert all(r.parameters["n_samples"] == 8 and r.parameters["weights"] == ("initialized",) for r in g1)
+    paper = cli_bundle.bundled_runs(["skip_connections"], [], "paper")  # the shallow part has pretrained layers
+    assert [(r.part, r.parameters["n_layers"], r.parameters["n_samples"]) for r in paper] == [("deep", 128, 3000)]
+    with pytest.raises(ValueError, match="only initialized"):
+        cli_bundle.bundled_runs(["skip_connections:shallow"], [], "default")
+    with pytest.raises(ValueError, match="no part 'deeper'"):
+        cli_bundle.bundled_runs(["skip_connections:deeper"], [], "default")
+
+
+def test_the_tree_that_travels_is_tracked_and_untracked_files_not_ignored(tmp_path):
+    import subprocess
+
+    from rankcollapse.book import cli_bundle
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("ignored/\n")  # 9 bytes, untracked and not ignored: travels
+    (tmp_path / "tracked.txt").write_bytes(b"x" * 100)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "tracked.txt"], check=True)
+    (tmp_path / "new.txt").write_bytes(b"y" * 10)
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "big.bin").write_bytes(b"z" * 1000)
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "tensors.zlib").write_bytes(b"w" * 50)  # the bundle's own files: counted apart
+    assert cli_bundle.tree_bytes(tmp_path / "bundle") == 100 + 10 + 9
+    assert cli_bundle.folder_bytes(tmp_path / "bundle") == 50
