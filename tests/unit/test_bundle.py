@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import tarfile
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,21 @@ def test_the_tree_that_travels_is_tracked_and_untracked_files_not_ignored(tmp_pa
     (tmp_path / "bundle" / "tensors.zlib").write_bytes(b"w" * 50)  # the bundle's own files: counted apart
     assert cli_bundle.tree_bytes(tmp_path / "bundle") == 100 + 10 + 9
     assert cli_bundle.folder_bytes(tmp_path / "bundle") == 50
+
+
+def test_each_page_gets_the_largest_sample_count_left_for_it(written, tmp_path):
+    """Pages in turn, each at the largest count whose estimate fits what is left; a page that fits nowhere is
+    skipped without holding back the one before it (one count for all pages would have run nothing here)."""
+    folder, _ = written
+    opened = rc_bundle.open_bundle(folder, folder / "extra")
+    two = replace(opened, runs=[opened.runs[0], rc_bundle.BundledRun("appendix_g1", "fig2", opened.runs[0].parameters)])
+    estimates = iter([10.0, 100.0])  # seconds per sample: the skip page's run, the G.1 page's
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(rc_bundle, "_probe", lambda *args: next(estimates))
+    try:  # skip page: 4 x 10 x 1.2 = 48 s > 30 s, 2 x 10 x 1.2 = 24 s fits; G.1: 2 x 100 x 1.2 never fits
+        report = rc_bundle.run_bundle(two, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",),
+                                      budget_s=30.0, engine=(2, 1), log=lambda line: None)
+    finally:
+        monkey.undo()
+    assert [(r["page"], r["n_samples"]) for r in report["runs"]] == [("skip_connections", 2)]
+    assert [(r["page"], r["dtype"]) for r in report["skipped"]] == [("appendix_g1", "float64")]

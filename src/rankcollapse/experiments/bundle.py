@@ -322,9 +322,10 @@ def _archive(store: ResultStore, keys: list[tuple[str, str]], path: Path) -> Non
 def run_bundle(bundle: Bundle, store: ResultStore, *, samples: tuple[int, ...], dtypes: tuple[str, ...] = ("float32",),
                device: str = "cpu", budget_s: float = float("inf"), probe: tuple[int, int] = (64, 4),
                engine: tuple[int, int] = (512, 8), archive: Path | None = None, log=print) -> dict:
-    """Compute every bundled run for each dtype in turn at the largest of ``samples`` whose time, estimated from a
-    probe of each run (:func:`_probe` at ``probe`` samples x layers, which also tries the device), fits what is
-    left of ``budget_s``; a dtype none fits is skipped. Each result is stored at once (and the archive rewritten). Returns a report:
+    """Compute the bundled runs for each dtype in turn, page by page (a page's parts at one sample count, so it
+    shows them together), each page at the largest of ``samples`` whose time, estimated from a probe of each run
+    (:func:`_probe` at ``probe`` samples x layers, which also tries the device), fits what is left of ``budget_s``;
+    a page none fits is skipped. Each result is stored at once (and the archive rewritten). Returns a report:
     the engine's throughput per dtype (:func:`engine_throughput` at ``engine`` samples x layers), each run's
     estimate and wall time. One ValueError for a sample count the bundle does not hold."""
     unknown = sorted(set(samples) - set(bundle.sample_counts))
@@ -341,30 +342,42 @@ def run_bundle(bundle: Bundle, store: ResultStore, *, samples: tuple[int, ...], 
         with tempfile.TemporaryDirectory() as scratch:
             per_sample = [_probe(bundle, run, min(probe[0], max(samples)), probe[1], dtype, device, Path(scratch))
                           for run in bundle.runs]  # estimated seconds per sample of each run
-        left = budget_s - (time.perf_counter() - started)
-        fits = [k for k in sorted(samples, reverse=True) if k * sum(per_sample) * SAFETY <= left]
-        log(f"{dtype}: probe seconds per sample of each run {[round(v, 4) for v in per_sample]}; "
-            f"{left:.0f} s left; sample counts that fit: {fits}")
-        if not fits:
-            report["skipped"].append({"dtype": dtype, "left_s": left, "per_sample_s": sum(per_sample)})
-            continue
-        for run, estimate in zip(bundle.runs, per_sample):
-            config = run_config(run, fits[0], dtype, device)
-            t0 = time.perf_counter()
-            result = sweep.run_experiment(run.page, config, store, bundle.inputs(fits[0]))
-            seconds = time.perf_counter() - t0
-            stored.append((run.page, result.csv_path.stem))
-            work = config.n_samples * config.n_layers * len(config.san_configs())
-            report["runs"].append({"page": run.page, "part": run.part, "key": result.csv_path.stem, "dtype": dtype,
-                                   "n_samples": fits[0], "n_layers": config.n_layers, "wall_s": round(seconds, 2),
-                                   "estimate_s": round(estimate * fits[0], 2), "san_sample_layer_configs": work,
-                                   "compute_time_s": result.provenance["compute_time_s"]})
-            log(f"stored {run.page}/{result.csv_path.stem} ({run.part}, {dtype}, {fits[0]} samples) in {seconds:.1f} s "
-                f"(estimated {estimate * fits[0]:.1f} s)")
-            if archive is not None:
-                _archive(store, stored, archive)
+        log(f"{dtype}: probe seconds per sample of each run {[round(v, 4) for v in per_sample]}")
+        for page in dict.fromkeys(run.page for run in bundle.runs):
+            mine = [(run, e) for run, e in zip(bundle.runs, per_sample) if run.page == page]
+            left = budget_s - (time.perf_counter() - started)
+            fits = [k for k in sorted(samples, reverse=True) if k * sum(e for _, e in mine) * SAFETY <= left]
+            log(f"{dtype} {page}: {left:.0f} s left; sample counts that fit: {fits}")
+            if not fits:
+                report["skipped"].append({"dtype": dtype, "page": page, "left_s": left,
+                                          "per_sample_s": sum(e for _, e in mine)})
+            else:
+                stored += _run_page(bundle, store, mine, fits[0], dtype, device, report, archive, stored, log)
     report["total_s"] = round(time.perf_counter() - started, 2)
     return report
+
+
+def _run_page(bundle: Bundle, store: ResultStore, runs: list[tuple[BundledRun, float]], n_samples: int, dtype: str,
+              device: str, report: dict, archive: Path | None, stored: list[tuple[str, str]], log) -> list:
+    """Compute and store one page's bundled runs (each with its estimated seconds per sample) at ``n_samples``;
+    adds each to ``report`` and rewrites the archive of ``stored`` and these. Returns these (page, key) pairs."""
+    new = []
+    for run, estimate in runs:
+        config = run_config(run, n_samples, dtype, device)
+        t0 = time.perf_counter()
+        result = sweep.run_experiment(run.page, config, store, bundle.inputs(n_samples))
+        seconds = time.perf_counter() - t0
+        new.append((run.page, result.csv_path.stem))
+        work = config.n_samples * config.n_layers * len(config.san_configs())
+        report["runs"].append({"page": run.page, "part": run.part, "key": result.csv_path.stem, "dtype": dtype,
+                               "n_samples": n_samples, "n_layers": config.n_layers, "wall_s": round(seconds, 2),
+                               "estimate_s": round(estimate * n_samples, 2), "san_sample_layer_configs": work,
+                               "compute_time_s": result.provenance["compute_time_s"]})
+        log(f"stored {run.page}/{result.csv_path.stem} ({run.part}, {dtype}, {n_samples} samples) in {seconds:.1f} s "
+            f"(estimated {estimate * n_samples:.1f} s)")
+        if archive is not None:
+            _archive(store, stored + new, archive)
+    return new
 
 
 def main(argv: list[str] | None = None) -> int:
