@@ -5,6 +5,10 @@
 # Usage, from the repository root after the README's set-up:  bash results/run_paper_scale.sh
 # NPROC=K shares each page's samples over K processes (torchrun; one GPU each with DEVICE=cuda). Each run
 # prints its size, expected time and memory, then a progress bar on stderr; killed, it resumes where it stopped.
+# A GPU machine without a package index or room for the MPNet weights (64 MiB of working tree per job) can still
+# compute the initialized 128-layer sweeps (Appendix G.1, the skip-connection page's deep part): they need only
+# X(0), which scripts/device_bundle.sh bundles (token ids, the embedding rows they look up, config, provenance)
+# and scripts/device_run.sh computes there with python3 alone; unpack its results.tar.gz here into results/.
 set -euo pipefail
 OUT=${OUT:-/tmp/rankcollapse-paper}
 DEVICE=${DEVICE:-cuda}

@@ -57,6 +57,20 @@ def test_parts_on_the_same_samples_move_together(tmp_path, pair):
     assert [r.provenance["parameters"]["n_samples"] for r in moved.values()] == [32, 32]
 
 
+def test_a_part_stored_only_on_another_device_joins_the_scale(tmp_path, pair):
+    """The skip-connection page: the deep part from a GPU bundle, the shallow (pretrained) part from a CPU."""
+    store = ResultStore(tmp_path)
+    large, _ = pair
+    deep = replace(large, n_layers=24)
+    shown = {"shallow": _store(store, large), "deep": _store(store, deep)}
+    _store(store, replace(large, n_samples=32))  # the shallow part, larger, on the CPU
+    assert report.largest_stored(shown, store) == shown  # no deep part at 32 samples anywhere
+    _store(store, replace(deep, n_samples=32, device="cuda"))
+    moved = report.largest_stored(shown, store)
+    assert [(r.provenance["parameters"]["n_samples"], r.provenance["parameters"]["device"]) for r in moved.values()] \
+        == [(32, "cpu"), (32, "cuda")]
+
+
 def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
     large, _ = pair
     common = {"model_layers": 12, "model_description": "MiniLM", "hardware": "CPU x86_64, 2 cores",

@@ -1,7 +1,8 @@
 """``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book]
 [--nproc K] [--timeout S]``, ``rankcollapse compute PAGE ...`` (the same, without rendering), ``rankcollapse pages
 [PAGE] [--profile paper]`` (the registry's pages, or one page's parameters: :mod:`rankcollapse.book.cli_listing`),
-``rankcollapse results [PAGE]`` (the results store) and ``rankcollapse --version``.
+``rankcollapse results [PAGE]`` (the results store), ``rankcollapse bundle PAGE[:PART] ...`` (a device bundle of
+initialized sweeps: :mod:`rankcollapse.book.cli_bundle`) and ``rankcollapse --version``.
 
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
 ``DIR/<page>.ipynb`` and its exported figures (PNG, SVG, PDF and JSON provenance) to ``DIR/figures/``
@@ -232,6 +233,15 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("pages", help="list the book's pages, or one page's parameters")
     listing.add_argument("page", nargs="?", default=None, help="a page: list its parameters, defaults and ranges")
     listing.add_argument("--profile", default=None, help="only the pages this profile changes")
+    bundle = commands.add_parser("bundle", help="write a device bundle of pages' initialized sweeps (cli_bundle)")
+    bundle.add_argument("targets", nargs="+", metavar="PAGE[:PART]")
+    bundle.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[])
+    bundle.add_argument("--profile", default="default")
+    bundle.add_argument("--output", type=Path, required=True)
+    bundle.add_argument("--samples", type=int, nargs="+", default=[], help="sample counts (default: the pages')")
+    bundle.add_argument("--code", action="store_true", help="copy the package's sources into OUTPUT/src")
+    bundle.add_argument("--fit-mib", type=float, default=None, help="drop sample counts until it fits with the tree")
+    bundle.add_argument("--extra", type=Path, default=None, help="with --fit-mib: move them here instead")
     results = commands.add_parser("results", help="list the stored results (verified or damaged)")
     results.add_argument("page", nargs="?", default=None, help="only this page's results")
     return parser
@@ -260,8 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rankcollapse`` command; returns the exit status."""
     args = _parser().parse_args(argv)
     prog = f"rankcollapse {args.command}"
-    if args.command in ("pages", "results"):
+    if args.command in ("pages", "results", "bundle"):
         try:
+            if args.command == "bundle":
+                from rankcollapse.book import cli_bundle
+
+                print("\n".join(cli_bundle.write(args.targets, args.parameter, args.profile, args.output,
+                                                 args.samples, args.code, args.fit_mib, args.extra)))
+                return 0
             return _listing(args)
         except ValueError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)

@@ -67,7 +67,9 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
 
     The scale is that of a stored run of the same experiment as the part with the most samples (equal in
     every parameter but _SCALE_PARAMETERS). Every part moves to it; a part computed on fewer samples than
-    that part (the sample-size page's small sample) keeps its own sample count. So a page never mixes scales.
+    that part (the sample-size page's small sample) keeps its own sample count. So a page never mixes scales;
+    a part stored at that scale only on another device is taken from there (the skip-connection page's deep,
+    initialized part from a GPU's device bundle, its shallow part with the pretrained layers from a CPU).
     """
     store = store or ResultStore()
     anchor = max(results.values(), key=lambda r: r.provenance["parameters"]["n_samples"]).provenance
@@ -88,11 +90,21 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
                     key=size, reverse=True)
     for record in larger:
         scale = {k: record["parameters"][k] for k in _SCALE_PARAMETERS if k in record["parameters"]}
-        moved = {part: store.load(r.provenance["page"], at_scale(r.provenance["parameters"], scale), check_table)
+        moved = {part: _on_any_device(store, r.provenance["page"], at_scale(r.provenance["parameters"], scale))
                  for part, r in results.items()}
         if all(r is not None for r in moved.values()):
             return moved
     return dict(results)
+
+
+def _on_any_device(store: ResultStore, page: str, parameters: dict) -> StoredResult | None:
+    """The stored result of these parameters, else of them on another device (cpu, cuda), else None."""
+    for device in dict.fromkeys([parameters.get("device"), "cpu", "cuda"]):
+        found = store.load(page, {**parameters, "device": device} if "device" in parameters else parameters,
+                           check_table)
+        if found is not None:
+            return found
+    return None
 
 
 # ---------------------------------------------------------------- words

@@ -159,6 +159,11 @@ def _concatenated_candidates(tokenizer, n_tokens: int,
     return found
 
 
+def texts_sha256(texts: tuple[str, ...]) -> str:
+    """The SHA-256 of sample texts in sample order (:attr:`TextSamples.texts_hash`)."""
+    return hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
+
+
 def sample_token_ids(tokenizer, n_samples: int = 32, n_tokens: int = 128, seed: int = 0, overlap: str = "disjoint",
                      articles: list[tuple[str, str]] | None = None) -> TextSamples:
     """Draw ``n_samples`` samples of exactly ``n_tokens`` tokens, deterministically for ``seed``.
@@ -173,7 +178,6 @@ def sample_token_ids(tokenizer, n_samples: int = 32, n_tokens: int = 128, seed: 
     order = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed))[:n_samples].tolist()
     chosen = [pool[i] for i in order]
     texts = tuple(text for _, text, _ in chosen)
-    digest = hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
     return TextSamples(input_ids=torch.tensor([ids for _, _, ids in chosen], dtype=torch.int64),  # [sample, token]
-                       sample_ids=tuple(sid for sid, _, _ in chosen), texts=texts, texts_hash=digest,
+                       sample_ids=tuple(sid for sid, _, _ in chosen), texts=texts, texts_hash=texts_sha256(texts),
                        n_available=len(pool), overlap=overlap)

