@@ -33,4 +33,7 @@ def test_reviewers_page(repo_root, tmp_path, figure_dir, figure_text_px):
                           "fig-reviewers-temperature",
                           "fig-reviewers-local", "fig-reviewers-samples"}
     assert -1 <= glued["rv_temp_initialized_correlation"] <= 1
+    # every section has its claims row; the 32-samples one is the sample-size page's rule on Fig. 2's pair
+    assert "rv_claim_samples" in glued and "Results on the large sample are similar" in (
+        tmp_path / "reviewers.ipynb").read_text()  # glued as Markdown: its plain text is the object's repr
     assert min(sizes.values()) >= MIN_TEXT_PX, sizes
