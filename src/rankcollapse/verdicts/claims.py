@@ -159,7 +159,7 @@ def legend(thresholds: verdicts.Thresholds = verdicts.DEFAULTS) -> str:
                "read": "a number the row decides on as a whole"}
     return ("Symbols: " + " · ".join(f"{OUTCOMES[k]} {v}" for k, v in meaning.items())
             + f". ×r [lo, hi]: an effect (a ratio against the baseline, 1 = no effect) and its {100 * INTERVAL_LEVEL:g} %"
-            f" paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); a cell marked \"no interval\" reads the"
+            f" paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); a ×r without [lo, hi] reads the"
             f" median curves only — {NO_INTERVAL}. "
             f"\"Same scale\": within ×{SAME_SCALE:g}. Robustness: the verdict over the thresholds' grid (setup page).")
 
@@ -170,7 +170,8 @@ def markdown_table(claims: list[Claim]) -> str:
     Every cell is escaped (:func:`escape`), so every row has the same number of cells."""
     columns = list(dict.fromkeys(c.column for claim in claims for c in claim.cells))
     head = ["claim", "verdict", "robustness", *columns] if columns else ["claim", "verdict", "robustness", "number"]
-    lines = ["| " + " | ".join(escape(h) for h in head) + " |", "|" + "---|" * len(head)]
+    # a column's name wraps at the column's width: mask and part names' underscores read as spaces
+    lines = ["| " + " | ".join(escape(h.replace("_", " ")) for h in head) + " |", "|" + "---|" * len(head)]
     for i, claim in enumerate(claims, start=1):
         by_column = {c.column: f"{OUTCOMES[c.outcome]} {c.text}" for c in claim.cells}
         if columns:

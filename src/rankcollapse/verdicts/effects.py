@@ -108,11 +108,11 @@ class Effect:
 
     @property
     def text(self) -> str:
-        """Compact: ``"×1.2 [1.1, 1.3]"``, ``"×1.2, no interval"`` or ``"n/a"``."""
+        """Compact: ``"×1.2 [1.1, 1.3]"``, ``"×1.2"`` without per-sample values (the claims tables' legend
+        says so once, not every cell), or ``"n/a"``."""
         if not math.isfinite(self.estimate):
             return "n/a"
-        interval = "no interval" if self.low is None else f"[{self.low:.3g}, {self.high:.3g}]"
-        return f"×{self.estimate:.3g} {interval}" if self.low is not None else f"×{self.estimate:.3g}, {interval}"
+        return f"×{self.estimate:.3g}" if self.low is None else f"×{self.estimate:.3g} [{self.low:.3g}, {self.high:.3g}]"
 
     @property
     def words(self) -> str:
