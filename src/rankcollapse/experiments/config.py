@@ -41,7 +41,11 @@ from rankcollapse.core.checks import check_choice, check_choices, check_int, che
 from rankcollapse.hf.load import check_model_spec
 from rankcollapse.core.norms import NORM_NAMES
 
-WEIGHT_SOURCES = ("initialized", "pretrained")  # where the attention weights come from
+# Where the attention weights come from. "initialized_nobias": the very weights of "initialized" (same seed,
+# same draws) with every bias dropped -- the theory's SAN X' = A X W_V has none (a control, issue 21).
+WEIGHT_SOURCES = ("initialized", "pretrained", "initialized_nobias")
+DEFAULT_WEIGHTS = ("initialized", "pretrained")  # what a sweep runs unless told (results' keys depend on it)
+INITIALIZED = ("initialized", "initialized_nobias")  # the freshly initialized weight sources
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
                  "sigma_min", "sigma_min_floor", "mean_abs_cosine")  # "exact": 1 where mu is tracked below the floor
@@ -54,7 +58,7 @@ class ExperimentConfig:
     """One sweep: weights x masks x temperatures x norms x skips, all on the same X(0)."""
 
     model: str = "pkg:minilm"  # spec of the pretrained model (rankcollapse.hf.load); gives tokenizer, X(0), sizes
-    weights: tuple[str, ...] = WEIGHT_SOURCES  # which attention weights: "initialized" and/or "pretrained"
+    weights: tuple[str, ...] = DEFAULT_WEIGHTS  # which attention weights, names from WEIGHT_SOURCES
     masks: tuple[str, ...] = rc_masks.PAPER_MASKS  # mask names from rankcollapse.core.masks.MASK_NAMES
     window: int = 4  # window of the windowed masks (half-width bi-directional, size uni-directional) [recon]
     temperatures: tuple[float | None, ...] = (None,)  # d_QK values; None = the layer's own 1/sqrt(d_head)
@@ -72,6 +76,7 @@ class ExperimentConfig:
     geometry: bool = False  # also rank, sigma_min and mean |cos| (one SVD per layer); else mu, norm, floor only
     mask_options: tuple[tuple[str, object], ...] = ()  # (keyword, value) pairs of MASK_OPTIONS for every mask
     model_windows: bool = True  # pretrained layers keep the model's own sliding windows (False: drop them)
+    weight_seed: int | None = None  # seed of the initialized weights; None: ``seed`` (which also selects samples)
 
     def __post_init__(self) -> None:
         check_choices("weights", self.weights, WEIGHT_SOURCES)
@@ -87,6 +92,11 @@ class ExperimentConfig:
         check_int("n_samples", self.n_samples, 1, MAX_SAMPLES)
         check_int("n_layers", self.n_layers, 1, 4096)
         check_int("seed", self.seed, 0, 2**31 - 1)
+        if self.weight_seed is not None:
+            check_int("weight_seed", self.weight_seed, 0, 2**31 - 1)
+        if self.full_transformer and "initialized_nobias" in self.weights:
+            raise ValueError("weights 'initialized_nobias' has no full transformer (Hugging Face's own init); "
+                             "run it with full_transformer False")
         if any(m in rc_masks.WINDOWED_MASKS for m in self.masks):
             check_int("window", self.window, 1, self.n_tokens - 1)
         check_choice("overlap", self.overlap, rc_data.CUT_NAMES)
@@ -114,6 +124,11 @@ class ExperimentConfig:
                                  f"the random mask needs both of its own, other masks none")
         for c in self.san_configs():
             c.build_mask(self.n_tokens)
+
+    @property
+    def initial_seed(self) -> int:
+        """The seed of the initialized weights: ``weight_seed``, else ``seed``."""
+        return self.seed if self.weight_seed is None else self.weight_seed
 
     def san_configs(self) -> tuple[engine.SANConfig, ...]:
         """The engine's configuration axis, in the order of the table."""
@@ -341,13 +356,16 @@ class Run:
 
 
 def stored_parameters(config: ExperimentConfig) -> dict:
-    """The parameters a sweep is stored under: every field, ``mask_options`` only when set and
-    ``model_windows`` only when False (so results stored before those fields existed keep their keys)."""
+    """The parameters a sweep is stored under: every field, ``mask_options`` only when set, ``model_windows``
+    only when False and ``weight_seed`` only when given (so results stored before those fields existed keep
+    their keys)."""
     parameters = asdict(config)
     if not config.mask_options:
         del parameters["mask_options"]
     if config.model_windows:
         del parameters["model_windows"]
+    if config.weight_seed is None:
+        del parameters["weight_seed"]
     return parameters
 
 

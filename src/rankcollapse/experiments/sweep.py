@@ -66,6 +66,7 @@ from rankcollapse.engine import (AttentionLayer, attention_flop, bytes_per_sampl
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
 from rankcollapse.experiments.checkpoints import Checkpoints, Unit, partial_folder
+from rankcollapse.experiments.samples import SampleValues, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
 
@@ -121,7 +122,8 @@ class _Work:
         return experiments.samples(c.model, c.n_samples, c.n_tokens, c.seed, c.overlap)
 
     def layers(self, kind: str) -> list[AttentionLayer]:
-        """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh)."""
+        """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh from
+        the config's ``initial_seed``, without biases for "initialized_nobias": the same draws, biases dropped)."""
         from rankcollapse.hf import extract as models_extract
 
         if kind not in self._layers:
@@ -130,7 +132,8 @@ class _Work:
                 self._layers[kind] = models_extract.extract_layers(model, n_tokens=c.n_tokens)[:c.n_layers]
             else:
                 self._layers[kind] = random_layers(c.n_layers, self.d_model, model.config.num_attention_heads,
-                                                   init=c.init, seed=c.seed)
+                                                   init=c.init, seed=c.initial_seed,
+                                                   bias=kind != "initialized_nobias")
         return self._layers[kind]
 
     def reference(self, kind: str) -> torch.nn.Module:
@@ -138,7 +141,7 @@ class _Work:
         if kind not in self._references:
             model = self.loaded.model
             if kind != "pretrained":
-                model = experiments.initialized_model(model, self.config.n_layers, self.config.seed)
+                model = experiments.initialized_model(model, self.config.n_layers, self.config.initial_seed)
             elif self.config.device != "cpu":
                 model = copy.deepcopy(model)  # the cached CPU model still gives X(0)
             self._references[kind] = model.to(self.config.device)
@@ -171,9 +174,10 @@ class _Work:
         check_finite(result.metrics, experiments.config_labels(self.configs, unit.weights), c.dtype)
         return result.metrics
 
-    def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> pd.DataFrame:
-        """The tidy table from every unit's metrics (keyed by unit name), exactly as one call would give it."""
-        c, frames = self.config, []
+    def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> tuple[pd.DataFrame, SampleValues]:
+        """The tidy table and the per-sample values from every unit's metrics (keyed by unit name), exactly as
+        one call would give them."""
+        c, frames, curves = self.config, [], []
         blocks = sorted({(u.start, u.stop) for u in plan})
         for kind in c.weights:
             parts = [(False, experiments.config_labels(self.configs, kind))]
@@ -185,7 +189,8 @@ class _Work:
                 metrics = {name: torch.cat([p[name] for p in pieces], dim=-1)  # [layer + 1, config, sample]
                            for name in pieces[0]}
                 frames.append(experiments.summarize(metrics, labels, c.n_tokens, self.d_model))
-        return pd.concat(frames, ignore_index=True)
+                curves.append((labels, metrics))
+        return pd.concat(frames, ignore_index=True), from_metrics(curves)
 
 
 # ---------------------------------------------------------------- plan: size, time, memory
@@ -315,8 +320,10 @@ def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budge
 
 def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
             partial: Path | None = None) -> tuple[pd.DataFrame, dict] | None:
-    """The sweep's tidy table and the provenance the store adds to it: this rank's units, resumed from
-    ``partial`` when given, gathered to rank 0; None on the other ranks."""
+    """The sweep's tidy table and the provenance the store adds to it, with the per-sample values
+    (:class:`rankcollapse.experiments.samples.SampleValues`) under ``"samples"`` (stored beside the table, not in
+    its record): this rank's units, resumed from ``partial`` when given, gathered to rank 0; None on the other
+    ranks."""
     from tqdm import tqdm
 
     rank, world = rank_and_world()
@@ -348,7 +355,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
     gathered = gather((computed, seconds, len(resumed)))
     if rank != 0:
         return None
-    table = work.assemble(plan_units, {k: v for part, _, _ in gathered for k, v in part.items()})
+    table, per_sample = work.assemble(plan_units, {k: v for part, _, _ in gathered for k, v in part.items()})
     ids, model = work.drawn.input_ids, work.loaded.model
     extra = {"model_spec": config.model, "model_description": work.loaded.source.description,
              "model_quantized": work.loaded.source.quantized, "weight_sha256": experiments.weight_hash(model),
@@ -360,7 +367,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep",
              "model_layers": int(model.config.num_hidden_layers), "world_size": world, "block_samples": block,
              # the units' compute time summed over processes and resumed sessions (wall_time_s: this session)
              "compute_time_s": round(sum(s for _, part, _ in gathered for s in part.values()), 3),
-             "units_resumed": sum(n for _, _, n in gathered)}
+             "units_resumed": sum(n for _, _, n in gathered), "samples": per_sample}
     return table, extra
 
 
@@ -389,7 +396,7 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
         provenance = {**origin, **extra, "source_sha256": source_sha256(),
                       "wall_time_s": round(time.perf_counter() - start, 3)}
         provenance.pop("parameters")
-        result = store.save(page, parameters, table, provenance)
+        result = store.save(page, parameters, table, provenance, samples=provenance.pop("samples"))
         shutil.rmtree(partial, ignore_errors=True)
         with contextlib.suppress(OSError):  # only when empty
             partial.parent.rmdir()

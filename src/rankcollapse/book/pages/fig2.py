@@ -14,13 +14,39 @@ import math
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG2, experiment, times_floor
+from rankcollapse.book.pages._common import FIG2, computing, times_floor
 from rankcollapse.core import masks
-from rankcollapse.experiments.config import value
+from rankcollapse.core.checks import check_int
+from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config, value
 from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, STABLE, Claim, count_curves, mean_rate, select_curves
 
 FIXED = FIG2  # the norms the page is about
-configure = experiment(FIXED)
+CONTROL_MASKS = (*masks.PAPER_MASKS, "self")  # the paper's four and the no-mixing control
+CONTROL_PAGE_PARAMETERS = ("n_samples_controls", "n_weight_seeds")  # the controls' own parameters
+SEED_NORMS = ("none", "unit")  # the norms of the seed replicates: pure attention and the paper's D
+
+
+def configure(parameters: dict) -> dict[str, Run]:
+    """The main sweep (the paper's Fig. 2, stored as before), its controls and their seed replicates.
+
+    ``controls``: the first ``n_samples_controls`` of the same samples, weights initialized with and without
+    biases (the same draws), the paper's masks and the no-mixing ``self`` mask, the page's norms;
+    ``pretrained_self``: the pretrained weights under the ``self`` mask. ``seed_<k>`` for
+    k = 1 .. n_weight_seeds - 1: the initialized stacks of ``controls`` again with weight seed ``seed + k``
+    (the samples stay those of ``seed``), pure attention and the paper's D only.
+    """
+    own = computing(parameters, *CONTROL_PAGE_PARAMETERS)
+    n_controls, n_seeds = parameters.get("n_samples_controls"), parameters.get("n_weight_seeds")
+    check_int("n_samples_controls", n_controls, 1, MAX_SAMPLES)
+    check_int("n_weight_seeds", n_seeds, 1, 100)
+    controls = {**own, "n_samples": n_controls}
+    runs = {"main": Run(experiment_config(own, **FIXED)),
+            "controls": Run(experiment_config(controls, **FIXED, weights=INITIALIZED, masks=CONTROL_MASKS)),
+            "pretrained_self": Run(experiment_config(controls, **FIXED, weights=("pretrained",), masks=("self",)))}
+    for k in range(1, n_seeds):
+        runs[f"seed_{k}"] = Run(experiment_config({**controls, "weight_seed": own.get("seed", 0) + k},
+                                                  weights=INITIALIZED, masks=CONTROL_MASKS, norms=SEED_NORMS))
+    return runs
 
 
 def numbers(table: pd.DataFrame) -> dict[str, float | int]:
