@@ -9,7 +9,9 @@ Protocol (Dong et al.'s, with our [recon] choices as parameters): real Wikipedia
 ``n_tokens`` tokens by the pretrained model's tokenizer; X(0) = that model's own embedding output
 (shared by *initialized* and *pretrained* runs, so only the attention weights differ); *pretrained* =
 the model's attention sublayers (its first ``min(n_layers, model depth)``, never cycled); *initialized* = fresh layers of the
-same sizes, PyTorch's nn.Linear default U(-1/sqrt(d), 1/sqrt(d)) (the authors' response), seeded. The
+same sizes, PyTorch's nn.Linear default U(-1/sqrt(d), 1/sqrt(d)) (the authors' response), seeded (``weight_seed``,
+else ``seed``); *initialized_nobias* = the very same draws with every bias dropped (a control: the theory's SAN
+has none). The
 optional *full transformer* reference is the Hugging Face forward (hooks), pretrained or freshly
 initialized by Hugging Face (N(0, 0.02)).
 
