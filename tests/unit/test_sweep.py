@@ -25,7 +25,8 @@ from rankcollapse.experiments.store import ResultStore
 pytestmark = pytest.mark.models
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 16, "n_layers": 2}  # MiniLM, 4 x 16 tokens, 2 layers
+# MiniLM, 4 x 16 tokens, 2 layers; Fig. 2's controls on 1 sample, one weight seed (its controls and pretrained_self)
+TINY = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 16, "n_layers": 2, "n_samples_controls": 1, "n_weight_seeds": 1}
 
 
 
@@ -45,8 +46,10 @@ def _pairs(parameters: dict) -> list[str]:
 
 
 def _stored(root: Path, page: str) -> tuple[pd.DataFrame, dict, Path]:
-    """The one result stored under ``root/page``: table, provenance, CSV path."""
-    (csv,) = sorted((root / page).glob("*.csv"))
+    """The main result stored under ``root/page`` (the one with the most samples: Fig. 2's controls run on
+    fewer): table, provenance, CSV path."""
+    csv = max(sorted((root / page).glob("*.csv")),
+              key=lambda path: json.loads(path.with_suffix(".json").read_text())["parameters"]["n_samples"])
     table = pd.read_csv(csv, keep_default_na=False, na_values=[""])
     return table, json.loads(csv.with_suffix(".json").read_text()), csv
 
@@ -208,7 +211,8 @@ def test_rankcollapse_run_computes_first_then_renders_the_stored_result(tmp_path
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path / "unused"))  # main() sets it; restored after
     monkeypatch.delenv(ranks.PROGRESS_ENV, raising=False)
-    small = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 32}  # 12 layers: the page checks its claims
+    small = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 32,  # 12 layers: the page checks its claims
+             "n_samples_controls": 1, "n_weight_seeds": 1}
     argv = ["run", "fig2", "--profile", "paper", *_pairs(small), "--output", str(tmp_path / "run")]
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
@@ -273,31 +277,32 @@ def test_a_local_model_whose_files_changed_is_computed_again_never_loaded(tmp_pa
     calls, real = [], sweep.compute
     monkeypatch.setattr(sweep, "compute", lambda *a, **k: calls.append(1) or real(*a, **k))
     argv = ["compute", "fig2", *_pairs({**TINY, "model": spec})]
-    assert cli.main(argv) == 0 and len(calls) == 1
+    parts = len(pages.configure("fig2", {**TINY, "model": spec}))  # Fig. 2's main sweep and its controls
+    assert cli.main(argv) == 0 and len(calls) == parts
     before, first, csv = _stored(tmp_path / "results", "fig2")
     assert len(first["model_files_sha256"]) == len(first["tokenizer_sha256"]) == 64
     capsys.readouterr()
 
     weights = tmp_path / "model" / "model.safetensors"
     save_file({k: v / 2 for k, v in load_file(weights).items()}, weights, metadata={"format": "pt"})
-    assert cli.main(argv) == 0 and len(calls) == 2
+    assert cli.main(argv) == 0 and len(calls) == 2 * parts
     after, second, _ = _stored(tmp_path / "results", "fig2")
-    assert _said(capsys) == [(
+    assert [line for line in _said(capsys) if str(csv) in line] == [(
         f"fig2: not using the stored result {csv}: the folder's config or weight files changed since it was "
         f"computed (model_files_sha256 {first['model_files_sha256'][:16]}... -> "
         f"{second['model_files_sha256'][:16]}...); computing it again")]
     assert second["weight_sha256"] != first["weight_sha256"] and not after.equals(before)
-    assert cli.main(argv) == 0 and len(calls) == 2 and _said(capsys) == []  # unchanged: loaded
+    assert cli.main(argv) == 0 and len(calls) == 2 * parts and _said(capsys) == []  # unchanged: loaded
 
     config = tmp_path / "model" / "tokenizer_config.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 64}))
-    assert cli.main(argv) == 0 and len(calls) == 3
+    assert cli.main(argv) == 0 and len(calls) == 3 * parts
     assert "the tokenizer files changed since it was computed (tokenizer_sha256 " in capsys.readouterr().err
 
     record = json.loads(csv.with_suffix(".json").read_text())
     del record["model_files_sha256"]  # as a result stored before the folder's files were hashed
     csv.with_suffix(".json").write_text(json.dumps(record))
-    assert cli.main(argv) == 0 and len(calls) == 4
+    assert cli.main(argv) == 0 and len(calls) == 3 * parts + 1  # the main part's record only
     assert f"it records no model_files_sha256 of the folder {spec}" in capsys.readouterr().err
 
 

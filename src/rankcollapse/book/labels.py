@@ -12,6 +12,7 @@ from __future__ import annotations
 MASK_LABELS = {"complete": "complete", "causal": "causal", "sliding_window": "sliding window",
                "causal_sliding_window": "uni-directional window", "strided": "strided",
                "dilated_window": "dilated window", "global_window": "global + window", "random": "random sparse",
+               "self": "no mixing (self only)",
                "model": "the model's own mask"}  # "model": a pretrained model's own mask (its full transformer)
 _WINDOW_MASKS = ("sliding_window", "causal_sliding_window")  # masks whose title names their window w
 

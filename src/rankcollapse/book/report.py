@@ -65,14 +65,16 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
     """Every part of a page at the largest scale (samples x tokens, then model depth) at which all of them
     are stored, or ``results`` themselves.
 
-    The scale is that of a stored run of the same experiment as the part with the most samples (equal in
-    every parameter but _SCALE_PARAMETERS). Every part moves to it; a part computed on fewer samples than
-    that part (the sample-size page's small sample) keeps its own sample count. So a page never mixes scales;
-    a part stored at that scale only on another device is taken from there (the skip-connection page's deep,
-    initialized part from a GPU's device bundle, its shallow part with the pretrained layers from a CPU).
+    The scale is that of a stored run of the same experiment as the part ``main`` where a page has one (Fig. 2
+    beside its controls), else the part with the most samples (equal in every parameter but _SCALE_PARAMETERS).
+    Every part moves to it; a part computed on another sample count than that part (the sample-size page's
+    small sample, Fig. 2's controls) keeps its own sample count. So a page never mixes scales; a part stored
+    at that scale only on another device is taken from there (the skip-connection page's deep, initialized
+    part from a GPU's device bundle, its shallow part with the pretrained layers from a CPU).
     """
     store = store or ResultStore()
-    anchor = max(results.values(), key=lambda r: r.provenance["parameters"]["n_samples"]).provenance
+    anchor = (results["main"] if "main" in results else
+              max(results.values(), key=lambda r: r.provenance["parameters"]["n_samples"])).provenance
     own = anchor["parameters"]
 
     def same(p: dict) -> bool:

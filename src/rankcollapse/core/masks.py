@@ -54,6 +54,18 @@ def complete_mask(n_tokens: int) -> torch.Tensor:
     return torch.ones(n_tokens, n_tokens, dtype=torch.bool)
 
 
+def self_mask(n_tokens: int) -> torch.Tensor:
+    """Each token attends only to itself: attention is the identity, the no-mixing control (what the value
+    maps and norms do without any mixing of tokens). Not quasi-strongly connected for n_tokens > 1 (no
+    center, radius None).  Shapes: -> [token, token] bool.
+
+    >>> self_mask(2).tolist()
+    [[True, False], [False, True]]
+    """
+    _check_n_tokens(n_tokens)
+    return torch.eye(n_tokens, dtype=torch.bool)
+
+
 def causal_mask(n_tokens: int) -> torch.Tensor:
     """Token i attends to tokens j <= i (decoder attention).  Shapes: -> [token, token] bool.
 
@@ -165,6 +177,7 @@ _KINDS = {
     "dilated_window": _Kind(dilated_window_mask, True, ("dilation",)),
     "global_window": _Kind(global_window_mask, True, ("n_global",)),
     "random": _Kind(random_mask, False, ("density", "seed")),
+    "self": _Kind(self_mask, False),  # the no-mixing control: attention = identity
 }
 MASK_NAMES = tuple(_KINDS)
 WINDOWED_MASKS = tuple(name for name, kind in _KINDS.items() if kind.takes_window)  # masks taking ``window``

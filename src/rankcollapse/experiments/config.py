@@ -9,7 +9,9 @@ Protocol (Dong et al.'s, with our [recon] choices as parameters): real Wikipedia
 ``n_tokens`` tokens by the pretrained model's tokenizer; X(0) = that model's own embedding output
 (shared by *initialized* and *pretrained* runs, so only the attention weights differ); *pretrained* =
 the model's attention sublayers (its first ``min(n_layers, model depth)``, never cycled); *initialized* = fresh layers of the
-same sizes, PyTorch's nn.Linear default U(-1/sqrt(d), 1/sqrt(d)) (the authors' response), seeded. The
+same sizes, PyTorch's nn.Linear default U(-1/sqrt(d), 1/sqrt(d)) (the authors' response), seeded (``weight_seed``,
+else ``seed``); *initialized_nobias* = the very same draws with every bias dropped (a control: the theory's SAN
+has none). The
 optional *full transformer* reference is the Hugging Face forward (hooks), pretrained or freshly
 initialized by Hugging Face (N(0, 0.02)).
 
@@ -41,7 +43,11 @@ from rankcollapse.core.checks import check_choice, check_choices, check_int, che
 from rankcollapse.hf.load import check_model_spec
 from rankcollapse.core.norms import NORM_NAMES
 
-WEIGHT_SOURCES = ("initialized", "pretrained")  # where the attention weights come from
+# Where the attention weights come from. "initialized_nobias": the very weights of "initialized" (same seed,
+# same draws) with every bias dropped -- the theory's SAN X' = A X W_V has none (a control, issue 21).
+WEIGHT_SOURCES = ("initialized", "pretrained", "initialized_nobias")
+DEFAULT_WEIGHTS = ("initialized", "pretrained")  # what a sweep runs unless told (results' keys depend on it)
+INITIALIZED = ("initialized", "initialized_nobias")  # the freshly initialized weight sources
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
                  "sigma_min", "sigma_min_floor", "mean_abs_cosine",  # "exact": 1 where mu is tracked below the floor
@@ -55,7 +61,7 @@ class ExperimentConfig:
     """One sweep: weights x masks x temperatures x norms x skips, all on the same X(0)."""
 
     model: str = "pkg:minilm"  # spec of the pretrained model (rankcollapse.hf.load); gives tokenizer, X(0), sizes
-    weights: tuple[str, ...] = WEIGHT_SOURCES  # which attention weights: "initialized" and/or "pretrained"
+    weights: tuple[str, ...] = DEFAULT_WEIGHTS  # which attention weights, names from WEIGHT_SOURCES
     masks: tuple[str, ...] = rc_masks.PAPER_MASKS  # mask names from rankcollapse.core.masks.MASK_NAMES
     window: int = 4  # window of the windowed masks (half-width bi-directional, size uni-directional) [recon]
     temperatures: tuple[float | None, ...] = (None,)  # d_QK values; None = the layer's own 1/sqrt(d_head)
@@ -74,6 +80,7 @@ class ExperimentConfig:
     mask_options: tuple[tuple[str, object], ...] = ()  # (keyword, value) pairs of MASK_OPTIONS for every mask
     model_windows: bool = True  # pretrained layers keep the model's own sliding windows (False: drop them)
     attention_stats: bool = False  # also each layer's decomposition of mu and attention statistics (engine.run_san)
+    weight_seed: int | None = None  # seed of the initialized weights; None: ``seed`` (which also selects samples)
 
     def __post_init__(self) -> None:
         check_choices("weights", self.weights, WEIGHT_SOURCES)
@@ -90,6 +97,11 @@ class ExperimentConfig:
         check_int("n_samples", self.n_samples, 1, MAX_SAMPLES)
         check_int("n_layers", self.n_layers, 1, 4096)
         check_int("seed", self.seed, 0, 2**31 - 1)
+        if self.weight_seed is not None:
+            check_int("weight_seed", self.weight_seed, 0, 2**31 - 1)
+        if self.full_transformer and "initialized_nobias" in self.weights:
+            raise ValueError("weights 'initialized_nobias' has no full transformer (Hugging Face's own init); "
+                             "run it with full_transformer False")
         if any(m in rc_masks.WINDOWED_MASKS for m in self.masks):
             check_int("window", self.window, 1, self.n_tokens - 1)
         check_choice("overlap", self.overlap, rc_data.CUT_NAMES)
@@ -117,6 +129,11 @@ class ExperimentConfig:
                                  f"the random mask needs both of its own, other masks none")
         for c in self.san_configs():
             c.build_mask(self.n_tokens)
+
+    @property
+    def initial_seed(self) -> int:
+        """The seed of the initialized weights: ``weight_seed``, else ``seed``."""
+        return self.seed if self.weight_seed is None else self.weight_seed
 
     def san_configs(self) -> tuple[engine.SANConfig, ...]:
         """The engine's configuration axis, in the order of the table."""
@@ -346,9 +363,9 @@ class Run:
 
 
 def stored_parameters(config: ExperimentConfig) -> dict:
-    """The parameters a sweep is stored under: every field, ``mask_options`` only when set,
-    ``model_windows`` only when False and ``attention_stats`` only when True (so results stored before those
-    fields existed keep their keys)."""
+    """The parameters a sweep is stored under: every field, ``mask_options`` only when set, ``model_windows``
+    only when False, ``attention_stats`` only when True and ``weight_seed`` only when given (so results stored
+    before those fields existed keep their keys)."""
     parameters = asdict(config)
     if not config.attention_stats:
         del parameters["attention_stats"]
@@ -356,6 +373,8 @@ def stored_parameters(config: ExperimentConfig) -> dict:
         del parameters["mask_options"]
     if config.model_windows:
         del parameters["model_windows"]
+    if config.weight_seed is None:
+        del parameters["weight_seed"]
     return parameters
 
 

@@ -4,7 +4,9 @@ on every read.
 A result is identified by its page name and its *complete* parameter set. It lives in two files,
 ``results/<page>/<key>.csv`` (the tidy table) and ``results/<page>/<key>.json`` (provenance: every
 parameter, package versions, git commit, model spec and weight hash, sample hash, dtype, device,
-hardware, wall time, and the SHA-256 and row count of the CSV), where ``key`` is a hash of the canonical
+hardware, wall time, and the SHA-256 and row count of the CSV), and, for results stored since per-sample values
+are kept, a third, ``results/<page>/<key>.samples.npz`` (:mod:`rankcollapse.experiments.samples`, its SHA-256
+in the JSON as ``samples_sha256``, verified like the table's), where ``key`` is a hash of the canonical
 JSON of ``{page, parameters}``. A lookup matches only when the stored parameters are *exactly* the ones
 asked for, so a stored number can never stand in for a different setting.
 
@@ -44,7 +46,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from rankcollapse.experiments import samples as rc_samples
 from rankcollapse.experiments.provenance import WriteError, atomic_write, book_root, provenance_record
+from rankcollapse.experiments.samples import SampleValues
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
 
@@ -157,6 +161,7 @@ class StoredResult:
     provenance: dict  # parameters, versions, commit, model and sample hashes, dtype, device, hardware, wall time
     csv_path: Path  # where the table lives
     loaded: bool  # True when read from the store, False when computed by this call
+    samples: SampleValues | None = None  # per-sample values (<key>.samples.npz); None for results stored before
 
 
 class ResultStore:
@@ -230,24 +235,45 @@ class ResultStore:
                 check(table, stored)
             except ValueError as err:
                 raise damaged(f"the table does not match its parameters: {err}", stored) from None
-        return StoredResult(table, record, csv_path, True)
+        samples = None
+        if "samples_sha256" in record:  # results stored before per-sample values were kept have none
+            samples_path = self.root / page / f"{key}{rc_samples.SAMPLES_SUFFIX}"
+            if not samples_path.is_file():
+                raise damaged(f"its per-sample values {samples_path.name} are missing", stored)
+            data = samples_path.read_bytes()
+            if hashlib.sha256(data).hexdigest() != record["samples_sha256"]:
+                raise damaged(f"its per-sample values {samples_path.name} are not the ones recorded (SHA-256 "
+                              f"differs): edited, truncated or replaced", stored)
+            try:
+                samples = rc_samples.from_bytes(data)
+            except ValueError as err:
+                raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}", stored) from None
+        return StoredResult(table, record, csv_path, True, samples)
 
-    def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict) -> StoredResult:
-        """Store a table atomically (CSV, then the JSON with its SHA-256 and row count)."""
+    def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict,
+             samples: SampleValues | None = None) -> StoredResult:
+        """Store a table atomically (CSV, then the per-sample values when given, then the JSON with the
+        SHA-256 and row count of the table and the SHA-256 of the per-sample values)."""
         csv_path, json_path = self.paths(page, parameters)
+        samples_path = csv_path.with_name(csv_path.stem + rc_samples.SAMPLES_SUFFIX)
         data = _table_text(table)
+        packed = None if samples is None else rc_samples.to_bytes(samples)
         record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": csv_path.stem,
                   "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
+        if packed is not None:
+            record["samples_sha256"] = hashlib.sha256(packed).hexdigest()
         text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
         atomic_write(csv_path, lambda tmp: Path(tmp).write_bytes(data))
         try:
+            if packed is not None:
+                atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
             atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
         except WriteError:  # e.g. the disk filled up: no new table beside an old record (or none), no half result
-            for path in (csv_path, json_path):
+            for path in (csv_path, samples_path, json_path):
                 with contextlib.suppress(OSError):
                     path.unlink()
             raise
-        return StoredResult(table, record, csv_path, False)
+        return StoredResult(table, record, csv_path, False, samples)
 
     def check_writable(self, page: str, *folders: Path) -> None:
         """One ValueError, a sentence naming the folder, unless new files can be made in ``<root>/<page>`` and

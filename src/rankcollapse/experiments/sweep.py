@@ -66,6 +66,7 @@ from rankcollapse.engine import (AttentionLayer, attention_flop, bytes_per_sampl
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
 from rankcollapse.experiments.checkpoints import Checkpoints, Unit, partial_folder
+from rankcollapse.experiments.samples import SampleValues, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
 
@@ -135,7 +136,8 @@ class _Work:
         return experiments.samples(c.model, c.n_samples, c.n_tokens, c.seed, c.overlap)
 
     def layers(self, kind: str) -> list[AttentionLayer]:
-        """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh)."""
+        """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh from
+        the config's ``initial_seed``, without biases for "initialized_nobias": the same draws, biases dropped)."""
         from rankcollapse.hf import extract as models_extract
 
         if kind not in self._layers:
@@ -144,7 +146,8 @@ class _Work:
                 self._layers[kind] = models_extract.extract_layers(model, n_tokens=c.n_tokens)[:c.n_layers]
             else:
                 self._layers[kind] = random_layers(c.n_layers, self.d_model, model.config.num_attention_heads,
-                                                   init=c.init, seed=c.seed)
+                                                   init=c.init, seed=c.initial_seed,
+                                                   bias=kind != "initialized_nobias")
         return self._layers[kind]
 
     def reference(self, kind: str) -> torch.nn.Module:
@@ -152,7 +155,7 @@ class _Work:
         if kind not in self._references:
             model = self.loaded.model
             if kind != "pretrained":
-                model = experiments.initialized_model(model, self.config.n_layers, self.config.seed)
+                model = experiments.initialized_model(model, self.config.n_layers, self.config.initial_seed)
             elif self.config.device != "cpu":
                 model = copy.deepcopy(model)  # the cached CPU model still gives X(0)
             self._references[kind] = model.to(self.config.device)
@@ -186,9 +189,10 @@ class _Work:
         check_finite(result.metrics, experiments.config_labels(self.configs, unit.weights), c.dtype)
         return result.metrics
 
-    def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> pd.DataFrame:
-        """The tidy table from every unit's metrics (keyed by unit name), exactly as one call would give it."""
-        c, frames = self.config, []
+    def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> tuple[pd.DataFrame, SampleValues]:
+        """The tidy table and the per-sample values from every unit's metrics (keyed by unit name), exactly as
+        one call would give them."""
+        c, frames, curves = self.config, [], []
         blocks = sorted({(u.start, u.stop) for u in plan})
         for kind in c.weights:
             parts = [(False, experiments.config_labels(self.configs, kind))]
@@ -200,7 +204,8 @@ class _Work:
                 metrics = {name: torch.cat([p[name] for p in pieces], dim=-1)  # [layer + 1, config, sample]
                            for name in pieces[0]}
                 frames.append(experiments.summarize(metrics, labels, c.n_tokens, self.d_model))
-        return pd.concat(frames, ignore_index=True)
+                curves.append((labels, metrics))
+        return pd.concat(frames, ignore_index=True), from_metrics(curves)
 
 
 # ---------------------------------------------------------------- plan: size, time, memory
@@ -330,8 +335,8 @@ def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budge
 
 def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", partial: Path | None = None,
             inputs: Inputs | None = None) -> tuple[pd.DataFrame, dict] | None:
-    """The sweep's tidy table and the provenance the store adds to it: this rank's units, resumed from
-    ``partial`` when given, gathered to rank 0; None on the other ranks. ``inputs``: see :class:`Inputs`."""
+    """The sweep's tidy table and the provenance the store adds to it, its per-sample values under ``"samples"``
+    (stored beside the table): this rank's units, resumed from ``partial``, gathered to rank 0 (None on the others)."""
     from tqdm import tqdm
 
     rank, world = rank_and_world()
@@ -341,7 +346,8 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
     plan = make_plan(work, label, plan_units, block, budget, timed=show)
     if show:
         print(plan.text(), file=sys.stderr, flush=True)
-    parameters = {k: v for k, v in asdict(config).items() if k != "attention_stats" or v}  # older units resume
+    parameters = {k: v for k, v in asdict(config).items()  # units checkpointed before these fields resume
+                  if (k != "attention_stats" or v) and (k != "weight_seed" or v is not None)}
     checkpoints = Checkpoints(partial, {"parameters": parameters, "torch": torch.__version__, "block": block,
                                          "folder": None if partial is None else partial.name,
                                          "model": experiments.model_identity(config.model)})
@@ -364,7 +370,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
     gathered = gather((computed, seconds, len(resumed)))
     if rank != 0:
         return None
-    table = work.assemble(plan_units, {k: v for part, _, _ in gathered for k, v in part.items()})
+    table, per_sample = work.assemble(plan_units, {k: v for part, _, _ in gathered for k, v in part.items()})
     ids, model = work.drawn.input_ids, work.loaded.model
     extra = {"model_spec": config.model, "model_description": work.loaded.source.description,
              "model_quantized": work.loaded.source.quantized, "weight_sha256": experiments.weight_hash(model),
@@ -376,7 +382,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
              "model_layers": int(model.config.num_hidden_layers), "world_size": world, "block_samples": block,
              # the units' compute time summed over processes and resumed sessions (wall_time_s: this session)
              "compute_time_s": round(sum(s for _, part, _ in gathered for s in part.values()), 3),
-             "units_resumed": sum(n for _, _, n in gathered), **work.record}
+             "units_resumed": sum(n for _, _, n in gathered), "samples": per_sample, **work.record}
     return table, extra
 
 
@@ -406,7 +412,7 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
         provenance = {**origin, **extra, "source_sha256": source_sha256(),
                       "wall_time_s": round(time.perf_counter() - start, 3)}
         provenance.pop("parameters")
-        result = store.save(page, parameters, table, provenance)
+        result = store.save(page, parameters, table, provenance, samples=provenance.pop("samples"))
         shutil.rmtree(partial, ignore_errors=True)
         with contextlib.suppress(OSError):  # only when empty
             partial.parent.rmdir()

@@ -285,10 +285,14 @@ VARIANT_COLOURS = {
 }
 
 
+CONTROL_SUFFIX = ", no biases"  # a control's legend label: its variant's, then this; drawn in the variant's colour
+
+
 def _variant(label: str) -> str:
-    """A legend label without its sample count (``pure attention, 32 samples`` -> ``pure attention``)."""
+    """A legend label without its sample count or control suffix (``pure attention, 32 samples`` and
+    ``pure attention, no biases`` -> ``pure attention``)."""
     head, _, tail = label.rpartition(", ")
-    return head if head and tail.endswith(" samples") else label
+    return head if head and (tail.endswith(" samples") or f", {tail}" == CONTROL_SUFFIX) else label
 
 
 def hue_colours(table, hue: str) -> dict:

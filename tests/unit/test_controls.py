@@ -1,0 +1,173 @@
+"""The controls of issue 21: the no-mixing mask, initialized weights without biases and with their own seed,
+per-sample values stored beside a result (hashed, verified, refused when damaged), and the Fig. 2 page's parts
+and words about them."""
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rankcollapse import engine
+from rankcollapse.book.pages import fig2
+from rankcollapse.book.plotting import common as plotting
+from rankcollapse.core import masks, metrics
+from rankcollapse.core.norms import NORM_LABELS
+from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments import samples as rc_samples
+from rankcollapse.experiments.store import DamagedResultError, ResultStore
+
+
+def test_self_mask_is_the_identity_and_has_no_center():
+    mask = masks.build_mask("self", 5)
+    assert torch.equal(mask, torch.eye(5, dtype=torch.bool)) and "self" in masks.MASK_NAMES
+    graph = masks.describe_mask(mask)
+    assert graph.centers == () and graph.radius is None and graph.diameter == 0 and not graph.quasi_strongly_connected
+    assert masks.describe_mask(masks.build_mask("self", 1)).radius == 0  # one token is its own center
+
+
+def test_self_mask_leaves_only_the_value_maps():
+    """Under the no-mixing mask a layer is X -> sum_h X W_V[h] W_O[h] (+ biases): μ after one layer equals
+    that map's μ, computed here without the engine's attention."""
+    x0 = torch.randn(3, 6, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    layers = engine.random_layers(1, 8, 2, seed=3)
+    out = engine.run_san(x0, layers, engine.config_grid(masks=(("self", None),)))
+    la = layers[0]
+    values = torch.einsum("std,hde->hste", x0, la.W_V) + la.b_V[:, None, None, :]  # [head, sample, token, d_head]
+    y = torch.einsum("hste,hef->stf", values, la.W_O) + la.b_O  # [sample, token, d_model]
+    torch.testing.assert_close(out.metrics["mu"][1, 0], metrics.mu(y), rtol=1e-12, atol=0)
+
+
+def test_no_bias_stack_is_the_same_draw_without_biases():
+    with_bias = engine.random_layers(2, 8, 2, seed=5)
+    without = engine.random_layers(2, 8, 2, seed=5, bias=False)
+    for a, b in zip(with_bias, without):
+        assert torch.equal(a.W_V, b.W_V) and torch.equal(a.W_O, b.W_O) and torch.equal(a.W_Q, b.W_Q)
+        assert a.b_V is not None and b.b_V is None and b.b_O is None
+
+
+def test_new_fields_keep_stored_keys_and_are_checked():
+    plain = experiments.ExperimentConfig()
+    assert plain.weights == ("initialized", "pretrained")  # the default every stored result was keyed with
+    assert "weight_seed" not in experiments.stored_parameters(plain) and plain.initial_seed == plain.seed
+    seeded = experiments.ExperimentConfig(weight_seed=7)
+    assert experiments.stored_parameters(seeded)["weight_seed"] == 7 and seeded.initial_seed == 7
+    with pytest.raises(ValueError, match="weight_seed"):
+        experiments.ExperimentConfig(weight_seed=-1)
+    with pytest.raises(ValueError, match="initialized_nobias"):
+        experiments.ExperimentConfig(weights=("initialized_nobias",), full_transformer=True)
+
+
+def _samples(n_curves: int = 2, n_samples: int = 5) -> rc_samples.SampleValues:
+    rng = np.random.default_rng(0)
+    labels = pd.DataFrame([{"weights": "initialized", "variant": "SAN", "mask": m, "window": w, "temperature": None,
+                            "norm": "none", "skip": False} for m, w in (("complete", None), ("sliding_window", 4))][:n_curves],
+                          columns=list(rc_samples.CURVE_COLUMNS))
+    values = {k: rng.random((n_curves, 4, n_samples)).astype(np.float32) for k in rc_samples.SAMPLE_METRICS}
+    values["mu"][0, 3] = np.nan  # a shallower curve
+    return rc_samples.SampleValues(labels, values)
+
+
+def test_per_sample_values_round_trip_through_the_store(tmp_path):
+    store, samples = ResultStore(tmp_path), _samples()
+    store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=samples)
+    path = tmp_path / "fig2" / f"{store.paths('fig2', {'n': 1})[0].stem}{rc_samples.SAMPLES_SUFFIX}"
+    record = json.loads(store.paths("fig2", {"n": 1})[1].read_text())
+    assert record["samples_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    loaded = store.load("fig2", {"n": 1}).samples
+    for name in rc_samples.SAMPLE_METRICS:
+        np.testing.assert_array_equal(loaded.values[name], samples.values[name])
+        assert loaded.values[name].dtype == np.float32
+    assert loaded.curve("mu", mask="complete").shape == (3, 5)  # cut after its last layer
+    assert loaded.curve("relative_mu", mask="sliding_window", window=4).shape == (4, 5)
+    store.save("fig2", {"n": 2}, pd.DataFrame({"a": [1.0]}), {})
+    assert store.load("fig2", {"n": 2}).samples is None  # results stored without them
+
+
+@pytest.mark.parametrize("damage", ["edit", "truncate", "delete"])
+def test_damaged_per_sample_values_are_refused(tmp_path, damage):
+    store = ResultStore(tmp_path)
+    store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=_samples())
+    path = tmp_path / "fig2" / f"{store.paths('fig2', {'n': 1})[0].stem}{rc_samples.SAMPLES_SUFFIX}"
+    data = path.read_bytes()
+    if damage == "delete":
+        path.unlink()
+    else:
+        path.write_bytes(data[:-7] + b"xxxxxxx" if damage == "edit" else data[: len(data) // 2])
+    with pytest.raises(DamagedResultError, match=r"per-sample values .*(missing|not the ones recorded)"):
+        store.load("fig2", {"n": 1})
+
+
+def test_per_sample_values_of_a_sweep_match_its_table(tmp_path, monkeypatch):
+    """The stored per-sample values are the samples the table's statistics summarize (float32), for every
+    weight source, the no-bias control and the no-mixing mask included."""
+    from rankcollapse.experiments import sweep
+
+    monkeypatch.setenv("RANKCOLLAPSE_BLOCK_SAMPLES", "2")  # two units per weight source, put back together
+    config = experiments.ExperimentConfig(weights=("initialized", "initialized_nobias"), masks=("causal", "self"),
+                                          n_samples=3, n_tokens=6, n_layers=2)
+    result = sweep.run_experiment("fig2", config, ResultStore(tmp_path))
+    reloaded = ResultStore(tmp_path).load("fig2", experiments.stored_parameters(config))
+    table = reloaded.table
+    for row in reloaded.samples.labels.itertuples():
+        curve = reloaded.samples.curve("relative_mu", weights=row.weights, mask=row.mask, norm=row.norm)
+        rows = table[(table["weights"] == row.weights) & (table["mask"] == row.mask) & (table["metric"] == "relative_mu")]
+        np.testing.assert_allclose(np.median(curve, axis=-1), rows.sort_values("layer")["median"], rtol=1e-6)
+    no_bias = reloaded.samples.curve("relative_mu", weights="initialized_nobias", mask="causal", norm="none")
+    assert not np.allclose(no_bias, reloaded.samples.curve("relative_mu", weights="initialized", mask="causal", norm="none"))
+    assert result.samples.values["mu"].shape == (4, 3, 3)
+
+
+def test_weight_seed_changes_the_weights_not_the_samples(tmp_path):
+    from rankcollapse.experiments import sweep
+
+    runs = {s: experiments.ExperimentConfig(weights=("initialized",), masks=("self",), n_samples=2, n_tokens=6,
+                                            n_layers=1, weight_seed=s) for s in (None, 0, 1)}
+    out = {s: sweep.run_experiment("fig2", c, ResultStore(tmp_path)).samples.values["mu"] for s, c in runs.items()}
+    np.testing.assert_array_equal(out[None], out[0])  # None: the sample seed, 0
+    np.testing.assert_array_equal(out[0][:, 0], out[1][:, 0])  # the same X(0)
+    assert not np.allclose(out[0][:, 1], out[1][:, 1])  # other weights
+
+
+PAGE = dict(model="pkg:minilm", window=2, n_layers=3, n_samples=4, n_tokens=8, seed=0, overlap="disjoint",
+            dtype="float64", device="cpu", show_largest_stored=True, n_samples_controls=2, n_weight_seeds=3)
+
+
+def test_fig2_keeps_its_main_sweep_and_adds_controls():
+    runs = fig2.configure(PAGE)
+    old = experiments.experiment_config({k: v for k, v in PAGE.items() if k in experiments.ExperimentConfig.__dataclass_fields__},
+                                        **fig2.FIXED)
+    assert experiments.stored_parameters(runs["main"].config) == experiments.stored_parameters(old)
+    assert set(runs) == {"main", "controls", "pretrained_self", "seed_1", "seed_2"}
+    assert runs["controls"].config.weights == ("initialized", "initialized_nobias")
+    assert runs["controls"].config.n_samples == 2 and "self" in runs["controls"].config.masks
+    assert [runs[f"seed_{k}"].config.initial_seed for k in (1, 2)] == [1, 2]
+    with pytest.raises(ValueError, match="n_weight_seeds"):
+        fig2.configure({**PAGE, "n_weight_seeds": 0})
+
+
+def _found(with_bias: int, without: int) -> dict:
+    found = {"n_samples_controls": 8, "n_layers": 12, "self_rate_pretrained": 0.001, "pretrained_rate_min": 0.01,
+             "pretrained_rate_max": 0.2, "self_rate_initialized": 1.1, "share_min_initialized": 0.7,
+             "share_max_initialized": 0.95, "self_rate_initialized_nobias": -0.002,
+             "share_min_initialized_nobias": -0.01, "share_max_initialized_nobias": -0.001}
+    for norm, _, _ in fig2.BIAS_VERDICTS:
+        found |= {f"{norm}_initialized_agree": with_bias, f"{norm}_initialized_nobias_agree": without,
+                  f"{norm}_initialized_of": 4, f"{norm}_initialized_nobias_of": 4}
+    return found
+
+
+def test_controls_paragraph_says_what_the_numbers_say():
+    changed = fig2.controls_headline(_found(4, 2))
+    assert "changes 3 of 3 verdicts" in changed and "collapses under 4 of 4 masks with biases, 2 of 4 without" in changed
+    assert "70 % to 95 % of the masks' own mean rates" in changed and "does not fall" in changed
+    kept = fig2.controls_headline(_found(4, 4))
+    assert "changes 0 of 3 verdicts" in kept and "Unchanged:" in kept
+
+
+def test_a_control_keeps_its_variants_colour():
+    table = pd.DataFrame({"label": [NORM_LABELS["unit"], NORM_LABELS["unit"] + plotting.CONTROL_SUFFIX]})
+    colours = plotting.hue_colours(table, "label")
+    assert colours[NORM_LABELS["unit"]] == colours[NORM_LABELS["unit"] + plotting.CONTROL_SUFFIX]
