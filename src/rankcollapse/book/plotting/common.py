@@ -46,8 +46,7 @@ MIN_TEXT_PX = 9.0  # the smallest on-screen font size (px) a figure may use at t
 
 
 def set_theme() -> None:
-    """The book's seaborn theme: white grid, colour-blind palette, fonts of at least 11 pt; SVG text stays
-    text (selectable, searchable)."""
+    """The book's seaborn theme: white grid, colour-blind palette, fonts >= 11 pt; SVG text stays text."""
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
     plt.rcParams.update({"figure.dpi": SCREEN_DPI, "savefig.dpi": 200, "savefig.bbox": "tight",
                          "svg.hashsalt": "rankcollapse", "svg.fonttype": "none"})
@@ -82,8 +81,7 @@ def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | N
 
 def glue_figure(key: str, fig: Figure, stem: str | None = None, parameters: dict | None = None,
                 data: list[dict] | None = None) -> None:
-    """Export (when ``stem`` is given, with the stored results ``data`` it draws), glue for
-    ``{glue:figure}`` and close, so it shows once."""
+    """Export (when ``stem`` is given, with the stored results ``data`` it draws), glue and close (shown once)."""
     from myst_nb import glue
 
     if stem is not None:
@@ -109,8 +107,7 @@ def legibility(fig: Figure) -> dict:
 
 
 def screen_text_px(min_font_pt: float, dpi: float, natural_px: float, shown_px: float) -> float:
-    """On-screen height (px, font size) of a ``min_font_pt`` text in a PNG drawn at ``dpi`` that is
-    ``natural_px`` wide and shown ``shown_px`` wide."""
+    """On-screen px of ``min_font_pt`` text in a PNG at ``dpi``, ``natural_px`` wide, shown ``shown_px`` wide."""
     if min(min_font_pt, dpi, natural_px, shown_px) <= 0:
         raise ValueError(f"min_font_pt, dpi, natural_px and shown_px must be > 0, got "
                          f"{min_font_pt}, {dpi}, {natural_px}, {shown_px}")
@@ -289,8 +286,7 @@ CONTROL_SUFFIX = ", no biases"  # a control's legend label: its variant's, then 
 
 
 def _variant(label: str) -> str:
-    """A legend label without its sample count or control suffix (``pure attention, 32 samples`` and
-    ``pure attention, no biases`` -> ``pure attention``)."""
+    """A label without its sample count or control suffix (``pure attention, no biases`` -> ``pure attention``)."""
     head, _, tail = label.rpartition(", ")
     return head if head and (tail.endswith(" samples") or f", {tail}" == CONTROL_SUFFIX) else label
 
