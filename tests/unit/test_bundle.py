@@ -140,23 +140,23 @@ def test_refusals(written, tmp_path):
 
 
 def test_the_bundle_verb_takes_the_initialized_parts_of_pages():
-    from rankcollapse.book import cli_bundle
+    from rankcollapse.book import cli, cli_bundle
 
-    g1 = cli_bundle.bundled_runs(["appendix_g1"], [("n_samples", "8")], "default")
+    g1 = cli_bundle.bundled_runs(["appendix_g1"], [("n_samples", "8")], "default", cli.plan_run)
     assert [(r.page, r.part) for r in g1] == [("appendix_g1", "fig2"), ("appendix_g1", "fig3")]
     assert all(r.parameters["n_samples"] == 8 and r.parameters["weights"] == ("initialized",) for r in g1)
-    paper = cli_bundle.bundled_runs(["skip_connections"], [], "paper")  # the shallow part has pretrained layers
+    paper = cli_bundle.bundled_runs(["skip_connections"], [], "paper", cli.plan_run)  # the shallow part has pretrained layers
     assert [(r.part, r.parameters["n_layers"], r.parameters["n_samples"]) for r in paper] == [("deep", 128, 3000)]
     with pytest.raises(ValueError, match="only initialized"):
-        cli_bundle.bundled_runs(["skip_connections:shallow"], [], "default")
+        cli_bundle.bundled_runs(["skip_connections:shallow"], [], "default", cli.plan_run)
     with pytest.raises(ValueError, match="no part 'deeper'"):
-        cli_bundle.bundled_runs(["skip_connections:deeper"], [], "default")
+        cli_bundle.bundled_runs(["skip_connections:deeper"], [], "default", cli.plan_run)
 
 
 def test_the_tree_that_travels_is_tracked_and_untracked_files_not_ignored(tmp_path):
     import subprocess
 
-    from rankcollapse.book import cli_bundle
+    from rankcollapse.book import cli, cli_bundle
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / ".gitignore").write_text("ignored/\n")  # 9 bytes, untracked and not ignored: travels

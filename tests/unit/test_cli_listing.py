@@ -90,16 +90,17 @@ def test_compute_takes_nproc(monkeypatch, capsys):
     assert seen == {"nproc": 2}
 
 
-def _default_fig2(results: Path, larger: bool = False) -> str:
-    """Copy Fig. 2's result at its defaults (and a larger stored run of it) into ``results``; its key."""
+def _default_fig2(results: Path, larger: bool = False) -> list[str]:
+    """Copy Fig. 2's results at its defaults (its main sweep first, then its controls; and a larger stored run of
+    it) into ``results``; their keys, in the page's order of parts."""
     defaults = runner.page_parameters(pages.page("fig2").path(ROOT))
-    own = result_key("fig2", stored_parameters(pages.configure("fig2", defaults)["main"].config))
-    keys = [own] + [k for k in STORE.keys("fig2") if larger and
-                    json.loads((STORE.root / "fig2" / f"{k}.json").read_text())["parameters"]["n_samples"] == 128]
+    own = [result_key("fig2", stored_parameters(run.config)) for run in pages.configure("fig2", defaults).values()]
+    keys = own + [k for k in STORE.keys("fig2") if larger and
+                  json.loads((STORE.root / "fig2" / f"{k}.json").read_text())["parameters"]["n_samples"] == 128]
     (results / "fig2").mkdir(parents=True)
     for key in keys:
-        for suffix in (".csv", ".json"):
-            shutil.copyfile(STORE.root / "fig2" / f"{key}{suffix}", results / "fig2" / f"{key}{suffix}")
+        for path in (STORE.root / "fig2").glob(f"{key}.*"):  # the table, its record and any per-sample values
+            shutil.copyfile(path, results / "fig2" / path.name)
     return own
 
 
@@ -108,7 +109,7 @@ def test_compute_says_the_result_was_already_stored(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr(sweep, "compute", lambda *a, **k: pytest.fail("nothing is computed"))
     assert cli.main(["compute", "fig2"]) == 0
-    assert capsys.readouterr().out == f"already stored: {tmp_path / 'fig2' / own}.csv\n"
+    assert capsys.readouterr().out == "".join(f"already stored: {tmp_path / 'fig2' / key}.csv\n" for key in own)
 
 
 @pytest.mark.models
@@ -116,8 +117,9 @@ def test_compute_says_where_it_stored_the_result(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("RANKCOLLAPSE_PROGRESS", "0")
     assert cli.main(["compute", "fig2", "-p", "n_samples", "2", "-p", "n_tokens", "8", "-p", "n_layers", "1"]) == 0
-    (csv,) = (tmp_path / "fig2").glob("*.csv")
-    assert capsys.readouterr().out.splitlines()[-1] == f"stored: {csv}"
+    lines = capsys.readouterr().out.splitlines()  # the main sweep and its controls, each stored
+    assert sorted(line for line in lines if line.startswith("stored: ")) == sorted(
+        f"stored: {csv}" for csv in (tmp_path / "fig2").glob("*.csv"))
 
 
 def test_run_without_parameters_says_it_shows_the_largest_stored_run(tmp_path, monkeypatch, capsys):
@@ -137,7 +139,7 @@ def test_run_without_parameters_says_it_shows_the_largest_stored_run(tmp_path, m
                                "pkg:minilm, float64: ")
     assert lines[0].endswith("not its parameters cell's defaults; add -p show_largest_stored False to see exactly "
                              "the defaults")
-    assert lines[-1] == f"already stored: {tmp_path / 'results' / 'fig2' / own}.csv"
+    assert lines[-len(own):] == [f"already stored: {tmp_path / 'results' / 'fig2' / key}.csv" for key in own]
     assert cli.main(["run", "fig2", "-p", "show_largest_stored", "False", "--output", str(tmp_path / "out2")]) == 0
     assert not capsys.readouterr().out.startswith("note:")
 

@@ -84,14 +84,20 @@ def test_the_commands_memory_and_time_follow_from_the_measured_throughput():
     from rankcollapse.core.masks import PAPER_MASKS
     from rankcollapse.experiments import sweep
 
+    from rankcollapse.book import registry
+
     mistral = large_models.MODELS[0]
-    got = large_models.estimate(mistral, "fig2", {"n_samples": 256, "n_tokens": 128})
+    got = large_models.estimate(mistral, "fig2", {"n_samples": 256, "n_tokens": 128}, registry.runs_at)
     rate = json.loads(sweep.THROUGHPUT_FILE.read_text())["NVIDIA H200|float64|4096"]["units_per_s"]
     configurations = len(PAPER_MASKS) * len(fig2.FIXED["norms"])
-    assert got["minutes"] == pytest.approx(256 * 32 * configurations * 2 / rate / 60, rel=1e-12)
+    main = 256 * 32 * configurations * 2 / rate / 60  # the paper's sweep: 256 samples, 32 layers, 2 weight sources
+    runs = registry.runs_at("fig2", {"n_samples": 256, "n_tokens": 128, "n_layers": 32, "model": "pkg:minilm"})
+    controls = sum(r.config.n_samples * 32 * len(r.config.san_configs()) * len(r.config.weights)
+                   for part, r in runs.items() if part != "main") / rate / 60  # Fig. 2's controls, at their samples
+    assert controls > 0 and got["minutes"] == pytest.approx(main + controls, rel=1e-12)
     attention = 32 * (2 * 4096 * 4096 + 2 * 4096 * 8 * 128)  # parameters of the 32 attention sublayers
     assert got["cpu_gb"] == pytest.approx((7.24e9 * 4 + attention * 8) / 1e9, rel=1e-12)
     assert got["command"].startswith("rankcollapse run fig2 -p model mistralai/Mistral-7B-v0.1 ")
-    table = large_models.commands_table()
+    table = large_models.commands_table(registry.runs_at)
     assert all(m.hub_id in table for m in large_models.MODELS)
     assert {m.family for m in large_models.MODELS} <= set(large_models.hf_families.FAMILIES)

@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                 from rankcollapse.book import cli_bundle
 
                 print("\n".join(cli_bundle.write(args.targets, args.parameter, args.profile, args.output,
-                                                 args.samples, args.code, args.fit_mib, args.extra)))
+                                                 args.samples, args.code, args.fit_mib, args.extra, plan_run)))
                 return 0
             return _listing(args)
         except ValueError as err:

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import rankcollapse
-from rankcollapse.book.cli import plan_run
 
 
-def bundled_runs(targets: list[str], pairs: list[tuple[str, str]], profile: str) -> list:
+def bundled_runs(targets: list[str], pairs: list[tuple[str, str]], profile: str, plan_run: Callable) -> list:
     """The initialized sweeps of ``PAGE`` or ``PAGE:PART`` targets, in the pages' parameters; one ValueError
-    for an unknown part or a named part with pretrained weights."""
+    for an unknown part or a named part with pretrained weights. ``plan_run``: the CLI's
+    :func:`rankcollapse.book.cli.plan_run` (passed in: the CLI imports this module)."""
     from rankcollapse.book import registry as pages
     from rankcollapse.book import runner
     from rankcollapse.experiments.bundle import BundledRun
@@ -73,12 +74,12 @@ def folder_bytes(folder: Path) -> int:
 
 
 def write(targets: list[str], pairs: list[tuple[str, str]], profile: str, output: Path, samples: list[int],
-          code: bool, fit_mib: float | None, extra: Path | None = None) -> list[str]:
+          code: bool, fit_mib: float | None, extra: Path | None, plan_run: Callable) -> list[str]:
     """Write the bundle; returns the lines saying what it holds and its sizes. Over ``fit_mib``, the largest
     sample counts are dropped, or with ``extra`` moved to that folder (the first call's, see the module)."""
     from rankcollapse.experiments.bundle import EXTRA_FILE, write_bundle
 
-    runs = bundled_runs(targets, pairs, profile)
+    runs = bundled_runs(targets, pairs, profile, plan_run)
     counts = sorted(set(samples or [r.parameters["n_samples"] for r in runs]), reverse=True)
     output.mkdir(parents=True, exist_ok=True)
     if code:

@@ -175,6 +175,13 @@ def configure(name: str, parameters: Mapping[str, object]) -> Mapping[str, objec
     return entry.configure(dict(parameters)) if entry.configure is not None else {}
 
 
+def runs_at(name: str, parameters: Mapping[str, object]) -> Mapping[str, object]:
+    """A page's sweeps (:func:`configure`) at its parameters cell's defaults updated by ``parameters``."""
+    from rankcollapse.book.runner import page_parameters, repo_root
+
+    return configure(name, {**page_parameters(page(name).path(repo_root())), **parameters})
+
+
 def compute(name: str, **parameters) -> dict[str, StoredResult | Computed]:
     """What page ``name`` shows for ``parameters``, by part (``"main"`` for one sweep or config): for an
     experiment page its results, stored ones when they exist, else computed and stored

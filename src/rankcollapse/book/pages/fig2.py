@@ -39,13 +39,15 @@ def configure(parameters: dict) -> dict[str, Run]:
     (the samples stay those of ``seed``), pure attention and the paper's D only.
     """
     own = computing(parameters, *CONTROL_PAGE_PARAMETERS)
+    runs = {"main": Run(experiment_config(own, **FIXED))}
+    if not any(name in parameters for name in CONTROL_PAGE_PARAMETERS):
+        return runs  # a page reusing Fig. 2's sweep without its controls (sample size, pretrained panels)
     n_controls, n_seeds = parameters.get("n_samples_controls"), parameters.get("n_weight_seeds")
     check_int("n_samples_controls", n_controls, 1, MAX_SAMPLES)
     check_int("n_weight_seeds", n_seeds, 1, 100)
     controls = {**own, "n_samples": n_controls}
-    runs = {"main": Run(experiment_config(own, **FIXED)),
-            "controls": Run(experiment_config(controls, **FIXED, weights=INITIALIZED, masks=CONTROL_MASKS)),
-            "pretrained_self": Run(experiment_config(controls, **FIXED, weights=("pretrained",), masks=("self",)))}
+    runs["controls"] = Run(experiment_config(controls, **FIXED, weights=INITIALIZED, masks=CONTROL_MASKS))
+    runs["pretrained_self"] = Run(experiment_config(controls, **FIXED, weights=("pretrained",), masks=("self",)))
     for k in range(1, n_seeds):
         runs[f"seed_{k}"] = Run(experiment_config({**controls, "weight_seed": own.get("seed", 0) + k},
                                                   weights=INITIALIZED, masks=CONTROL_MASKS, norms=SEED_NORMS))
@@ -251,11 +253,11 @@ def control_claims(controls: pd.DataFrame, seeds: dict[int, pd.DataFrame]) -> li
     return rows
 
 
-def glue_controls_figure(result, metric: str, stem: str) -> None:
+def glue_controls_figure(result, metric: str, stem: str, data: list[dict]) -> None:
     """The controls beside the curves they control: one panel per mask (the paper's four and no mixing),
     each norm in its variant's colour, with biases solid and without biases dashed; exported and glued as
-    ``stem`` (``-`` made ``_``).  ``result``: the stored ``controls`` part."""
-    from rankcollapse.book import report
+    ``stem`` (``-`` made ``_``).  ``result``: the stored ``controls`` part; ``data``: what the figure's record
+    names as drawn (:func:`rankcollapse.book.report.figure_data`)."""
     from rankcollapse.book.labels import mask_title
     from rankcollapse.book.plotting import common as plotting
 
@@ -270,4 +272,4 @@ def glue_controls_figure(result, metric: str, stem: str) -> None:
     fig = plotting.layer_curve_grid(table, metric, row="panel", col="mask_title", hue="label",
                                     titles={"initialized": title}, dashed=tuple(table.loc[control, "label"].unique()))
     plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters={**p, "result": result.provenance["key"]},
-                         data=report.figure_data([result]))
+                         data=data)

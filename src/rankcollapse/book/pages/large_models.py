@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rankcollapse.core.checks import check_int
 from rankcollapse.engine import attention_flop
 from rankcollapse.experiments import sweep
+from rankcollapse.experiments.config import INITIALIZED
 from rankcollapse.hf import families as hf_families
 from rankcollapse.hf import testing
 
@@ -85,11 +87,13 @@ COMMANDS = (  # (model, page, parameters): a reader's runs; n_layers = the model
 )
 
 
-def estimate(model: Architecture, page: str, parameters: dict, gpu: str = GPU) -> dict[str, object]:
+def estimate(model: Architecture, page: str, parameters: dict, sweeps: Callable[[str, dict], Mapping],
+             gpu: str = GPU) -> dict[str, object]:
     """Memory and engine time of ``rankcollapse run <page> -p model <hub id>`` with ``parameters`` (and every
     layer of the model) on one ``gpu``.
 
-    The page's sweeps come from its own configure (the page's defaults, then ``parameters``); the work is
+    The page's sweeps come from ``sweeps(page, parameters)`` (the registry's
+    :func:`~rankcollapse.book.registry.runs_at`: the page's defaults, then ``parameters``); the work is
     samples x layers x configurations per weight source, timed by the engine's measured throughput at the
     model's width and dtype on ``gpu`` (``benchmarks/throughput.json``), scaled from the benchmark's sequence
     length by :func:`rankcollapse.engine.attention_flop`. CPU memory: the float32 model and the float64 copy
@@ -97,12 +101,8 @@ def estimate(model: Architecture, page: str, parameters: dict, gpu: str = GPU) -
     in the run's dtype and the engine's block budget. Not included: the download, the load, and the full
     transformer's own forward (a reference some runs add).
     """
-    from rankcollapse.book import registry, runner  # the registry imports this module
-
-    entry = registry.page(page)
     given = {**parameters, "n_layers": model.n_layers, "device": "cuda"}
-    defaults = runner.page_parameters(entry.path(runner.repo_root()))
-    runs = registry.configure(page, {**defaults, **given, "model": "pkg:minilm"})  # the counts need no download
+    runs = sweeps(page, {**given, "model": "pkg:minilm"})  # the counts need no download
     table = json.loads(sweep.THROUGHPUT_FILE.read_text())
     seconds, gpu_bytes = 0.0, 0
     for run in runs.values():
@@ -111,7 +111,8 @@ def estimate(model: Architecture, page: str, parameters: dict, gpu: str = GPU) -
         rate = row["units_per_s"] * attention_flop(model.d_model, row["n_tokens"]) / attention_flop(model.d_model,
                                                                                                     c.n_tokens)
         seconds += c.n_samples * c.n_layers * len(c.san_configs()) * len(c.weights) / rate
-        stacks = {"pretrained": model.attention_params, "initialized": 4 * model.d_model ** 2}  # one at a time
+        stacks = {"pretrained": model.attention_params}  # one at a time; initialized: square projections
+        stacks.update({w: 4 * model.d_model ** 2 for w in INITIALIZED})
         item = 8 if c.dtype == "float64" else 4
         gpu_bytes = max([gpu_bytes, *(c.n_layers * stacks[w] * item + sweep.DEFAULT_BUDGET for w in c.weights)])
     command = " ".join(["rankcollapse run", page, "-p model", model.hub_id,
@@ -121,11 +122,12 @@ def estimate(model: Architecture, page: str, parameters: dict, gpu: str = GPU) -
             "gpu_gb": gpu_bytes / 1e9, "minutes": seconds / 60}
 
 
-def commands_table(gpu: str = GPU) -> str:
-    """The commands of :data:`COMMANDS` as a Markdown table: model, its windows, command, memory, time."""
+def commands_table(sweeps: Callable[[str, dict], Mapping], gpu: str = GPU) -> str:
+    """The commands of :data:`COMMANDS` as a Markdown table: model, its windows, command, memory, time
+    (``sweeps`` as in :func:`estimate`)."""
     rows = ["| model | windows (config) | command | CPU memory | GPU memory | engine time |", "|---|---|---|---|---|---|"]
     for model, page, parameters in COMMANDS:
-        e = estimate(model, page, parameters, gpu)
+        e = estimate(model, page, parameters, sweeps, gpu)
         rows.append(f"| {model.hub_id} | {model.windows} | `{e['command']}` | {e['cpu_gb']:.0f} GB | "
                     f"{e['gpu_gb']:.0f} GB | {e['minutes']:.2g} min |")
     return "\n".join(rows)
