@@ -150,7 +150,9 @@ def _readers_run(tmp_path, monkeypatch, capsys, page: str, name: str, n_layers: 
 @pytest.mark.parametrize("name", ["gemma2", "modernbert", "gpt_oss"])  # soft-capping, the encoder, sinks (~30 s each)
 def test_a_readers_run_of_fig2_takes_a_model_folder(tmp_path, monkeypatch, capsys, name):
     """Fig. 2 stores a result whose pretrained curves come from the reader's model (its 2 of 3 layers)."""
-    (table,) = _readers_run(tmp_path, monkeypatch, capsys, "fig2", name, n_layers=2)
+    tables = _readers_run(tmp_path, monkeypatch, capsys, "fig2", name, n_layers=2)
+    (table,) = [t for t in tables if "pretrained" in set(t["weights"]) and "complete" in set(t["mask"])]  # the main sweep
+    assert len(tables) == 5  # and Fig. 2's controls: initialized with/without biases, pretrained no-mixing, 2 seeds
     mu = table[(table["weights"] == "pretrained") & (table["metric"] == "mu")]
     assert set(mu["layer"]) == {0, 1, 2} and mu["median"].notna().all() and (mu["n_samples"] == 2).all()
 
