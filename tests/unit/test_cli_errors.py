@@ -123,13 +123,20 @@ def test_ctrl_c_says_the_same_command_resumes(monkeypatch, capsys, never_execute
                                               "resume from its checkpoints"]
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT at its default, so Python turns it into KeyboardInterrupt, also when these tests
+    run under a shell that ignores SIGINT for its background jobs (a child inherits the ignoring)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.models
 def test_ctrl_c_during_a_sweep_exits_130_in_one_line(tmp_path):
     env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path / "results"), sweep.BLOCK_ENV: "1",
            ranks.PROGRESS_ENV: "0"}
     command = [sys.executable, "-m", "rankcollapse", "run", "fig2", "-p", "n_samples", "8", "-p", "n_tokens",
                "16", "-p", "n_layers", "2", "--output", str(tmp_path / "out")]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_interruptible)
     partial = tmp_path / "results" / ".partial"
     deadline = time.monotonic() + 120
     while not list(partial.glob("**/*.pt")) and process.poll() is None and time.monotonic() < deadline:
@@ -146,7 +153,8 @@ def test_ctrl_c_during_a_sweep_exits_130_in_one_line(tmp_path):
 @pytest.mark.notebook
 def test_ctrl_c_while_the_notebook_runs_exits_130_in_one_line(tmp_path):
     command = [sys.executable, "-m", "rankcollapse", "run", "theorem1", "--output", str(tmp_path / "out")]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_interruptible)
     assert process.stdout.readline().startswith("running theorem1 ")  # the notebook starts
     time.sleep(3)
     process.send_signal(signal.SIGINT)
