@@ -186,11 +186,7 @@ def test_the_recompute_command_of_every_stored_result_runs_and_reproduces_it(sto
     assert {name for name, _ in pairs} <= set(defaults), (page, pairs)
     _, parameters = cli.plan_run(page, pairs)
     full = {**defaults, **parameters}
-    configs = dict(pages.configure(page, full))
-    if page == "mask_design":  # its decomposition runs: a group outside configure that the page computes too
-        from rankcollapse.book.pages import mask_design
-
-        configs.update(mask_design.decomposition_runs(full))
+    configs = pages.stored_runs(page, full)
     if page in pages.EXPERIMENT_PAGES:
         keys = {result_key(run.page or page, stored_parameters(run.config)) for run in configs.values()}
         assert key in keys, (page, pairs)

@@ -28,15 +28,14 @@ def bundled_runs(targets: list[str], pairs: list[tuple[str, str]], profile: str,
     for an unknown part or a named part with pretrained weights. ``plan_run``: the CLI's
     :func:`rankcollapse.book.cli.plan_run` (passed in: the CLI imports this module)."""
     from rankcollapse.book import registry as pages
-    from rankcollapse.book import runner
     from rankcollapse.experiments.bundle import BundledRun
     from rankcollapse.experiments.config import stored_parameters
 
     runs = []
     for target in targets:
         page, _, wanted = target.partition(":")
-        path, parameters = plan_run(page, pairs, profile)
-        configured = pages.configure(page, {**runner.page_parameters(path), **parameters})
+        _, parameters = plan_run(page, pairs, profile)
+        configured = pages.runs_at(page, parameters)
         if wanted and wanted not in configured:
             raise ValueError(f"page {page} has no part {wanted!r}; its parts: {', '.join(configured)}")
         for part, run in configured.items():

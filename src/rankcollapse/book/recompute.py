@@ -53,12 +53,8 @@ def _stores(page: str, parameters: dict) -> set[tuple[str, str]]:
     """``{(store page, key)}`` of every sweep page ``page`` computes for ``parameters``; empty when refused."""
     from rankcollapse.book import registry as pages
 
-    from rankcollapse.book.pages import mask_design
-
     try:
-        runs = dict(pages.configure(page, parameters))
-        if page == "mask_design":  # its decomposition runs, a group outside its configure (the page computes them)
-            runs.update(mask_design.decomposition_runs(parameters))
+        runs = pages.stored_runs(page, parameters)
         return {(run.page or page, rc_store.result_key(run.page or page, stored_parameters(run.config)))
                 for run in runs.values()}
     except (ValueError, TypeError, AttributeError):

@@ -175,6 +175,15 @@ def configure(name: str, parameters: Mapping[str, object]) -> Mapping[str, objec
     return entry.configure(dict(parameters)) if entry.configure is not None else {}
 
 
+def stored_runs(name: str, parameters: Mapping[str, object]) -> dict[str, object]:
+    """Every sweep a page stores at ``parameters``: its :func:`configure` parts and, for the mask-design page,
+    its decomposition runs (a group outside configure, which the page computes too)."""
+    runs = dict(configure(name, parameters))
+    if name == "mask_design":
+        runs.update(mask_design.decomposition_runs(dict(parameters)))
+    return runs
+
+
 def runs_at(name: str, parameters: Mapping[str, object]) -> Mapping[str, object]:
     """A page's sweeps (:func:`configure`) at its parameters cell's defaults updated by ``parameters``."""
     from rankcollapse.book.runner import page_parameters, repo_root
