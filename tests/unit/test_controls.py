@@ -140,7 +140,8 @@ def test_fig2_keeps_its_main_sweep_and_adds_controls():
     old = experiments.experiment_config({k: v for k, v in PAGE.items() if k in experiments.ExperimentConfig.__dataclass_fields__},
                                         **fig2.FIXED)
     assert experiments.stored_parameters(runs["main"].config) == experiments.stored_parameters(old)
-    assert set(runs) == {"main", "controls", "pretrained_self", "seed_1", "seed_2"}
+    assert set(runs) == {"main", "controls", "pretrained_self", "seed_1", "seed_2", "decomposition"}
+    assert runs["decomposition"].config.attention_stats and runs["decomposition"].config.norms == ("none",)
     assert runs["controls"].config.weights == ("initialized", "initialized_nobias")
     assert runs["controls"].config.n_samples == 2 and "self" in runs["controls"].config.masks
     assert [runs[f"seed_{k}"].config.initial_seed for k in (1, 2)] == [1, 2]

@@ -11,6 +11,7 @@ tests/unit/test_claims.py.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 
@@ -36,7 +37,10 @@ def configure(parameters: dict) -> dict[str, Run]:
     biases (the same draws), the paper's masks and the no-mixing ``self`` mask, the page's norms;
     ``pretrained_self``: the pretrained weights under the ``self`` mask. ``seed_<k>`` for
     k = 1 .. n_weight_seeds - 1: the initialized stacks of ``controls`` again with weight seed ``seed + k``
-    (the samples stay those of ``seed``), pure attention and the paper's D only.
+    (the samples stay those of ``seed``), pure attention and the paper's D only. ``decomposition``: pure attention
+    under the paper's four masks on the controls' samples, initialized (with and without biases) and pretrained,
+    recording each layer's decomposition of mu into the value maps' gain and attention's contraction
+    (``attention_stats``; slower: every attention matrix is formed).
     """
     own = computing(parameters, *CONTROL_PAGE_PARAMETERS)
     runs = {"main": Run(experiment_config(own, **FIXED))}
@@ -51,6 +55,9 @@ def configure(parameters: dict) -> dict[str, Run]:
     for k in range(1, n_seeds):
         runs[f"seed_{k}"] = Run(experiment_config({**controls, "weight_seed": own.get("seed", 0) + k},
                                                   weights=INITIALIZED, masks=CONTROL_MASKS, norms=SEED_NORMS))
+    runs["decomposition"] = Run(replace(experiment_config(controls, weights=(*INITIALIZED, "pretrained"),
+                                                          masks=masks.PAPER_MASKS, norms=("none",)),
+                                        attention_stats=True))
     return runs
 
 
