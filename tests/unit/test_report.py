@@ -166,3 +166,24 @@ def test_a_figure_of_several_runs_lists_the_values_they_differ_in(tmp_path, pair
                      page="mask_design")
     options = report.combined_parameters([*runs, random, dilated])["mask_options"]  # pairs: lists in JSON
     assert options == ['["density", 0.15]', '["dilation", 2]', '["seed", 0]']
+
+
+def test_fig2_controls_move_to_the_largest_count_stored_for_all_of_them(tmp_path):
+    """Fig. 2 (``grows_own_counts``): its controls and seed replicates, on their own sample count, are shown at
+    the largest count stored for every one of them at the main sweep's scale; a count missing for one part is
+    skipped, and on a page without the flag (the sample-size page's small part) the count stays its own."""
+    store = ResultStore(tmp_path)
+    page = {"model": "pkg:minilm", "n_samples": 8, "n_tokens": 16, "n_layers": 2, "n_samples_controls": 2,
+            "n_weight_seeds": 2}
+    runs = pages.configure("fig2", page)
+    shown = {part: _store(store, run.config) for part, run in runs.items()}
+    assert report.largest_stored(shown, store) == shown  # nothing larger stored
+    for count in (4, 6):
+        for part, run in runs.items():
+            if part != "main" and not (count == 6 and part == "seed_1"):  # seed_1 is missing at 6
+                _store(store, replace(run.config, n_samples=count))
+    moved = report.largest_stored(shown, store)
+    assert moved["main"] is not shown["main"] and moved["main"].provenance["parameters"]["n_samples"] == 8
+    assert {part: r.provenance["parameters"]["n_samples"] for part, r in moved.items() if part != "main"} == \
+        {part: 4 for part in runs if part != "main"}
+    assert not pages.page("sample_size").grows_own_counts

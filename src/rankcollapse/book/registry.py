@@ -49,6 +49,7 @@ class Page:
     compute: Callable[[str, Mapping[str, object]], Mapping[str, object]] | None = None  # (page, configs) -> {part: result}
     fixed: Mapping[str, object] = field(default_factory=dict)  # choices the page is about (not reader parameters)
     profiles: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # profile -> parameters over defaults
+    grows_own_counts: bool = False  # parts on their own sample count are shown at the largest one stored (report)
 
     def path(self, root: Path) -> Path:
         """The page's file under the book root."""
@@ -106,7 +107,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
     Page("equilibria", "book/theory/equilibria.md", "Equilibria of every rank",
          equilibria.configure, _in_module(equilibria.compute)),
     Page("fig2", "book/experiments/fig2.md", "Fig. 2: masks and LayerNorm", fig2.configure, fixed=fig2.FIXED,
-         profiles=_PAPER, **_E),
+         profiles={"paper": {**PAPER_SCALE, "n_samples_controls": 256}}, grows_own_counts=True, **_E),
     Page("fig3", "book/experiments/fig3.md", "Fig. 3: temperature", fig3.configure, fixed=fig3.FIXED,
          profiles=_PAPER, **_E),
     Page("fig4", "book/experiments/fig4.md", "Fig. 4: token geometry", fig4.configure, fixed=fig4.FIXED,

@@ -15,14 +15,22 @@ from dataclasses import replace
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG2, computing, curves_claim, times_floor
+from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, paired_sides, rates_claim,
+                                            times_floor)
+# decomposition_claims: the page's .md reads it from this module
+from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, decomposition_claims,  # noqa: F401
+                                                    decomposition_frame)
 from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config, value
-from rankcollapse.verdicts.claims import (COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Claim, count_curves, mean_rate,
-                                          select_curves)
-from rankcollapse.verdicts.rules import claim_verdict
+from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.store import StoredResult
+from rankcollapse.verdicts.claims import (COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Claim, effect_cell,
+                                          effect_claim, mean_rate, select_curves)
+from rankcollapse.verdicts.effects import Side, late_factor, side
+from rankcollapse.verdicts.robustness import robust
+from rankcollapse.verdicts.rules import DEFAULTS, Thresholds, claim_verdict
 
 FIXED = FIG2  # the norms the page is about
 CONTROL_MASKS = (*masks.PAPER_MASKS, "self")  # the paper's four and the no-mixing control
@@ -82,41 +90,69 @@ def numbers(table: pd.DataFrame) -> dict[str, float | int]:
     }
 
 
-def claims(table: pd.DataFrame, n_tokens: int) -> list[Claim]:
-    """Fig. 2's caption, claim by claim (``n_tokens`` gives the masks' radii)."""
+def claims(table: pd.DataFrame, n_tokens: int, samples: SampleValues | None = None) -> list[Claim]:
+    """Fig. 2's caption, claim by claim (``n_tokens`` gives the masks' radii): the absolute rows on each
+    curve's verdict, the comparative ones as effects against their baseline with intervals from ``samples``
+    (the result's per-sample values; without them the effects carry no interval)."""
     rows = []
     for weights in ("initialized", "pretrained"):
         rows.append(curves_claim("Pure masked attention collapses exponentially", "Fig. 2 caption",
                                  f"{weights} weights, pure attention: late-layer rate of μ/‖X‖_F per mask", table,
                                  COLLAPSES, "masks collapse", weights=weights, variant="SAN", norm="none"))
-    pure = select_curves(table, weights="initialized", variant="SAN", norm="none")
-    rates = {r.mask: mean_rate(r.curve) for r in pure.itertuples()}
-    spread = max(rates.values()) / min(rates.values()) if min(rates.values()) > 0 else math.inf
-    rows.append(Claim("... at a rate that depends on the mask", "Fig. 2 caption",
-                      "initialized pure attention: fastest over slowest mean rate (per layer, to the floor or the "
-                      "last layer)", HOLDS if spread > 2 else FAILS,
-                      f"{spread:.3g}× ({', '.join(f'{m}: {r:.3g}' for m, r in rates.items())})"))
-    rows.append(_radius_claim(pure, rates, n_tokens))
+    init = dict(weights="initialized", variant="SAN")
+    pure = {m: side(table, samples, m, mask=m, norm="none", **init) for m in _masks_of(table)}
+    rates = {r.mask: mean_rate(r.curve) for r in select_curves(table, norm="none", **init).itertuples()}
+    rows.append(_rate_spread_claim(pure, rates))
+    rows.append(_radius_claim(pure, table, n_tokens))
     for norm, words in (("unit", "the paper's D (unit norm)"), ("model", "LayerNorm as a fresh model has it (no affine)")):
         rows.append(curves_claim("Adding LayerNorm alone stops μ → 0 at random initialization", "Fig. 2 caption",
                                  f"initialized, {words}: μ/‖X‖_F stays away from 0", table, STABLE,
-                                 "masks keep μ/‖X‖_F", weights="initialized", variant="SAN", norm=norm))
+                                 "masks keep μ/‖X‖_F", norm=norm, **init))
+        rows.append(against("... LayerNorm slows collapse against pure attention", "Fig. 2 caption",
+                            f"initialized, {words}: late per-layer factor of μ/‖X‖_F over pure attention's (the "
+                            "baseline)", paired_sides(table, samples, dict(norm=norm, **init),
+                                                      dict(norm="none", **init), (NORM_LABELS[norm], "pure attention"))))
+    pre = dict(weights="pretrained", variant="SAN")
     rows.append(curves_claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
                              "pretrained, the model's own trained LayerNorm (γ, β): μ/‖X‖_F stays away from 0", table,
-                             STABLE, "masks keep μ/‖X‖_F", weights="pretrained", variant="SAN", norm="model"))
+                             STABLE, "masks keep μ/‖X‖_F", norm="model", **pre))
+    rows.append(against("... the trained LayerNorm slows collapse against pure attention", "Fig. 2 caption",
+                        "pretrained, the model's own LayerNorm: late per-layer factor of μ/‖X‖_F over pure "
+                        "attention's with the same weights (the baseline)",
+                        paired_sides(table, samples, dict(norm="model", **pre), dict(norm="none", **pre),
+                                     ("own LayerNorm", "pure attention"))))
     return rows
 
 
-def _radius_claim(curves: pd.DataFrame, rates: dict[str, float], n_tokens: int) -> Claim:
-    """Theorem 1's reading of Fig. 2: a larger radius slows collapse (slowest mean rate at the largest radius)."""
-    radius = {r.mask: masks.graph_radius(masks.build_mask(r.mask, n_tokens, None if pd.isna(r.window) else int(r.window)))
-              for r in curves.itertuples()}
-    widest = max(radius, key=lambda m: (radius[m], -rates[m]))
-    slowest = min(rates, key=rates.get)
-    words = ", ".join(f"{m}: r = {radius[m]}, rate {rates[m]:.3g}" for m in rates)
-    return Claim("A larger mask radius slows collapse", "Theorem 1",
-                 "initialized pure attention: is the mask of largest radius the slowest?",
-                 HOLDS if widest == slowest else FAILS, f"largest radius {widest}, slowest {slowest} ({words})")
+def _masks_of(table: pd.DataFrame) -> list[str]:
+    """The masks of a sweep, in its order."""
+    return list(dict.fromkeys(table["mask"]))
+
+
+def _rate_spread_claim(pure: dict[str, Side], rates: dict[str, float]) -> Claim:
+    """"... at a rate that depends on the mask": the late per-layer factor of the mask whose median curve
+    decays slowest (by its mean rate) over the fastest one's, with its interval (the two are picked on the
+    same data, so the effect is an upper estimate of the spread); ``rates``: each mask's mean rate."""
+    slowest, fastest = min(rates, key=rates.get), max(rates, key=rates.get)
+    return robust(lambda t: effect_claim(
+        "... at a rate that depends on the mask", "Fig. 2 caption",
+        "initialized pure attention: late per-layer factor of the slowest mask over the fastest (mean rates "
+        + ", ".join(f"{m}: {r:.3g}" for m, r in rates.items()) + ")",
+        [effect_cell(f"{slowest} over {fastest}", late_factor(pure[slowest], pure[fastest], t), +1, t)]))
+
+
+def _radius_claim(pure: dict[str, Side], table: pd.DataFrame, n_tokens: int) -> Claim:
+    """Theorem 1's reading of Fig. 2, a larger radius slows collapse: for every pair of masks of different
+    radius, the late per-layer factor of the larger radius's curve over the smaller's (above 1: slower)."""
+    windows = table.groupby("mask", sort=False)["window"].first()
+    radius = {m: masks.graph_radius(masks.build_mask(m, n_tokens, None if pd.isna(windows[m]) else int(windows[m])))
+              for m in pure}
+    pairs = [(a, b) for a in pure for b in pure if radius[a] > radius[b]]
+    return robust(lambda t: effect_claim(
+        "A larger mask radius slows collapse", "Theorem 1",
+        "initialized pure attention: late per-layer factor of the larger radius's mask over the smaller's ("
+        + ", ".join(f"{m}: r = {r}" for m, r in radius.items()) + ")",
+        [effect_cell(f"{a} over {b}", late_factor(pure[a], pure[b], t), +1, t) for a, b in pairs]))
 
 
 # ---------------------------------------------------------------- the controls (issue 21)
@@ -129,15 +165,15 @@ BIAS_VERDICTS = (("none", COLLAPSES, "initialized pure attention collapses"),
                  ("model", STABLE, "LayerNorm (no affine) keeps μ/‖X‖_F"))
 
 
-def _paper_curves(table: pd.DataFrame, **labels) -> pd.DataFrame:
+def _paper_curves(table: pd.DataFrame, thresholds: Thresholds = DEFAULTS, **labels) -> pd.DataFrame:
     """Curve verdicts of μ/‖X‖_F of the paper's four masks matching ``labels``."""
-    curves = select_curves(table, variant="SAN", **labels)
+    curves = select_curves(table, thresholds, variant="SAN", **labels)
     return curves[curves["mask"].isin(masks.PAPER_MASKS)]
 
 
-def _agree(table: pd.DataFrame, expected: str, **labels) -> tuple[int, int]:
+def _agree(table: pd.DataFrame, expected: str, thresholds: Thresholds = DEFAULTS, **labels) -> tuple[int, int]:
     """How many of the paper's masks show ``expected`` (deciding curves: off the floor), of how many."""
-    claim = claim_verdict(expected, list(_paper_curves(table, **labels)["curve"]))
+    claim = claim_verdict(expected, list(_paper_curves(table, thresholds, **labels)["curve"]))
     return claim.n_agree, claim.n_deciding
 
 
@@ -211,53 +247,121 @@ def controls_headline(found: dict[str, object]) -> str:
     return (f"**Controls** ({found['n_samples_controls']} samples, {found['n_layers']} layers). {verdicts} {mixing}")
 
 
-def _by_attention(controls: pd.DataFrame, weights: str) -> tuple[int, int, str]:
+def _by_attention(controls: pd.DataFrame, weights: str, thresholds: Thresholds = DEFAULTS) -> tuple[int, int, str]:
     """This page's rule for "attention collapses the tokens" (not in :mod:`rankcollapse.verdicts.rules`): a
     mask's pure-attention curve collapses while the no-mixing control of the same weights does not. Returns
     how many of the paper's masks pass, of how many, and the control's words."""
-    own = select_curves(controls, weights=weights, variant="SAN", norm="none", mask="self")["curve"].iloc[0]
-    curves = _paper_curves(controls, weights=weights, norm="none")
+    own = select_curves(controls, thresholds, weights=weights, variant="SAN", norm="none", mask="self")["curve"].iloc[0]
+    curves = _paper_curves(controls, thresholds, weights=weights, norm="none")
     passed = sum(r.curve.collapses and not own.collapses for r in curves.itertuples())
     return passed, len(curves), own.words
 
 
-def seed_tables(results: dict[str, object]) -> dict[int, pd.DataFrame]:
+def _by_attention_claim(table: pd.DataFrame, thresholds: Thresholds) -> Claim:
+    """"The collapse is attention's": :func:`_by_attention` with and without biases, decided without them."""
+    counts = {w: _by_attention(table, w, thresholds) for w in BIAS_SOURCES}
+    n = counts["initialized_nobias"]
+    return Claim("... and the collapse is attention's, not the value maps' (control: no mixing)",
+                 "Fig. 2 caption", "initialized pure attention: masks that collapse while the no-mixing "
+                 "control of the same weights does not (this page's rule; decided without biases)",
+                 HOLDS if n[0] == n[1] else PARTLY if n[0] else FAILS,
+                 "; ".join(f"{BIAS_WORDS[w]}: {a} of {b} (no mixing {words})" for w, (a, b, words) in counts.items()))
+
+
+def _seeds_claim(seeds: dict[int, StoredResult], norm: str, expected: str, words: str, thresholds: Thresholds) -> Claim:
+    """Without biases, the count of the paper's masks showing ``expected`` under ``norm`` is the same for every
+    weight seed."""
+    agree = {seed: _agree(r.table, expected, thresholds, weights="initialized_nobias", norm=norm)
+             for seed, r in seeds.items()}
+    return Claim(f"Without biases, {words}: the same count over weight seeds", "issue 21 (seeds)",
+                 f"initialized without biases, {len(seeds)} weight seeds, the paper's masks",
+                 HOLDS if len(set(agree.values())) == 1 else PARTLY,
+                 ", ".join(f"seed {s}: {a} of {b}" for s, (a, b) in agree.items()))
+
+
+def seed_results(results: dict[str, object]) -> dict[int, StoredResult]:
     """The initialized controls by weight seed: the ``controls`` part and every ``seed_<k>`` part of a page's
-    results (stored results), keyed by the seed their weights were drawn with."""
+    results (stored results), keyed by the seed their weights were drawn with (the controls' seed first)."""
     def weight_seed(result) -> int:
         p = result.provenance["parameters"]
         return int(p["seed"] if p.get("weight_seed") is None else p["weight_seed"])
 
     parts = [results["controls"], *(r for name, r in results.items() if name.startswith("seed_"))]
-    return {weight_seed(r): r.table for r in parts}
+    return {weight_seed(r): r for r in parts}
 
 
-def control_claims(controls: pd.DataFrame, seeds: dict[int, pd.DataFrame]) -> list[Claim]:
-    """The claims decided on the controls: initialized pure attention collapses without biases and against
-    the no-mixing control, LayerNorm on the stack without biases, and both over the weight seeds."""
+SEED_MASKS = ("sliding_window", "causal_sliding_window")  # the masks whose bias effect is shown per weight seed
+
+
+def _bias_sides(result: StoredResult, norm: str = "none") -> dict[str, tuple[Side, Side]]:
+    """Per paper mask: (the stack without biases, the same draws with biases), ``norm``, μ/‖X‖_F."""
+    sides = paired_sides(result.table, result.samples, dict(weights="initialized_nobias", variant="SAN", norm=norm),
+                         dict(weights="initialized", variant="SAN", norm=norm), ("no biases", "with biases"))
+    return {m: pair for m, pair in sides.items() if m in masks.PAPER_MASKS}
+
+
+def control_claims(seeds: dict[int, StoredResult]) -> list[Claim]:
+    """The claims decided on the controls (the first of ``seeds``, :func:`seed_results`): initialized pure
+    attention collapses without biases and against the no-mixing control, LayerNorm on the stack without
+    biases, the biases' and the mixing's effects with intervals (bootstrap over the controls' samples), and
+    the counts and the bias effect over the weight seeds."""
+    controls = next(iter(seeds.values()))
+    table, samples = controls.table, controls.samples
     rows = []
-    pure = _paper_curves(controls, weights="initialized_nobias", norm="none")
-    verdict, number = count_curves(pure, COLLAPSES, "masks collapse")
-    rows.append(Claim("Pure masked attention collapses exponentially (control: no biases)", "Fig. 2 caption",
-                      "initialized without biases (the SAN of the theory), pure attention", verdict, number))
-    counts = {w: _by_attention(controls, w) for w in BIAS_SOURCES}
-    n = counts["initialized_nobias"]
-    rows.append(Claim("... and the collapse is attention's, not the value maps' (control: no mixing)",
-                      "Fig. 2 caption", "initialized pure attention: masks that collapse while the no-mixing "
-                      "control of the same weights does not (this page's rule; decided without biases)",
-                      HOLDS if n[0] == n[1] else PARTLY if n[0] else FAILS,
-                      "; ".join(f"{BIAS_WORDS[w]}: {a} of {b} (no mixing {words})" for w, (a, b, words) in counts.items())))
-    ln = _paper_curves(controls, weights="initialized_nobias", norm="unit")
-    verdict, number = count_curves(ln, STABLE, "masks keep μ/‖X‖_F")
-    rows.append(Claim("Adding LayerNorm alone stops μ → 0 at random initialization (control: no biases)",
-                      "Fig. 2 caption", "initialized without biases, the paper's D", verdict, number))
+    rows.append(rates_claim("Pure masked attention collapses exponentially (control: no biases)", "Fig. 2 caption",
+                            "initialized without biases (the SAN of the theory), pure attention",
+                            _paper_curves(table, weights="initialized_nobias", norm="none"), COLLAPSES, "masks collapse"))
+    rows.append(against("The biases, not attention, drive the initialized decay (control: no biases)", "issue 21",
+                        "initialized pure attention: late per-layer factor of μ/‖X‖_F without biases over with "
+                        "them (the same draws; the baseline)", _bias_sides(controls)))
+    rows.append(robust(lambda t: _by_attention_claim(table, t)))
+    nobias = dict(weights="initialized_nobias", variant="SAN", norm="none")
+    own = side(table, samples, "no mixing", mask="self", **nobias)
+    mixing = {m: (own, side(table, samples, m, mask=m, **nobias)) for m in masks.PAPER_MASKS}
+    rows.append(against("... mixing by the mask decays faster than no mixing (control: no mixing, no biases)",
+                        "Fig. 2 caption", "initialized without biases, pure attention: late per-layer factor of the "
+                        "no-mixing control over the mask's (the baseline; above 1: the mask's mixing decays faster)",
+                        mixing))
+    rows.append(rates_claim("Adding LayerNorm alone stops μ → 0 at random initialization (control: no biases)",
+                            "Fig. 2 caption", "initialized without biases, the paper's D",
+                            _paper_curves(table, weights="initialized_nobias", norm="unit"), STABLE, "masks keep μ/‖X‖_F"))
     for norm, expected, words in BIAS_VERDICTS[:2]:  # the seed replicates run pure attention and the paper's D
-        agree = {seed: _agree(t, expected, weights="initialized_nobias", norm=norm) for seed, t in seeds.items()}
-        same = len(set(agree.values())) == 1
-        rows.append(Claim(f"Without biases, {words}: the same count over weight seeds", "issue 21 (seeds)",
-                          f"initialized without biases, {len(seeds)} weight seeds, the paper's masks",
-                          HOLDS if same else PARTLY, ", ".join(f"seed {s}: {a} of {b}" for s, (a, b) in agree.items())))
+        rows.append(robust(lambda t, norm=norm, expected=expected, words=words: _seeds_claim(seeds, norm, expected, words, t)))
+    by_seed = {f"seed {seed}, {m}": pair for seed, r in seeds.items() for m, pair in _bias_sides(r).items()
+               if m in SEED_MASKS}
+    rows.append(against("The biases drive the initialized decay, over weight seeds", "issue 21 (seeds)",
+                        f"as above, per weight seed ({len(seeds)}) and window mask; intervals over each seed's samples",
+                        by_seed))
     return rows
+
+
+def decomposition(result: StoredResult) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``decomposition`` part read per layer (:func:`rankcollapse.book.pages._decomposition.decomposition_frame`)
+    and its shares of the decay (:func:`rankcollapse.book.pages._decomposition.decay_shares`)."""
+    frame = decomposition_frame(result.table)
+    return frame, decay_shares(frame)
+
+
+DECOMPOSED_WORDS = {"initialized": "initialized with biases", "initialized_nobias": "initialized without biases",
+                    "pretrained": "pretrained"}
+
+
+def decomposition_summary(shares: pd.DataFrame) -> str:
+    """The page's sentence on what drives the decay of μ under the two windows and under the complete and
+    causal masks, per weight source (:func:`rankcollapse.book.pages._decomposition.decay_driver`).
+
+    Shapes: ``shares`` as from :func:`rankcollapse.book.pages._decomposition.decay_shares`.
+    """
+    def words(weights: str, local: bool) -> str:
+        d = decay_driver(shares, weights, local)
+        return (f"{d['driver']} (per layer g_V {d['gain_min']:.3g} to {d['gain_max']:.3g}, "
+                f"c_A {d['contraction_min']:.3g} to {d['contraction_max']:.3g})")
+
+    sources = [w for w in DECOMPOSED_WORDS if w in set(shares["weights"])]
+    return ("**What drives the decay.** The larger part of μ's decay under the two windows is: "
+            + "; ".join(f"{DECOMPOSED_WORDS[w]}, {words(w, True)}" for w in sources)
+            + ". Under the complete and the causal mask: "
+            + "; ".join(f"{DECOMPOSED_WORDS[w]}, {words(w, False)}" for w in sources) + ".")
 
 
 def glue_controls_figure(result, metric: str, stem: str, data: list[dict]) -> None:

@@ -20,19 +20,20 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-import numpy as np
 import pandas as pd
 import torch
 
 from rankcollapse.book.pages._common import computing
+# the page's decomposition table, shares and claims (its .md reads them from this module)
+from rankcollapse.book.pages._decomposition import attention_table, decay_shares, decomposition_claims  # noqa: F401
+from rankcollapse.book.pages._decomposition import decay_driver, decomposition_frame
 from rankcollapse.core import masks as rc_masks
-from rankcollapse.core.metrics import ATTENTION_METRIC_NAMES, FLOOR_BAND, second_eigenvalue_modulus
+from rankcollapse.core.metrics import FLOOR_BAND, second_eigenvalue_modulus
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts import rules as verdicts
-from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
 from rankcollapse.verdicts.rules import COLLAPSE_RATE
 
 
@@ -262,90 +263,15 @@ def collapse_sentence(found: dict, found_pre: dict) -> str:
 
 # ---------------------------------------------------------------- what drives the decay: value maps or attention
 
-FACTORS = ("value_gain", "attention_contraction")  # the two factors of a pure-attention layer's mu'/mu
-
-
 def decomposition(results: Mapping[str, StoredResult]) -> pd.DataFrame:
-    """One row per decomposed mask x weight source x metric x layer >= 1 of the decomposition parts: the
-    median and the 10-90 % band over samples, and whether the layer is *read*: its input's mu is tracked
-    exactly or lies above FLOOR_BAND x its rounding floor (medians), so the factors are not rounding noise.
+    """:func:`rankcollapse.book.pages._decomposition.decomposition_frame` of every decomposed zoo mask, named
+    by its zoo label.
 
-    Shapes: ``results`` part -> result, as :func:`configure` names them -> columns ``mask, weights, metric,
-    layer, median, q10, q90, read``.
+    Shapes: ``results`` part -> result, as :func:`decomposition_runs` names them -> columns ``mask, weights,
+    metric, layer, median, q10, q90, read``.
     """
-    frames = []
-    for z in (z for z in ZOO if z.label in DECOMPOSED):
-        table = results[DECOMPOSITION_PREFIX + z.part].table
-        table = table[table["variant"] == "SAN"]
-        for weights, rows in table.groupby("weights", sort=False):
-            at = {m: rows[rows["metric"] == m].set_index("layer")["median"] for m in ("mu", "floor", "exact")}
-            read_input = (at["exact"] == 1) | (at["mu"] > FLOOR_BAND * at["floor"])  # [layer + 1]
-            picked = rows[rows["metric"].isin(ATTENTION_METRIC_NAMES) & (rows["layer"] >= 1)]
-            frames.append(picked[["metric", "layer", "median", "q10", "q90"]].assign(
-                mask=z.label, weights=weights, read=picked["layer"].map(lambda t: bool(read_input[t - 1]))))
-    return pd.concat(frames, ignore_index=True)[["mask", "weights", "metric", "layer", "median", "q10", "q90", "read"]]
-
-
-def decay_shares(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per mask and weight source, the log change of mu over the read layers split between the two factors
-    (the sum over layers of the log median value gain and of the log median attention contraction), each
-    given as its per-layer geometric mean (``gain``, ``contraction``: exp of the log sum over ``layers``),
-    and ``attention_drives``: whether mu decays over them and attention's contraction is the larger part of
-    the decay (its log the more negative; a value gain above 1 counts against the decay).
-
-    Shapes: ``frame`` as from :func:`decomposition` -> one row per mask x weights.
-    """
-    rows = []
-    for (mask, weights), part in frame[frame["read"]].groupby(["mask", "weights"], sort=False):
-        logs = {m: float(np.log(part.loc[part["metric"] == m, "median"]).sum()) for m in FACTORS}
-        layers = int((part["metric"] == FACTORS[0]).sum())
-        decays = logs["value_gain"] + logs["attention_contraction"] < 0
-        rows.append({"mask": mask, "weights": weights, "layers": layers,
-                     "gain": math.exp(logs["value_gain"] / layers),
-                     "contraction": math.exp(logs["attention_contraction"] / layers),
-                     "attention_drives": bool(decays and logs["attention_contraction"] < logs["value_gain"]),
-                     "decays": bool(decays)})
-    return pd.DataFrame(rows)
-
-
-def decay_driver(shares: pd.DataFrame, weights: str, local: bool = True) -> dict[str, float | str]:
-    """The words and numbers of the page's sentence on what drives the decay for one weight source, over
-    the local masks (every decomposed mask but the complete and the causal one) or over those two: which
-    factor is the larger part of the decay (or that mu does not decay) for how many of them, and the range
-    of the per-layer factors.
-
-    Shapes: ``shares`` as from :func:`decay_shares`.
-    """
-    picked = shares[(shares["weights"] == weights) & (~shares["mask"].isin(("complete", "causal")) == local)]
-    n = len(picked)
-    counts = {"attention's contraction": int(picked["attention_drives"].sum()),
-              "the value maps' gain": int((picked["decays"] & ~picked["attention_drives"]).sum()),
-              "neither (μ does not decay)": int((~picked["decays"]).sum())}
-    present = {words: count for words, count in counts.items() if count}
-    driver = (next(iter(present)) if len(present) == 1 else
-              ", ".join(f"{words} for {count} of the {n}" for words, count in present.items()))
-    return {"driver": driver, "n": n, "gain_min": float(picked["gain"].min()), "gain_max": float(picked["gain"].max()),
-            "contraction_min": float(picked["contraction"].min()),
-            "contraction_max": float(picked["contraction"].max())}
-
-
-def decomposition_claims(shares: pd.DataFrame) -> list[Claim]:
-    """The claims row "attention drives the decay", per weight source: it holds for a mask only where
-    attention's contraction is the larger part of the log decay of mu (:func:`decay_shares`).
-
-    Shapes: ``shares`` as from :func:`decay_shares`.
-    """
-    claims = []
-    for weights, part in shares.groupby("weights", sort=False):
-        n, n_holds = len(part), int(part["attention_drives"].sum())
-        verdict = HOLDS if n_holds == n else FAILS if n_holds == 0 else PARTLY
-        number = f"{n_holds} of {n} masks (per layer, contraction c_A against value gain g_V: " + "; ".join(
-            f"{r.mask}: {r.contraction:.3g} against {r.gain:.3g}" for r in part.itertuples()) + ")"
-        claims.append(Claim(f"Attention drives the decay of μ ({weights} weights)", "issue 21",
-                            "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain ‖PY‖/‖PX‖ "
-                            "(medians, geometric mean over the layers above the floor): the larger part of "
-                            "μ's decay", verdict, number))
-    return claims
+    return pd.concat([decomposition_frame(results[DECOMPOSITION_PREFIX + z.part].table, z.label)
+                      for z in ZOO if z.label in DECOMPOSED], ignore_index=True)
 
 
 def decomposition_numbers(shares: pd.DataFrame) -> dict[str, float | str]:
@@ -359,25 +285,3 @@ def decomposition_numbers(shares: pd.DataFrame) -> dict[str, float | str]:
         for suffix, local in (("", True), ("_wide", False)):
             found |= {f"{prefix}{suffix}_{k}": v for k, v in decay_driver(shares, weights, local).items()}
     return found
-
-
-ATTENTION_COLUMNS = {"attention_epsilon": "smallest weight ε", "attention_max_weight": "largest row weight",
-                     "attention_diagonal": "diagonal weight", "attention_lambda2": "|λ₂| of mean A"}
-
-
-def attention_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per decomposed mask x weight source: each attention statistic's median over samples,
-    averaged over the read layers (ε: its smallest over them), and the per-layer factors of
-    :func:`decay_shares`.
-
-    Shapes: ``frame`` as from :func:`decomposition` -> columns mask, weights, ATTENTION_COLUMNS' words,
-    value gain, attention contraction.
-    """
-    read = frame[frame["read"]]
-    stats = read[read["metric"].isin(ATTENTION_COLUMNS)].pivot_table(
-        index=["mask", "weights"], columns="metric", values="median", sort=False,
-        aggfunc=lambda v: v.min() if v.name == "attention_epsilon" else v.mean())
-    shares = decay_shares(frame).set_index(["mask", "weights"])[["gain", "contraction"]]
-    table = stats.join(shares).reset_index().rename(columns={**ATTENTION_COLUMNS, "gain": "value gain / layer",
-                                                             "contraction": "attention contraction / layer"})
-    return table[["mask", "weights", *ATTENTION_COLUMNS.values(), "value gain / layer", "attention contraction / layer"]]

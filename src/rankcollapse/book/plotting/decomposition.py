@@ -22,8 +22,9 @@ AXIS_BOTTOM = 0.05  # a panel's log axis stops here; masks below it (the complet
 _ROWS = {"value_gain": "value gain $g_V$", "attention_contraction": "attention contraction $c_A$"}
 
 
-def decomposition_figure(frame: pd.DataFrame) -> Figure:
-    """Value gain and attention contraction per layer, one line per mask, one column per weight source.
+def decomposition_figure(frame: pd.DataFrame, titles: dict[str, str] | None = None) -> Figure:
+    """Value gain and attention contraction per layer, one line per mask, one column per weight source
+    (``titles``: each source's column title; default ``"<source> weights"``).
 
     Shapes: ``frame`` as from :func:`rankcollapse.book.pages.mask_design.decomposition` (columns ``mask,
     weights, metric, layer, median, q10, q90, read``).
@@ -47,12 +48,13 @@ def decomposition_figure(frame: pd.DataFrame) -> Figure:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.tick_params(labelsize=_FONT_PT)
             if i == 0:
-                ax.set_title(f"{source} weights", fontsize=_FONT_PT + 1)
+                ax.set_title((titles or {}).get(source, f"{source} weights"), fontsize=_FONT_PT + 1)
             if j == 0:
                 ax.set_ylabel(label, fontsize=_FONT_PT)
             if i == len(_ROWS) - 1:
                 ax.set_xlabel("layer", fontsize=_FONT_PT)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    found = dict(kv for ax in axes.flat for kv in zip(*reversed(ax.get_legend_handles_labels())))  # every mask drawn
+    labels, handles = [m for m in masks if m in found], [found[m] for m in masks if m in found]
     fig.legend(handles, labels, fontsize=_FONT_PT, frameon=False, loc="lower center", ncol=min(len(masks), 5))
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
