@@ -28,11 +28,11 @@ def page_claims(store: ResultStore | None = None) -> dict[str, list]:
     """Every page's claims from its largest stored results."""
     store = store or ResultStore()
     fig2_result = _largest(store, "fig2")
-    fig3_table = _largest(store, "fig3").table
-    g1_fig2 = _largest(store, "appendix_g1", norms=["none", "unit", "model"]).table
-    g1_fig3 = _largest(store, "appendix_g1", norms=["none"]).table
-    shallow = _largest(store, "skip_connections", n_layers=12).table
-    deep = _largest(store, "skip_connections", n_layers=128).table
+    fig3_result = _largest(store, "fig3")
+    g1_fig2 = _largest(store, "appendix_g1", norms=["none", "unit", "model"])
+    g1_fig3 = _largest(store, "appendix_g1", norms=["none"])
+    shallow = _largest(store, "skip_connections", n_layers=12)
+    deep = _largest(store, "skip_connections", n_layers=128)
     decoders = {rmsnorm_decoders.CAUSAL: _largest(store, "rmsnorm_decoders", masks=["causal"])}
     for window in (4, 16):
         decoders[rmsnorm_decoders.window_part(window)] = _largest(store, "rmsnorm_decoders",
@@ -41,12 +41,14 @@ def page_claims(store: ResultStore | None = None) -> dict[str, list]:
                "all_global": _largest(store, "sliding_window_model", model_windows=False),
                "all_local": _largest(store, "sliding_window_model", masks=["causal_sliding_window"])}
     return {
-        "fig2": fig2.claims(fig2_result.table, fig2_result.provenance["parameters"]["n_tokens"]),
-        "fig3": fig3.claims(fig3_table),
+        "fig2": fig2.claims(fig2_result.table, fig2_result.provenance["parameters"]["n_tokens"], fig2_result.samples),
+        "fig3": fig3.claims(fig3_result.table, fig3_result.samples),
         "fig4": fig4.claims(_largest(store, "fig4").table),
-        "appendix_g1": appendix_g1.claims(g1_fig2, g1_fig3),
-        "pretrained_panels": pretrained_panels.claims(fig3_table),
-        "skip_connections": skip_connections.claims(shallow, deep, skip_connections.numbers(shallow, deep)),
+        "appendix_g1": appendix_g1.claims(g1_fig2.table, g1_fig3.table, g1_fig2.samples, g1_fig3.samples),
+        "pretrained_panels": pretrained_panels.claims(fig3_result.table, fig3_result.samples),
+        "skip_connections": skip_connections.claims(shallow.table, deep.table,
+                                                    skip_connections.numbers(shallow.table, deep.table),
+                                                    shallow.samples, deep.samples),
         "rmsnorm_decoders": rmsnorm_decoders.claims(rmsnorm_decoders.rate_table(decoders)),
         "sliding_window_model": sliding_window_model.claims(sliding_window_model.rate_table(sliding)),
     }

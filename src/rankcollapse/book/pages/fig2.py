@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from rankcollapse.book.labels import mask_label
 from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, paired_sides, rates_claim,
                                             times_floor)
 # decomposition_claims: the page's .md reads it from this module
@@ -198,6 +199,8 @@ def controls_numbers(controls: pd.DataFrame, pretrained_self: pd.DataFrame, main
     for norm, expected, _ in BIAS_VERDICTS:
         for w in BIAS_SOURCES:
             out[f"{norm}_{w}_agree"], out[f"{norm}_{w}_of"] = _agree(controls, expected, weights=w, norm=norm)
+    stable = _paper_curves(controls, weights="initialized_nobias", norm="none")
+    out["stable_without_biases"] = [r.mask for r in stable.itertuples() if r.curve.verdict == STABLE]
     for w in BIAS_SOURCES:
         out[f"self_rate_{w}"] = _self_rate(controls, w, "none")
         shares = value_map_shares(controls, w)
@@ -235,9 +238,12 @@ def controls_headline(found: dict[str, object]) -> str:
         counts = [(found[f"{norm}_{w}_agree"], found[f"{norm}_{w}_of"]) for w in BIAS_SOURCES]
         text = f"{words} under {counts[0][0]} of {counts[0][1]} masks with biases, {counts[1][0]} of {counts[1][1]} without"
         (changed if counts[0] != counts[1] else kept).append(text)
+    stable = found.get("stable_without_biases", [])
     verdicts = (f"Dropping the biases (the same seeded weights; the theory's SAN has none) changes "
                 f"{len(changed)} of {len(BIAS_VERDICTS)} verdicts at initialization"
                 + (f": {'; '.join(changed)}" if changed else "")
+                + (f". Without biases pure attention is stable under the {' and the '.join(map(mask_label, stable))}"
+                   if stable else "")
                 + (f". Unchanged: {'; '.join(kept)}" if kept else "") + ".")
     mixing = (f"With no mixing at all (each token attends only to itself, the same weights), μ/‖X‖_F "
               f"{_no_mixing_words(found, 'initialized')} with biases and {_no_mixing_words(found, 'initialized_nobias')} "
