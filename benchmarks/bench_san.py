@@ -204,6 +204,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--memory-samples", type=int, nargs="*", default=[8, 32, 128],
                         help="sample counts for the engine's memory scan (16 configs, 1 layer)")
+    parser.add_argument("--memory-layers", type=int, nargs="*", default=[1, 12, 48],
+                        help="depths for the engine's memory scan (at the smallest --memory-samples)")
     parser.add_argument("--memory-only", action="store_true", help="run only the memory scan")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=list(metrics.DTYPES))
     parser.add_argument("--no-record", action="store_true", help=f"do not update {THROUGHPUT_FILE.name}")
@@ -212,7 +214,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.one:
         if args.one == "memory":
-            report = memory_scan(args.dims[0], args.samples)
+            report = memory_scan(args.dims[0], args.samples, args.layers, args.dtypes[0])
         else:
             report = one(args.one, args.dims[0], args.samples, args.layers, args.batch, args.dtypes[0])
         print(json.dumps(report))
@@ -251,22 +253,27 @@ def main() -> None:
     if engines and not args.no_record:
         record_throughput(engines)
     # run_san keeps one chunk of samples of one configuration alive at a time, so the peak stays flat in
-    # the number of samples: X(0) plus a constant set by the chunk size.
-    print("\n| memory scan | samples x 16 configs, 1 layer | X(0) GiB | peak RSS GiB |\n|---|---|---|---|")
-    for n in args.memory_samples:
-        row = spawn("memory", args.dims[0], n, 1)
-        print(f"| {args.dims[0]} | {n} | {row['x0_gib']:.3f} | {row['peak_rss_gib']:.2f} |")
+    # the number of samples (X(0) plus a constant set by the chunk size) and in depth (only per-layer metrics
+    # are kept), in float32 and float64 alike.
+    print("\n| memory scan | dtype | samples x 16 configs | layers | X(0) GiB | peak RSS GiB |\n|---|---|---|---|---|---|")
+    scan = [(n, 1) for n in args.memory_samples] + [(min(args.memory_samples), t) for t in args.memory_layers if t != 1]
+    for dtype in args.dtypes:
+        for n, n_layers in scan:
+            row = spawn("memory", args.dims[0], n, n_layers, dtype=dtype)
+            print(f"| {args.dims[0]} | {dtype} | {n} | {n_layers} | {row['x0_gib']:.3f} | {row['peak_rss_gib']:.2f} |",
+                  flush=True)
 
 
-def memory_scan(dims: str, n_samples: int) -> dict:
-    """Peak RSS of the engine with 16 configurations (4 masks x 4 norms), one layer, default budget."""
+def memory_scan(dims: str, n_samples: int, n_layers: int = 1, dtype: str = "float32") -> dict:
+    """Peak RSS of the engine with 16 configurations (4 masks x 4 norms), ``n_layers`` layers, default budget,
+    states in ``dtype`` (X(0) is held in float32 as the sweeps hold it)."""
     d_model, n_heads = DIMS[dims]
-    layers = random_layers(1, d_model, n_heads, dtype=torch.float32)
+    layers = random_layers(n_layers, d_model, n_heads, dtype=metrics.resolve_dtype(dtype))
     x0 = torch.randn(n_samples, N_TOKENS, d_model, generator=torch.Generator().manual_seed(0))
     grid = config_grid(masks=MASKS, norms=norms.FIXED_NORM_NAMES)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    run_san(x0, layers, grid, dtype=torch.float32, metric_names=("mu", "norm"))
+    run_san(x0, layers, grid, dtype=metrics.resolve_dtype(dtype), metric_names=("mu", "norm"))
     return {"peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
             "rss_before_gib": base / 2**20, "x0_gib": x0.numel() * 4 / 2**30, "seconds": time.perf_counter() - start}
 

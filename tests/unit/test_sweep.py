@@ -407,3 +407,42 @@ def test_the_measured_throughput_is_scaled_to_the_runs_sequence_length(tmp_path,
     expected = 100.0 * engine.attention_flop(384, 128) / engine.attention_flop(384, 32)
     assert rate == pytest.approx(expected) and 3.5 < rate / 100.0 < 4.5
     assert "scaled to 32 tokens" in source
+
+
+def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_them(tmp_path, monkeypatch, capsys):
+    """The book's own store keeps a run's finished units in the user's cache, not in the work tree: a run
+    killed in one checkout (here: three of its four units left) resumes in a fresh clone of the same source,
+    ``rankcollapse results`` lists it meanwhile, and units left by other source are named with the commit to
+    resume them in, never used."""
+    from rankcollapse.experiments import store as store_module
+
+    monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("RANKCOLLAPSE_RESULTS_DIR", raising=False)
+    monkeypatch.setenv(sweep.BLOCK_ENV, "2")
+    monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
+    config = pages.configure("fig2", TINY)["main"].config
+    parameters = experiments.stored_parameters(config)
+    for module in (store_module, checkpoints):
+        monkeypatch.setattr(module, "book_root", lambda: tmp_path / "first-clone")
+    partial = checkpoints.partial_folder(ResultStore(), "fig2", parameters)
+    assert partial.parent.parent == tmp_path / "cache" / "partial"  # outside the checkout
+    assert checkpoints.partial_root(ResultStore(tmp_path / "other")) == tmp_path / "other" / ".partial"
+    checkpoints.announce(partial, "fig2", {"git_commit": "1234567890ab", "units": 4})
+    sweep.compute(config, label="fig2", partial=partial)  # 2 blocks x 2 weight sources
+    (partial / "pretrained-san-2-4.pt").unlink()  # killed before its last unit
+    other = partial.with_name(partial.name.rpartition("-")[0] + "-0123456789ab")  # older source's units
+    other.mkdir()
+    (other / "initialized-san-0-2.pt").write_bytes(b"x")
+    (other / checkpoints.RUN_RECORD).write_text(json.dumps({"git_commit": "feedface0000"}))
+    runs = {r["folder"]: r for r in checkpoints.partial_runs(ResultStore())}
+    assert (runs[partial]["done"], runs[partial]["units"], runs[partial]["resumable"]) == (3, 4, True)
+    assert (runs[other]["resumable"], runs[other]["commit"]) == (False, "feedface0000")
+
+    for module in (store_module, checkpoints):
+        monkeypatch.setattr(module, "book_root", lambda: tmp_path / "fresh-clone")
+    capsys.readouterr()
+    result = sweep.run_experiment("fig2", config, ResultStore())
+    assert result.csv_path.is_relative_to(tmp_path / "fresh-clone" / "results")
+    assert result.provenance["units_resumed"] == 3
+    assert "check out feedface0000 to resume them" in capsys.readouterr().err
+    assert not partial.exists() and other.is_dir()  # the other source's units are left alone

@@ -1,7 +1,7 @@
 """``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book]
 [--nproc K] [--timeout S]``, ``rankcollapse compute PAGE ...`` (the same, without rendering), ``rankcollapse pages
 [PAGE] [--profile paper]`` (the registry's pages, or one page's parameters: :mod:`rankcollapse.book.cli_listing`),
-``rankcollapse results [PAGE]`` (the results store), ``rankcollapse bundle PAGE[:PART] ...`` (a device bundle of
+``rankcollapse results [PAGE]`` (the results store and the unfinished runs' checkpoints), ``rankcollapse bundle PAGE[:PART] ...`` (a device bundle of
 initialized sweeps: :mod:`rankcollapse.book.cli_bundle`) and ``rankcollapse --version``.
 
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
@@ -242,7 +242,7 @@ def _parser() -> argparse.ArgumentParser:
     bundle.add_argument("--code", action="store_true", help="copy the package's sources into OUTPUT/src")
     bundle.add_argument("--fit-mib", type=float, default=None, help="drop sample counts until it fits with the tree")
     bundle.add_argument("--extra", type=Path, default=None, help="with --fit-mib: move them here instead")
-    results = commands.add_parser("results", help="list the stored results (verified or damaged)")
+    results = commands.add_parser("results", help="list the stored results (verified or damaged) and unfinished runs")
     results.add_argument("page", nargs="?", default=None, help="only this page's results")
     return parser
 
@@ -254,8 +254,10 @@ def _listing(args: argparse.Namespace) -> int:
     if args.command == "results":
         if args.page is not None:
             pages.page(args.page)
-        rows = cli_listing.results_table(args.page)
+        rows, partial = cli_listing.results_table(args.page), cli_listing.partial_table(args.page)
         print(cli_listing.format_table(rows) if rows else "no stored results")
+        if partial:
+            print(f"\nunfinished runs (their finished units; the same command resumes them):\n{cli_listing.format_table(partial)}")
         return 1 if any(r["status"] != "verified" for r in rows) else 0
     if args.page is not None:
         if args.profile is not None:

@@ -135,13 +135,30 @@ def results_table(page: str | None = None) -> list[dict[str, str]]:
     return rows
 
 
+def partial_table(page: str | None = None) -> list[dict[str, str]]:
+    """One row per unfinished run of the book's store (of ``page``, or every page;
+    :func:`rankcollapse.experiments.checkpoints.partial_runs`): page, key, its finished units of all, the commit
+    that started it, and whether this checkout resumes it (else the commit to resume it in), its folder."""
+    from rankcollapse.experiments.checkpoints import partial_runs
+    from rankcollapse.experiments.store import ResultStore
+
+    with contextlib.chdir(repo_root()):
+        store = ResultStore()
+    return [{"page": r["page"], "key": r["key"], "units done": f"{r['done']} of {r['units'] or '?'}",
+             "commit": str(r["commit"])[:8], "started": r["started"],
+             "resume": "here (same source)" if r["resumable"] else f"in commit {str(r['commit'])[:8]} (source changed)",
+             "folder": str(r["folder"])}
+            for r in partial_runs(store) if page in (None, r["page"])]
+
+
 def format_table(rows: list[dict[str, str]]) -> str:
-    """Rows as aligned columns under a header line."""
+    """Rows as aligned columns under a header line (the columns of the first row)."""
     if not rows:
         return ""
-    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in _COLUMNS}
-    return "\n".join("  ".join(str(r[c]).ljust(widths[c]) for c in _COLUMNS).rstrip()
-                     for r in [{c: c for c in _COLUMNS}, *rows])
+    columns = list(rows[0])
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+    return "\n".join("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip()
+                     for r in [{c: c for c in columns}, *rows])
 
 
 def stored_parts(page: str, parameters: Mapping[str, object]) -> dict[str, object]:

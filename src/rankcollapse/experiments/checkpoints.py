@@ -1,6 +1,13 @@
 """The units of a long sweep and their checkpoints: each finished unit of work, written atomically, reusable only by the
 same parameters, block, package source, PyTorch and model files, and only while its metrics hash to what was written.
 
+Where they wait (:func:`partial_root`): for the book's own store (``results/`` of the checkout) in the user's cache,
+``<cache>/partial/<page>/<result key>-<source hash>/`` (``$RANKCOLLAPSE_CACHE``, default ``~/.cache/rankcollapse``),
+outside the work tree, so a run killed in one checkout resumes in a fresh clone of the same source on the same
+machine; for any other store (a folder given, ``$RANKCOLLAPSE_RESULTS_DIR``) under ``<root>/.partial/``. Each folder
+holds a record of its run (:data:`RUN_RECORD`: page, key, parameters, the commit and source hash that started it, the
+number of units), which ``rankcollapse runs`` lists (:func:`partial_runs`).
+
 A checkpoint that cannot be read back (truncated by a full disk or a copy, overwritten, edited) is never fatal
 and never used: it is named in one warning line on stderr, moved aside to ``<name>.pt.corrupt`` and its unit
 computed again.
@@ -12,14 +19,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from rankcollapse.experiments.provenance import atomic_write, source_sha256
+from rankcollapse.experiments.provenance import atomic_write, book_root, source_sha256
 from rankcollapse.experiments.store import ResultStore, canonical_parameters, result_key
+from rankcollapse.hf.load import cache_root
+
+RUN_RECORD = "run.json"  # in a partial folder: what run its units belong to
 
 
 @dataclass(frozen=True)
@@ -36,10 +47,67 @@ class Unit:
         return f"{self.weights}-{'full' if self.full else 'san'}-{self.start}-{self.stop}"
 
 
+def partial_root(store: ResultStore) -> Path:
+    """Where the finished units of ``store``'s results wait: ``<cache>/partial`` for the book's own store (outside
+    the work tree), ``<root>/.partial`` for any other."""
+    if store.root.resolve() == (book_root() / "results").resolve():
+        return cache_root() / "partial"
+    return store.root / ".partial"
+
+
 def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
     """Where a result's finished units wait: keyed by the result key and the package's source hash
     (:func:`rankcollapse.experiments.provenance.source_sha256`), so a commit that changes no code keeps them."""
-    return store.root / ".partial" / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
+    return partial_root(store) / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
+
+
+def announce(folder: Path, page: str, record: dict) -> None:
+    """Before a run's first unit: one line per unit folder of the same result left by other package source
+    (:func:`orphaned_units`), then the run's record in ``folder`` (written once, atomically)."""
+    for line in orphaned_units(folder):
+        print(f"{page}: {line}", file=sys.stderr)
+    path = folder / RUN_RECORD
+    if not path.is_file():
+        record = {"page": page, "key": folder.name.rpartition("-")[0], "source_sha256": source_sha256(), **record}
+        atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
+
+
+def _read_record(folder: Path) -> dict:
+    """A partial folder's run record, or {} where it has none (folders written before records were kept)."""
+    try:
+        return json.loads((folder / RUN_RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def partial_runs(store: ResultStore) -> list[dict]:
+    """Every unfinished run of ``store``: page, key, folder, finished and total units, the commit that started it
+    and whether this code can resume it (``resumable``: its source hash is this package's).
+
+    Shapes: -> one dict per partial folder, sorted by page and key.
+    """
+    here, runs = source_sha256()[:12], []
+    for folder in sorted(partial_root(store).glob("*/*-*")):
+        if folder.is_dir():
+            record = _read_record(folder)
+            key, _, source = folder.name.rpartition("-")
+            runs.append({"page": folder.parent.name, "key": key, "folder": folder, "resumable": source == here,
+                         "done": sum(1 for p in folder.glob("*.pt")), "units": record.get("units"),
+                         "commit": record.get("git_commit", "unknown"), "started": record.get("started_utc", "")})
+    return runs
+
+
+def orphaned_units(folder: Path) -> list[str]:
+    """One line per partial folder of the same result left by other package source (it cannot resume here),
+    naming its finished units and the commit to resume it in."""
+    lines = []
+    key = folder.name.rpartition("-")[0]
+    for other in sorted(folder.parent.glob(f"{key}-*")):
+        if other != folder and other.is_dir() and (done := sum(1 for _ in other.glob("*.pt"))):
+            commit = _read_record(other).get("git_commit", "unknown")
+            lines.append(f"{done} finished units of this result wait in {other}, from other package source "
+                         f"(commit {commit}); they cannot resume here: check out {commit} to resume them")
+    return lines
 
 
 def metrics_digest(metrics: dict[str, torch.Tensor], seconds: float) -> str:

@@ -11,12 +11,9 @@ one call over all samples gives, so the summary table does not depend on how the
 * **Processes** (``torchrun``): under ``torch.distributed`` rank r computes units r, r + K, r + 2K, ...;
   the per-sample metrics are gathered to rank 0, which summarizes and stores the one result (same key,
   same provenance, plus ``world_size``). NCCL on GPUs, gloo on CPU; each rank uses ``cuda:LOCAL_RANK``.
-* **Resume**: each finished unit is written atomically to
-  ``<results>/.partial/<page>/<result key>-<source hash>/<unit>.pt`` with the full parameters, the
-  PyTorch version and its compute seconds inside, so a checkpoint can only be reused by the same parameters, block, package source
-  and PyTorch (a commit that changes only pages or results keeps it); a run killed at any point and
-  started again with the same command computes only the missing units, then stores the result (CSV, then
-  the JSON that makes it visible) and deletes the folder. The result's ``compute_time_s`` sums its
+* **Resume**: each finished unit is checkpointed (:mod:`rankcollapse.experiments.checkpoints`: where, and who
+  may reuse it); a run killed at any point and started again with the same command computes only the missing
+  units, then stores the result (CSV, then the JSON that makes it visible) and deletes the folder. The result's ``compute_time_s`` sums its
   units' seconds over every process and session, ``units_resumed`` counts those taken from checkpoints,
   and ``wall_time_s`` is the last session's.
 * **Plan**: before it starts, a run prints its size (samples x layers x configurations), the expected
@@ -65,7 +62,7 @@ from rankcollapse.engine import (AttentionLayer, attention_flop, bytes_per_sampl
                                  run_san, samples_per_chunk)
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
-from rankcollapse.experiments.checkpoints import Checkpoints, Unit, partial_folder
+from rankcollapse.experiments.checkpoints import Checkpoints, Unit, announce, partial_folder
 from rankcollapse.experiments.samples import SampleValues, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
@@ -405,6 +402,9 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
     start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
     partial = partial_folder(store, page, parameters)
     store.check_writable(page, partial)  # before the first unit, not after the last
+    if rank == 0:
+        announce(partial, page, {"parameters": parameters, "git_commit": origin["git_commit"],
+                                 "units": len(units(config, block_samples(config))), "started_utc": origin["created_utc"]})
     out = compute(config, label=page, partial=partial, inputs=inputs)
     result = None
     if rank == 0:

@@ -78,7 +78,7 @@ class LoadedModel:
     source: ModelSource  # where it came from
 
 
-def _cache_root() -> Path:
+def cache_root() -> Path:
     """``$RANKCOLLAPSE_CACHE`` or ``~/.cache/rankcollapse``."""
     return Path(os.environ.get("RANKCOLLAPSE_CACHE", Path.home() / ".cache" / "rankcollapse"))
 
@@ -99,7 +99,7 @@ def _cache_dir(name: str) -> Path:
         version = importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    return _cache_root() / f"{dist}-{version}"
+    return cache_root() / f"{dist}-{version}"
 
 
 def _atomic_folder(final: Path, build) -> Path:
