@@ -178,7 +178,8 @@ def _decomposition_frame(factors: dict, read_from: int = 1) -> pd.DataFrame:
         for layer in range(1, 5):
             for metric, value in (("value_gain", gain), ("attention_contraction", contraction)):
                 rows.append({"mask": mask, "weights": weights, "metric": metric, "layer": layer, "median": value,
-                             "q10": value / 2, "q90": value * 2, "read": layer >= read_from})
+                             "q10": value / 2, "q90": value * 2, "read": layer >= read_from,
+                             "above_floor": math.inf if layer >= read_from else 1.0})
     return pd.DataFrame(rows)
 
 
@@ -191,7 +192,7 @@ def test_attention_drives_the_decay_only_where_its_log_share_is_the_larger():
     assert shares["attention_drives"].to_dict() == {("window ±1", "initialized"): False, ("causal", "initialized"): True,
                                                     ("window ±1", "pretrained"): False, ("causal", "pretrained"): True}
     assert shares.loc[("window ±1", "initialized"), "gain"] == pytest.approx(1 / 3)
-    verdicts = [c.verdict for c in mask_design.decomposition_claims(mask_design.decay_shares(frame))]
+    verdicts = [c.verdict for c in mask_design.decomposition_claims(frame)]
     assert verdicts == ["holds partly", "holds partly"]
     words = mask_design.decay_driver(mask_design.decay_shares(frame), "initialized")
     assert words["driver"] == "the value maps' gain" and words["n"] == 1  # window ±1 is the only local mask here

@@ -17,32 +17,38 @@ import pandas as pd
 
 from rankcollapse.core.metrics import ATTENTION_METRIC_NAMES, FLOOR_BAND
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
+from rankcollapse.verdicts.robustness import robust
+from rankcollapse.verdicts.rules import Thresholds
 
 FACTORS = ("value_gain", "attention_contraction")  # the two factors of a pure-attention layer's mu'/mu
-COLUMNS = ["mask", "weights", "metric", "layer", "median", "q10", "q90", "read"]
+COLUMNS = ["mask", "weights", "metric", "layer", "median", "q10", "q90", "above_floor", "read"]
 
 
 def decomposition_frame(table: pd.DataFrame, label: str | None = None) -> pd.DataFrame:
     """One row per mask x weight source x metric x layer >= 1 of one sweep with ``attention_stats``: the
-    median and the 10-90 % band over samples, and whether the layer is *read*: its input's mu is tracked
-    exactly or lies above FLOOR_BAND x its rounding floor (medians), so the factors are not rounding noise.
+    median and the 10-90 % band over samples, ``above_floor``, the layer's input mu over its rounding floor
+    (medians; infinite where mu is tracked exactly), and whether the layer is *read*: ``above_floor`` beyond
+    FLOOR_BAND, so the factors are not rounding noise (:func:`decay_shares` reads it again at other bands).
     ``label`` names the mask (one-mask sweeps; default: the table's mask names).
 
-    Shapes: ``table`` the sweep's tidy table -> columns ``mask, weights, metric, layer, median, q10, q90, read``.
+    Shapes: ``table`` the sweep's tidy table -> columns ``mask, weights, metric, layer, median, q10, q90,
+    above_floor, read``.
     """
     frames = []
     table = table[table["variant"] == "SAN"]
     for (mask, weights), rows in table.groupby(["mask", "weights"], sort=False):
         at = {m: rows[rows["metric"] == m].set_index("layer")["median"] for m in ("mu", "floor", "exact")}
-        read_input = (at["exact"] == 1) | (at["mu"] > FLOOR_BAND * at["floor"])  # [layer + 1]
+        above = (at["mu"] / at["floor"]).where(at["exact"] != 1, math.inf)  # [layer + 1]
         picked = rows[rows["metric"].isin(ATTENTION_METRIC_NAMES) & (rows["layer"] >= 1)]
+        input_above = picked["layer"].map(lambda t: float(above[t - 1]))
         frames.append(picked[["metric", "layer", "median", "q10", "q90"]].assign(
-            mask=label or mask, weights=weights, read=picked["layer"].map(lambda t: bool(read_input[t - 1]))))
+            mask=label or mask, weights=weights, above_floor=input_above, read=input_above > FLOOR_BAND))
     return pd.concat(frames, ignore_index=True)[COLUMNS]
 
 
-def decay_shares(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per mask and weight source, the log change of mu over the read layers split between the two factors
+def decay_shares(frame: pd.DataFrame, thresholds: Thresholds | None = None) -> pd.DataFrame:
+    """Per mask and weight source, the log change of mu over the read layers (``read``, or with
+    ``thresholds`` those whose input lies beyond its ``floor_band``) split between the two factors
     (the sum over layers of the log median value gain and of the log median attention contraction), each
     given as its per-layer geometric mean (``gain``, ``contraction``: exp of the log sum over ``layers``),
     and ``attention_drives``: whether mu decays over them and attention's contraction is the larger part of
@@ -51,7 +57,8 @@ def decay_shares(frame: pd.DataFrame) -> pd.DataFrame:
     Shapes: ``frame`` as from :func:`decomposition_frame` -> one row per mask x weights.
     """
     rows = []
-    for (mask, weights), part in frame[frame["read"]].groupby(["mask", "weights"], sort=False):
+    read = frame["read"] if thresholds is None else frame["above_floor"] > thresholds.floor_band
+    for (mask, weights), part in frame[read].groupby(["mask", "weights"], sort=False):
         logs = {m: float(np.log(part.loc[part["metric"] == m, "median"]).sum()) for m in FACTORS}
         layers = int((part["metric"] == FACTORS[0]).sum())
         decays = logs["value_gain"] + logs["attention_contraction"] < 0
@@ -87,23 +94,24 @@ def decay_driver(shares: pd.DataFrame, weights: str, local: bool = True) -> dict
 SOURCE = "issue 21"  # where the claim "attention drives the decay" comes from (not the paper)
 
 
-def decomposition_claims(shares: pd.DataFrame) -> list[Claim]:
+def decomposition_claims(frame: pd.DataFrame) -> list[Claim]:
     """The claims row "attention drives the decay", per weight source: it holds for a mask only where
-    attention's contraction is the larger part of the log decay of mu (:func:`decay_shares`).
+    attention's contraction is the larger part of the log decay of mu (:func:`decay_shares`), robust or not
+    over the grid's floor bands (which layers are read).
 
-    Shapes: ``shares`` as from :func:`decay_shares`.
+    Shapes: ``frame`` as from :func:`decomposition_frame`.
     """
-    claims = []
-    for weights, part in shares.groupby("weights", sort=False):
+    def claim(weights: str, thresholds: Thresholds) -> Claim:
+        part = decay_shares(frame[frame["weights"] == weights], thresholds)
         n, n_holds = len(part), int(part["attention_drives"].sum())
         verdict = HOLDS if n_holds == n else FAILS if n_holds == 0 else PARTLY
         number = f"{n_holds} of {n} masks (per layer, contraction c_A against value gain g_V: " + "; ".join(
             f"{r.mask}: {r.contraction:.3g} against {r.gain:.3g}" for r in part.itertuples()) + ")"
-        claims.append(Claim(f"Attention drives the decay of μ ({weights} weights)", SOURCE,
-                            "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain ‖PY‖/‖PX‖ "
-                            "(medians, geometric mean over the layers above the floor): the larger part of "
-                            "μ's decay", verdict, number))
-    return claims
+        return Claim(f"Attention drives the decay of μ ({weights} weights)", SOURCE,
+                     "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain ‖PY‖/‖PX‖ (medians, geometric "
+                     "mean over the layers above the floor): the larger part of μ's decay", verdict, number)
+
+    return [robust(lambda t, w=w: claim(w, t)) for w in dict.fromkeys(frame["weights"])]
 
 
 ATTENTION_COLUMNS = {"attention_epsilon": "smallest weight ε", "attention_max_weight": "largest row weight",
