@@ -228,6 +228,6 @@ def test_decomposition_figure_names_the_masks_below_its_axis():
     frame = _decomposition_frame({("complete", "initialized"): (0.3, 1e-6), ("causal", "initialized"): (0.3, 0.6)})
     fig = plotting_decomposition.decomposition_figure(frame)
     texts = [t.get_text() for t in fig.axes[1].texts]
-    assert texts == ["below the axis: complete (to 1e-06)"] and not fig.axes[0].texts
+    assert texts == ["below the axis:\ncomplete (to 1e-06)"] and not fig.axes[0].texts
     sizes = [t.get_fontsize() for t in fig.findobj(lambda o: hasattr(o, "get_fontsize") and o.get_text())]
     assert fig.get_figwidth() <= 7.0 and min(sizes) * 672 / (fig.get_figwidth() * 96) >= 9

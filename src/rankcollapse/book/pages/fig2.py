@@ -343,6 +343,7 @@ def decomposition(result: StoredResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``decomposition`` part read per layer (:func:`rankcollapse.book.pages._decomposition.decomposition_frame`)
     and its shares of the decay (:func:`rankcollapse.book.pages._decomposition.decay_shares`)."""
     frame = decomposition_frame(result.table)
+    frame["mask"] = frame["mask"].map(mask_label)  # the figure's legend and the claims name masks in words
     return frame, decay_shares(frame)
 
 

@@ -17,6 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from rankcollapse.book.plotting import overlap
+
 _FONT_PT = 10  # smallest font (>= 9 pt at the 672 px column for a 7 in figure)
 AXIS_BOTTOM = 0.05  # a panel's log axis stops here; masks below it (the complete mask's collapse) are named
 _ROWS = {"value_gain": "value gain $g_V$", "attention_contraction": "attention contraction $c_A$"}
@@ -37,6 +39,7 @@ def decomposition_figure(frame: pd.DataFrame, titles: dict[str, str] | None = No
     for i, (metric, label) in enumerate(_ROWS.items()):
         for j, source in enumerate(weights):
             ax = axes[i][j]
+            ax.set_label(f"{(titles or {}).get(source, f'{source} weights')}: {label.split(' $')[0]}")  # name in captions
             for mask in masks:
                 rows = shown[(shown["metric"] == metric) & (shown["weights"] == source) & (shown["mask"] == mask)]
                 rows = rows.sort_values("layer")
@@ -53,6 +56,7 @@ def decomposition_figure(frame: pd.DataFrame, titles: dict[str, str] | None = No
                 ax.set_ylabel(label, fontsize=_FONT_PT)
             if i == len(_ROWS) - 1:
                 ax.set_xlabel("layer", fontsize=_FONT_PT)
+    overlap.restyle_coinciding(fig)  # masks drawn on top of each other get their own markers and line style
     found = dict(kv for ax in axes.flat for kv in zip(*reversed(ax.get_legend_handles_labels())))  # every mask drawn
     labels, handles = [m for m in masks if m in found], [found[m] for m in masks if m in found]
     fig.legend(handles, labels, fontsize=_FONT_PT, frameon=False, loc="lower center", ncol=min(len(masks), 5))
@@ -70,5 +74,5 @@ def _clip_below(ax: Axes, rows: pd.DataFrame) -> None:
     if below.empty:
         return
     ax.set_ylim(bottom=AXIS_BOTTOM)
-    words = ", ".join(f"{mask} (to {value:.1g})" for mask, value in below.items())
-    ax.text(0.03, 0.04, f"below the axis: {words}", transform=ax.transAxes, fontsize=_FONT_PT)
+    words = "\n".join(f"{mask} (to {value:.1g})" for mask, value in below.items())  # one line each: inside the panel
+    ax.text(0.03, 0.04, f"below the axis:\n{words}", transform=ax.transAxes, fontsize=_FONT_PT)
