@@ -38,11 +38,13 @@ def test_fig2(repo_root, tmp_path, figure_dir, results_dir):
     meta = json.loads((figure_dir / "fig-fig2-mu.json").read_text())
     assert meta["parameters"]["n_tokens"] == 8 and "pretrained" in meta["parameters"]["weights"]
     assert {p.suffix for p in figure_dir.glob("fig-fig2-mu.*")} == {".png", ".svg", ".pdf", ".json", ".csv"}
-    # the main sweep, its controls, the pretrained no-mixing control and two seed replicates, each with its
-    # per-sample values
-    assert len(list((results_dir / "fig2").glob("*.csv"))) == 5 == len(list((results_dir / "fig2").glob("*.samples.npz")))
+    # the main sweep, its controls, the pretrained no-mixing control, two seed replicates and the decomposition,
+    # each with its per-sample values
+    assert len(list((results_dir / "fig2").glob("*.csv"))) == 6 == len(list((results_dir / "fig2").glob("*.samples.npz")))
     assert glued["fig2_n_seeds"] == 3 and "fig-fig2-controls" in {p.stem for p in figure_dir.glob("*.json")}
     assert "fig2_controls_summary" in glued and "fig2_controls_claims" in glued
+    assert "fig-fig2-decomposition" in {p.stem for p in figure_dir.glob("*.json")}
+    assert "fig2_decomp_summary" in glued and "fig2_decomp_claims" in glued and "fig2_decomp_notes" in glued
 
 
 def test_fig3(repo_root, tmp_path):
