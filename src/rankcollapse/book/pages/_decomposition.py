@@ -94,10 +94,11 @@ def decay_driver(shares: pd.DataFrame, weights: str, local: bool = True) -> dict
 SOURCE = "issue 21"  # where the claim "attention drives the decay" comes from (not the paper)
 
 
-def decomposition_claims(frame: pd.DataFrame) -> list[Claim]:
+def decomposition_claims(frame: pd.DataFrame, words: dict[str, str] | None = None) -> list[Claim]:
     """The claims row "attention drives the decay", per weight source: it holds for a mask only where
     attention's contraction is the larger part of the log decay of mu (:func:`decay_shares`), robust or not
-    over the grid's floor bands (which layers are read).
+    over the grid's floor bands (which layers are read). ``words``: each weight source's name in the claim
+    (default ``"<source> weights"``).
 
     Shapes: ``frame`` as from :func:`decomposition_frame`.
     """
@@ -107,7 +108,7 @@ def decomposition_claims(frame: pd.DataFrame) -> list[Claim]:
         verdict = HOLDS if n_holds == n else FAILS if n_holds == 0 else PARTLY
         number = f"{n_holds} of {n} masks (per layer, contraction c_A against value gain g_V: " + "; ".join(
             f"{r.mask}: {r.contraction:.3g} against {r.gain:.3g}" for r in part.itertuples()) + ")"
-        return Claim(f"Attention drives the decay of μ ({weights} weights)", SOURCE,
+        return Claim(f"Attention drives the decay of μ ({(words or {}).get(weights, f'{weights} weights')})", SOURCE,
                      "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain ‖PY‖/‖PX‖ (medians, geometric "
                      "mean over the layers above the floor): the larger part of μ's decay", verdict, number)
 
