@@ -2,7 +2,8 @@
 # Runs a device bundle (scripts/device_bundle.sh) on a GPU machine that has python3 with PyTorch and
 # transformers but no package index: this script is copied into the bundle folder and runs the package copy
 # beside it. Results land in a store under /tmp and, as each one is done, in $OUT/results.tar.gz
-# (results/<page>/<key>.{csv,json}, to unpack into results/ at the repository root); timings and the engine's
+# (results/<page>/<key>.{csv,json,samples.npz}, to unpack at the repository root; over 15 MiB it comes in parts
+# results.tar.gz.part-00, -01, ...: cat results.tar.gz.part-* | tar xz); timings and the engine's
 # throughput in $OUT/device_report.json.
 #   first call (carry the bundle's src, bundle.json, this script and .device/extra):
 #     EXTRA=.device/extra bash .device/bundle/device_run.sh --stand-in --dtypes float32 float64

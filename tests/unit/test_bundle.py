@@ -95,9 +95,12 @@ def test_device_script_stores_what_compute_stores(written, tmp_path):
     for field in ("weight_sha256", "sample_ids_sha256", "sample_texts_sha256", "samples_available", "model_layers",
                   "model_package", "tokenizer_sha256", "model_description", "dtype", "device"):
         assert device.provenance[field] == normal.provenance[field], field
-    with tarfile.open(archive) as tar:
+    with tarfile.open(archive) as tar:  # unpacked into a store, the result verifies (its per-sample values too)
         assert sorted(tar.getnames()) == sorted(f"results/skip_connections/{normal.csv_path.stem}{s}"
-                                                for s in (".csv", ".json"))
+                                                for s in (".csv", ".json", ".samples.npz"))
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    unpacked = ResultStore(tmp_path / "unpacked" / "results").verify("skip_connections", normal.csv_path.stem)
+    assert unpacked.samples is not None
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["n_samples"] for r in report["runs"]] == [4] and report["engine"]["float64"]["tflop_per_s"] > 0
 
@@ -187,3 +190,26 @@ def test_each_page_gets_the_largest_sample_count_left_for_it(written, tmp_path):
         monkey.undo()
     assert [(r["page"], r["n_samples"]) for r in report["runs"]] == [("skip_connections", 2)]
     assert [(r["page"], r["dtype"]) for r in report["skipped"]] == [("appendix_g1", "float64")]
+
+
+def test_a_large_archive_is_written_in_parts_that_unpack_to_the_files(tmp_path):
+    """Over ``part_bytes`` the archive goes in parts (a device job returns at most 16 MiB a file); the parts
+    joined unpack to the same files; a smaller archive later replaces the parts by one file."""
+    from rankcollapse.experiments.provenance import write_archive
+
+    source = tmp_path / "source"
+    source.mkdir()
+    files = {f"results/p/{k}.bin": source / f"{k}.bin" for k in range(3)}
+    for k, path in enumerate(files.values()):
+        path.write_bytes(torch.randn(20000, generator=torch.Generator().manual_seed(k)).numpy().tobytes())
+    out = tmp_path / "out" / "results.tar.gz"
+    out.parent.mkdir()
+    parts = write_archive(files, out, part_bytes=50_000)
+    assert len(parts) > 1 and not out.exists() and all(p.stat().st_size <= 50_000 for p in parts)
+    joined = tmp_path / "joined.tar.gz"
+    joined.write_bytes(b"".join(p.read_bytes() for p in sorted(out.parent.glob("results.tar.gz.part-*"))))
+    with tarfile.open(joined) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    assert all((tmp_path / "unpacked" / name).read_bytes() == path.read_bytes() for name, path in files.items())
+    assert write_archive({"a": files["results/p/0.bin"]}, out, part_bytes=10**9) == [out]
+    assert not list(out.parent.glob("*.part-*"))

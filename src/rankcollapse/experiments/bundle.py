@@ -30,7 +30,6 @@ import argparse
 import io
 import json
 import sys
-import tarfile
 import tempfile
 import time
 import zlib
@@ -43,7 +42,7 @@ from rankcollapse.engine import attention_flop, random_layers, resolve_device, r
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments import data as rc_data
 from rankcollapse.experiments import sweep
-from rankcollapse.experiments.provenance import atomic_write, book_root, git_commit
+from rankcollapse.experiments.provenance import atomic_write, book_root, git_commit, write_archive
 from rankcollapse.experiments.store import ResultStore, canonical_parameters
 
 RECORD_FILE, TENSORS_FILE, EXTRA_FILE = "bundle.json", "tensors.zlib", "tensors-extra.zlib"
@@ -310,13 +309,10 @@ def _probe(bundle: Bundle, run: BundledRun, n: int, depth: int, dtype: str, devi
 
 
 def _archive(store: ResultStore, keys: list[tuple[str, str]], path: Path) -> None:
-    """A .tar.gz of the stored results ``(page, key)`` as ``results/<page>/<key>.{csv,json}`` (atomically)."""
-    def write(tmp: str) -> None:
-        with tarfile.open(tmp, "w:gz") as tar:
-            for page, key in keys:
-                for suffix in (".csv", ".json"):
-                    tar.add(store.root / page / f"{key}{suffix}", arcname=f"results/{page}/{key}{suffix}")
-    atomic_write(path, write)
+    """A .tar.gz of the stored results ``(page, key)``, each as ``results/<page>/<key>.csv``, ``.json`` and,
+    where kept, ``.samples.npz`` (in parts when large: :func:`rankcollapse.experiments.provenance.write_archive`)."""
+    files = {f"results/{page}/{p.name}": p for page, key in keys for p in sorted((store.root / page).glob(f"{key}.*"))}
+    write_archive(files, path)
 
 
 def run_bundle(bundle: Bundle, store: ResultStore, *, samples: tuple[int, ...], dtypes: tuple[str, ...] = ("float32",),

@@ -20,6 +20,7 @@ import hashlib
 import os
 import platform
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -128,6 +129,29 @@ def atomic_write(path: Path, write: Callable[[str], object]) -> None:
         with contextlib.suppress(OSError):
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+ARCHIVE_PART_BYTES = 15 * 2**20  # an archive larger than this is written in parts (a device job returns <= 16 MiB a file)
+
+
+def write_archive(files: dict[str, Path], path: Path, part_bytes: int = ARCHIVE_PART_BYTES) -> list[Path]:
+    """A .tar.gz of ``files`` (name in the archive -> file) at ``path``, or, when it is larger than
+    ``part_bytes``, in parts ``<path>.part-00``, ``-01``, ... (``cat <path>.part-* | tar xz`` unpacks them);
+    each file written atomically, the other form's files removed. Returns the files written."""
+    with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+        whole = Path(scratch) / path.name
+        with tarfile.open(whole, "w:gz") as tar:
+            for name, source in files.items():
+                tar.add(source, arcname=name)
+        data = whole.read_bytes()
+    parts = [data] if len(data) <= part_bytes else [data[i:i + part_bytes] for i in range(0, len(data), part_bytes)]
+    targets = [path] if len(parts) == 1 else [path.with_name(f"{path.name}.part-{k:02d}") for k in range(len(parts))]
+    for stale in [path, *path.parent.glob(f"{path.name}.part-*")]:
+        if stale not in targets:
+            stale.unlink(missing_ok=True)
+    for target, part in zip(targets, parts):
+        atomic_write(target, lambda tmp, part=part: Path(tmp).write_bytes(part))
+    return targets
 
 
 def file_sha256(path: Path) -> str:
