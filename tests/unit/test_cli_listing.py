@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rankcollapse.book import cli
+from rankcollapse.book import cli, cli_listing
 from rankcollapse.book import registry as pages
 from rankcollapse.book import runner
 from rankcollapse.experiments import sweep
@@ -81,8 +81,6 @@ def test_results_says_which_are_damaged(tmp_path, monkeypatch, capsys):
 
 
 def test_compute_takes_nproc(monkeypatch, capsys):
-    from rankcollapse.book import cli_listing
-
     seen = {}
     monkeypatch.setattr(cli, "compute_page", lambda page, parameters, nproc=1, show=True: seen.update(nproc=nproc))
     monkeypatch.setattr(cli_listing, "stored_parts", lambda page, parameters: {})
@@ -159,3 +157,19 @@ def test_the_readme_names_the_extra_models_and_every_environment_variable():
     for command in ("rankcollapse pages fig2", "rankcollapse results", "rankcollapse --version",
                     "rankcollapse compute fig2"):
         assert command in readme, command
+
+
+def test_unfinished_runs_are_listed_with_their_progress_and_where_they_resume(monkeypatch):
+    from rankcollapse.experiments import checkpoints
+
+    runs = [{"page": "fig3", "key": "abc", "folder": "/cache/partial/fig3/abc-1234", "resumable": False, "done": 15,
+             "units": 94, "commit": "31c684e1f00d-dirty", "started": "2026-12-04T17:25:53+00:00"},
+            {"page": "fig2", "key": "def", "folder": "/cache/partial/fig2/def-5678", "resumable": True, "done": 3,
+             "units": None, "commit": "0123456789ab", "started": ""}]
+    monkeypatch.setattr(checkpoints, "partial_runs", lambda store: runs)
+    rows = cli_listing.partial_table()
+    assert [(r["page"], r["units done"], r["resume"]) for r in rows] == [
+        ("fig3", "15 of 94", "in commit 31c684e1-dirty (source changed)"), ("fig2", "3 of ?", "here (same source)")]
+    assert [r["page"] for r in cli_listing.partial_table("fig2")] == ["fig2"]
+    assert cli_listing.format_table(rows).splitlines()[0].split() == ["page", "key", "units", "done", "commit",
+                                                                       "started", "resume", "folder"]

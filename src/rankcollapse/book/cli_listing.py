@@ -144,9 +144,12 @@ def partial_table(page: str | None = None) -> list[dict[str, str]]:
 
     with contextlib.chdir(repo_root()):
         store = ResultStore()
+    def short(commit: str) -> str:  # a dirty tree's commit keeps its suffix: that source is not the commit's
+        return commit[:8] + ("-dirty" if commit.endswith("-dirty") else "")
+
     return [{"page": r["page"], "key": r["key"], "units done": f"{r['done']} of {r['units'] or '?'}",
-             "commit": str(r["commit"])[:8], "started": r["started"],
-             "resume": "here (same source)" if r["resumable"] else f"in commit {str(r['commit'])[:8]} (source changed)",
+             "commit": short(str(r["commit"])), "started": r["started"],
+             "resume": "here (same source)" if r["resumable"] else f"in commit {short(str(r['commit']))} (source changed)",
              "folder": str(r["folder"])}
             for r in partial_runs(store) if page in (None, r["page"])]
 
