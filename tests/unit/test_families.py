@@ -151,8 +151,9 @@ def _readers_run(tmp_path, monkeypatch, capsys, page: str, name: str, n_layers: 
 def test_a_readers_run_of_fig2_takes_a_model_folder(tmp_path, monkeypatch, capsys, name):
     """Fig. 2 stores a result whose pretrained curves come from the reader's model (its 2 of 3 layers)."""
     tables = _readers_run(tmp_path, monkeypatch, capsys, "fig2", name, n_layers=2)
-    (table,) = [t for t in tables if "pretrained" in set(t["weights"]) and "complete" in set(t["mask"])]  # the main sweep
-    assert len(tables) == 5  # and Fig. 2's controls: initialized with/without biases, pretrained no-mixing, 2 seeds
+    main = lambda t: "pretrained" in set(t["weights"]) and {"complete", "unit"} <= {*t["mask"], *t["norm"]}  # noqa: E731
+    (table,) = [t for t in tables if main(t)]  # the main sweep
+    assert len(tables) == 6  # and Fig. 2's controls (with/without biases, pretrained no-mixing, 2 seeds), decomposition
     mu = table[(table["weights"] == "pretrained") & (table["metric"] == "mu")]
     assert set(mu["layer"]) == {0, 1, 2} and mu["median"].notna().all() and (mu["n_samples"] == 2).all()
 

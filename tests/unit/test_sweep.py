@@ -427,15 +427,15 @@ def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_th
     partial = checkpoints.partial_folder(ResultStore(), "fig2", parameters)
     assert partial.parent.parent == tmp_path / "cache" / "partial"  # outside the checkout
     assert checkpoints.partial_root(ResultStore(tmp_path / "other")) == tmp_path / "other" / ".partial"
-    checkpoints.announce(partial, "fig2", {"git_commit": "1234567890ab", "units": 4})
-    sweep.compute(config, label="fig2", partial=partial)  # 2 blocks x 2 weight sources
+    sweep.compute(config, label="fig2", partial=partial, run={"page": "fig2", "git_commit": "1234567890ab"})
     (partial / "pretrained-san-2-4.pt").unlink()  # killed before its last unit
     other = partial.with_name(partial.name.rpartition("-")[0] + "-0123456789ab")  # older source's units
     other.mkdir()
     (other / "initialized-san-0-2.pt").write_bytes(b"x")
     (other / checkpoints.RUN_RECORD).write_text(json.dumps({"git_commit": "feedface0000"}))
     runs = {r["folder"]: r for r in checkpoints.partial_runs(ResultStore())}
-    assert (runs[partial]["done"], runs[partial]["units"], runs[partial]["resumable"]) == (3, 4, True)
+    assert (runs[partial]["done"], runs[partial]["units"], runs[partial]["resumable"]) == (3, 4, True)  # 2 blocks x 2
+    assert runs[partial]["commit"] == "1234567890ab"
     assert (runs[other]["resumable"], runs[other]["commit"]) == (False, "feedface0000")
 
     for module in (store_module, checkpoints):

@@ -61,15 +61,11 @@ def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
     return partial_root(store) / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
 
 
-def announce(folder: Path, page: str, record: dict) -> None:
-    """Before a run's first unit: one line per unit folder of the same result left by other package source
-    (:func:`orphaned_units`), then the run's record in ``folder`` (written once, atomically)."""
+def warn_orphans(folder: Path, page: str) -> None:
+    """Before a run's first unit: one line on stderr per unit folder of the same result left by other package
+    source (:func:`orphaned_units`)."""
     for line in orphaned_units(folder):
         print(f"{page}: {line}", file=sys.stderr)
-    path = folder / RUN_RECORD
-    if not path.is_file():
-        record = {"page": page, "key": folder.name.rpartition("-")[0], "source_sha256": source_sha256(), **record}
-        atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
 
 
 def _read_record(folder: Path) -> dict:
@@ -125,10 +121,11 @@ def metrics_digest(metrics: dict[str, torch.Tensor], seconds: float) -> str:
 
 class Checkpoints:
     """Finished units in ``folder`` (None: none kept), each file carrying the parameters it belongs to,
-    the seconds its computation took and the hash of both."""
+    the seconds its computation took and the hash of both; ``run``: the run's record (:data:`RUN_RECORD`),
+    written beside the first unit."""
 
-    def __init__(self, folder: Path | None, identity: dict) -> None:
-        self.folder, self.identity = folder, canonical_parameters(identity)
+    def __init__(self, folder: Path | None, identity: dict, run: dict | None = None) -> None:
+        self.folder, self.identity, self.run = folder, canonical_parameters(identity), run
 
     def load(self, unit: Unit) -> tuple[dict[str, torch.Tensor], float] | None:
         """The unit's metrics and compute seconds, or None when it has no checkpoint of this identity, or one
@@ -164,6 +161,10 @@ class Checkpoints:
             record = {"identity": self.identity, "unit": unit.name, "metrics": metrics, "seconds": seconds,
                       "digest": metrics_digest(metrics, seconds)}
             atomic_write(self.folder / f"{unit.name}.pt", lambda tmp: _save(record, tmp))
+            if self.run is not None and not (self.folder / RUN_RECORD).is_file():  # with the first unit, not before
+                run = {**self.run, "key": self.folder.name.rpartition("-")[0], "source_sha256": source_sha256()}
+                text = json.dumps(run, indent=1, sort_keys=True, default=str) + "\n"
+                atomic_write(self.folder / RUN_RECORD, lambda tmp: Path(tmp).write_text(text))
 
 
 def _save(record: dict, path: str) -> None:

@@ -29,10 +29,8 @@ one call over all samples gives, so the summary table does not depend on how the
   ``rankcollapse compute``), or ``$RANKCOLLAPSE_PROGRESS=1``, or stderr is a terminal; never inside a
   Jupyter kernel (the book build).
 
-``rankcollapse compute PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda]`` computes and stores the
-results of a page without rendering it; under ``torchrun --nproc-per-node K -m rankcollapse compute ...`` it
-does so in K processes. ``rankcollapse run PAGE --nproc K`` launches that, then renders the page from the
-stored results.
+``rankcollapse compute PAGE [-p NAME VALUE ...]`` stores a page's results without rendering it (in K processes
+under ``torchrun --nproc-per-node K``, which ``rankcollapse run PAGE --nproc K`` launches before rendering).
 
 Used by: :mod:`rankcollapse.book.registry` (``run_experiment``), :mod:`rankcollapse.book.cli`,
 ``benchmarks/bench_san.py``, tests/unit/test_sweep.py.
@@ -62,7 +60,7 @@ from rankcollapse.engine import (AttentionLayer, attention_flop, bytes_per_sampl
                                  run_san, samples_per_chunk)
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
-from rankcollapse.experiments.checkpoints import Checkpoints, Unit, announce, partial_folder
+from rankcollapse.experiments.checkpoints import Checkpoints, Unit, partial_folder, warn_orphans
 from rankcollapse.experiments.samples import SampleValues, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
@@ -331,9 +329,10 @@ def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budge
 
 
 def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", partial: Path | None = None,
-            inputs: Inputs | None = None) -> tuple[pd.DataFrame, dict] | None:
+            inputs: Inputs | None = None, run: dict | None = None) -> tuple[pd.DataFrame, dict] | None:
     """The sweep's tidy table and the provenance the store adds to it, its per-sample values under ``"samples"``
-    (stored beside the table): this rank's units, resumed from ``partial``, gathered to rank 0 (None on the others)."""
+    (stored beside the table): this rank's units, resumed from ``partial``, gathered to rank 0 (None on the others).
+    ``run``: what the run record in ``partial`` names (page, commit, start), written with the first unit."""
     from tqdm import tqdm
 
     rank, world = rank_and_world()
@@ -347,7 +346,8 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
                   if (k != "attention_stats" or v) and (k != "weight_seed" or v is not None)}
     checkpoints = Checkpoints(partial, {"parameters": parameters, "torch": torch.__version__, "block": block,
                                          "folder": None if partial is None else partial.name,
-                                         "model": experiments.model_identity(config.model)})
+                                         "model": experiments.model_identity(config.model)},
+                              run and {**run, "parameters": parameters, "units": len(plan_units)})
     mine = plan_units[rank::world]
     resumed = {u.name: found for u in mine if (found := checkpoints.load(u)) is not None}
     computed = {name: metrics for name, (metrics, _) in resumed.items()}
@@ -403,9 +403,9 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
     partial = partial_folder(store, page, parameters)
     store.check_writable(page, partial)  # before the first unit, not after the last
     if rank == 0:
-        announce(partial, page, {"parameters": parameters, "git_commit": origin["git_commit"],
-                                 "units": len(units(config, block_samples(config))), "started_utc": origin["created_utc"]})
-    out = compute(config, label=page, partial=partial, inputs=inputs)
+        warn_orphans(partial, page)
+    out = compute(config, label=page, partial=partial, inputs=inputs,
+                  run={"page": page, "git_commit": origin["git_commit"], "started_utc": origin["created_utc"]})
     result = None
     if rank == 0:
         table, extra = out
