@@ -334,7 +334,8 @@ def control_claims(seeds: dict[int, StoredResult]) -> list[Claim]:
         rows.append(robust(lambda t, norm=norm, expected=expected, words=words: _seeds_claim(seeds, norm, expected, words, t)))
     for seed, result in list(seeds.items())[1:]:
         rows.append(against(f"The biases drive the initialized decay (weight seed {seed})", "issue 21 (seeds)",
-                            "as in row 2, the weights drawn with this seed; intervals over its samples",
+                            "initialized pure attention: as in row 2, the weights drawn with this seed; intervals "
+                            "over its samples",
                             _bias_sides(result)))
     return rows
 
