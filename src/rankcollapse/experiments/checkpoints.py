@@ -68,6 +68,11 @@ def warn_orphans(folder: Path, page: str) -> None:
         print(f"{page}: {line}", file=sys.stderr)
 
 
+def _finished(folder: Path) -> int:
+    """How many finished units a partial folder holds."""
+    return sum(1 for _ in folder.glob("*.pt"))
+
+
 def _read_record(folder: Path) -> dict:
     """A partial folder's run record, or {} where it has none (folders written before records were kept)."""
     try:
@@ -88,7 +93,7 @@ def partial_runs(store: ResultStore) -> list[dict]:
             record = _read_record(folder)
             key, _, source = folder.name.rpartition("-")
             runs.append({"page": folder.parent.name, "key": key, "folder": folder, "resumable": source == here,
-                         "done": sum(1 for p in folder.glob("*.pt")), "units": record.get("units"),
+                         "done": _finished(folder), "units": record.get("units"),
                          "commit": record.get("git_commit", "unknown"), "started": record.get("started_utc", "")})
     return runs
 
@@ -99,7 +104,7 @@ def orphaned_units(folder: Path) -> list[str]:
     lines = []
     key = folder.name.rpartition("-")[0]
     for other in sorted(folder.parent.glob(f"{key}-*")):
-        if other != folder and other.is_dir() and (done := sum(1 for _ in other.glob("*.pt"))):
+        if other != folder and other.is_dir() and (done := _finished(other)):
             commit = _read_record(other).get("git_commit", "unknown")
             lines.append(f"{done} finished units of this result wait in {other}, from other package source "
                          f"(commit {commit}); they cannot resume here: check out {commit} to resume them")

@@ -175,7 +175,7 @@ RATE_COLUMNS = ("weights", "variant", "mask", "radius", "norm", "skip", "verdict
 
 
 @functools.lru_cache(maxsize=64)
-def _radius(mask: str, n_tokens: int, window: int | None) -> int:
+def mask_radius(mask: str, n_tokens: int, window: int | None) -> int:
     """The radius of a mask (by BFS: 2 s for a 640-token causal mask, so once per mask, not per configuration)."""
     return rc_masks.graph_radius(rc_masks.build_mask(mask, n_tokens, window))
 
@@ -194,7 +194,7 @@ def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
         curves = verdicts.table_verdicts(result.table)
         curves.insert(0, "part", part)
         window = curves["window"].map(lambda w: None if pd.isna(w) else int(w))
-        curves["radius"] = pd.array([None if m == "model" else _radius(m, n_tokens, w)
+        curves["radius"] = pd.array([None if m == "model" else mask_radius(m, n_tokens, w)
                                      for m, w in zip(curves["mask"], window)], dtype="Int64")
         curves["mask"] = [m if w is None else f"{m} {w}" for m, w in zip(curves["mask"], window)]
         curves["mean rate"] = curves["curve"].map(mean_rate)

@@ -16,8 +16,8 @@ from dataclasses import replace
 import pandas as pd
 
 from rankcollapse.book.labels import mask_label
-from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, paired_sides, rates_claim,
-                                            times_floor)
+from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, mask_radius, paired_sides,
+                                            rates_claim, times_floor)
 # decomposition_claims: the page's .md reads it from this module
 from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, decomposition_claims,  # noqa: F401
                                                     decomposition_frame)
@@ -101,8 +101,8 @@ def claims(table: pd.DataFrame, n_tokens: int, samples: SampleValues | None = No
                                  f"{weights} weights, pure attention: late-layer rate of μ/‖X‖_F per mask", table,
                                  COLLAPSES, "masks collapse", weights=weights, variant="SAN", norm="none"))
     init = dict(weights="initialized", variant="SAN")
-    pure = {m: side(table, samples, m, mask=m, norm="none", **init) for m in _masks_of(table)}
     rates = {r.mask: mean_rate(r.curve) for r in select_curves(table, norm="none", **init).itertuples()}
+    pure = {m: side(table, samples, m, mask=m, norm="none", **init) for m in rates}
     rows.append(_rate_spread_claim(pure, rates))
     rows.append(_radius_claim(pure, rates, table, n_tokens))
     for norm, words in (("unit", "the paper's D (unit norm)"), ("model", "LayerNorm as a fresh model has it (no affine)")):
@@ -125,11 +125,6 @@ def claims(table: pd.DataFrame, n_tokens: int, samples: SampleValues | None = No
     return rows
 
 
-def _masks_of(table: pd.DataFrame) -> list[str]:
-    """The masks of a sweep, in its order."""
-    return list(dict.fromkeys(table["mask"]))
-
-
 def _rate_spread_claim(pure: dict[str, Side], rates: dict[str, float]) -> Claim:
     """"... at a rate that depends on the mask": in the column of the mask whose median curve decays slowest
     (by its mean rate, ``rates``), its late per-layer factor over the fastest one's, with its interval (the two
@@ -147,8 +142,7 @@ def _radius_claim(pure: dict[str, Side], rates: dict[str, float], table: pd.Data
     is not the smallest, its late per-layer factor over the slowest (by mean rate, ``rates``) of the masks of
     smaller radius, the hardest of those comparisons (above 1: slower)."""
     windows = table.groupby("mask", sort=False)["window"].first()
-    radius = {m: masks.graph_radius(masks.build_mask(m, n_tokens, None if pd.isna(windows[m]) else int(windows[m])))
-              for m in pure}
+    radius = {m: mask_radius(m, n_tokens, None if pd.isna(windows[m]) else int(windows[m])) for m in pure}
     against = {m: min((b for b in pure if radius[b] < radius[m]), key=rates.get) for m in pure
                if any(radius[b] < radius[m] for b in pure)}
     return robust(lambda t: effect_claim(
@@ -287,22 +281,23 @@ def _seeds_claim(seeds: dict[int, StoredResult], norm: str, expected: str, words
                  ", ".join(f"seed {s}: {a} of {b}" for s, (a, b) in agree.items()))
 
 
+def _weight_seed(parameters: dict) -> int:
+    """The seed a stored run's initialized weights were drawn with (``weight_seed``, else the samples' ``seed``)."""
+    return int(parameters["seed"] if parameters.get("weight_seed") is None else parameters["weight_seed"])
+
+
 def seed_results(results: dict[str, object]) -> dict[int, StoredResult]:
     """The initialized controls by weight seed: the ``controls`` part and every ``seed_<k>`` part of a page's
     results (stored results), keyed by the seed their weights were drawn with (the controls' seed first)."""
-    def weight_seed(result) -> int:
-        p = result.provenance["parameters"]
-        return int(p["seed"] if p.get("weight_seed") is None else p["weight_seed"])
-
     parts = [results["controls"], *(r for name, r in results.items() if name.startswith("seed_"))]
-    return {weight_seed(r): r for r in parts}
+    return {_weight_seed(r.provenance["parameters"]): r for r in parts}
 
 
 def _bias_sides(result: StoredResult, norm: str = "none") -> dict[str, tuple[Side, Side]]:
     """Per paper mask: (the stack without biases, the same draws with biases), ``norm``, μ/‖X‖_F."""
-    sides = paired_sides(result.table, result.samples, dict(weights="initialized_nobias", variant="SAN", norm=norm),
-                         dict(weights="initialized", variant="SAN", norm=norm), ("no biases", "with biases"))
-    return {m: pair for m, pair in sides.items() if m in masks.PAPER_MASKS}
+    table = result.table[result.table["mask"].isin(masks.PAPER_MASKS)]
+    return paired_sides(table, result.samples, dict(weights="initialized_nobias", variant="SAN", norm=norm),
+                        dict(weights="initialized", variant="SAN", norm=norm), ("no biases", "with biases"))
 
 
 def control_claims(seeds: dict[int, StoredResult]) -> list[Claim]:
@@ -384,8 +379,7 @@ def glue_controls_figure(result, metric: str, stem: str, data: list[dict]) -> No
     table["label"] = table["norm"].map(NORM_LABELS) + control.map({True: plotting.CONTROL_SUFFIX, False: ""})
     table["mask_title"] = table["mask"].map(lambda m: mask_title(m, p["window"]))
     table["panel"] = "initialized"
-    title = (f"initialized: U(±1/√d), weight seed {p['seed'] if p.get('weight_seed') is None else p['weight_seed']}; dashed: the same weights "
-             f"without biases")
+    title = f"initialized: U(±1/√d), weight seed {_weight_seed(p)}; dashed: the same weights without biases"
     fig = plotting.layer_curve_grid(table, metric, row="panel", col="mask_title", hue="label",
                                     titles={"initialized": title}, dashed=tuple(table.loc[control, "label"].unique()))
     plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters={**p, "result": result.provenance["key"]},
