@@ -56,7 +56,7 @@ DIMS = {"bert-base": (768, 12), "minilm": (384, 12)}
 MASKS = (("complete", None), ("causal", None), ("sliding_window", 8), ("causal_sliding_window", 8))
 NORMS = ("none", "layernorm")
 N_TOKENS = 128
-THROUGHPUT_FILE = Path(__file__).resolve().parent / "throughput.json"  # read by rankcollapse.experiments.sweep
+THROUGHPUT_FILE = Path(__file__).resolve().parent / "throughput.json"  # read by rankcollapse.experiments.plan
 
 
 def configs(exact_mu: bool = True) -> tuple[SANConfig, ...]:
@@ -175,7 +175,7 @@ def spawn(method: str, dims: str, n_samples: int, n_layers: int, batch: int = 32
 
 def device_kind() -> str:
     """The key of this machine's rows in THROUGHPUT_FILE: the GPU's name, else ``cpu-<cores>``."""
-    from rankcollapse.experiments.sweep import device_kind as kind
+    from rankcollapse.experiments.plan import device_kind as kind
 
     return kind(torch.device("cpu"))
 

@@ -7,7 +7,7 @@ and dtype, random layers of that width run the benchmark's eight configurations 
 masks complete, causal, sliding window 8, causal sliding window 8 x norms none, layernorm) at the
 benchmark's 128 tokens with the mu-path metrics, after one warm-up run; the sample.layer.configuration per
 second are merged into ``--out`` under ``<GPU name>|<dtype>|<d_model>``, the key
-:func:`rankcollapse.experiments.sweep.measured_throughput` reads. Needs CUDA.
+:func:`rankcollapse.experiments.plan.measured_throughput` reads. Needs CUDA.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_san import N_TOKENS, THROUGHPUT_FILE, configs  # noqa: E402
 
 from rankcollapse.engine import attention_flop, random_layers, run_san  # noqa: E402
-from rankcollapse.experiments.sweep import device_kind  # noqa: E402
+from rankcollapse.experiments.plan import device_kind  # noqa: E402
 
 WIDTHS = {1024: 16, 2880: 64, 3584: 28, 4096: 32}  # d_model -> heads (ModernBERT-large, GPT-OSS-20B, Qwen2.5-7B, Mistral-7B)
 

@@ -311,3 +311,44 @@ def test_exact_tracking_with_padding_biases_gqa_and_score_bias(x0):
     assert (result.metrics["exact"][:, 0] == 1).all() and (result.metrics["exact"][:, 1] == 0).all()
     for k in ("mu", "relative_mu"):
         torch.testing.assert_close(result.metrics[k][:, 0], result.metrics[k][:, 1], rtol=1e-10, atol=0)
+
+
+def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdicts():
+    """settle=3: a configuration not tracked exactly stops on a chunk once every sample sat within the floor
+    band for 3 layers; every computed layer is bit-identical to the full run, the held layers repeat the last
+    computed one and are flagged, exactly tracked curves run on, and the curve verdicts do not change."""
+    from rankcollapse.experiments.config import config_labels, summarize
+    from rankcollapse.verdicts.rules import table_verdicts
+
+    x0 = torch.randn(6, 12, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    layers = engine.random_layers(40, 16, 4, seed=0)
+    configs = (*engine.config_grid(masks=(("complete", None), ("causal", None)), norms=("none", "unit", "layernorm")),
+               engine.SANConfig(mask="causal", exact_mu=False))  # pure attention not tracked: it underflows
+    budget = 2 * engine.bytes_per_sample(12, layers[0], torch.float32)  # chunks of 2 samples: 3 chunks
+    kw = dict(dtype=torch.float32, memory_budget=budget, metric_names=metrics.NORM_METRIC_NAMES)
+    full = engine.run_san(x0, layers, configs, **kw)
+    short = engine.run_san(x0, layers, configs, settle=3, **kw)
+    held = short.metrics[engine.SETTLED_METRIC] == 1  # [layer + 1, config, sample]
+    assert engine.SETTLED_METRIC not in full.metrics and short.samples_per_chunk == 2
+    for k, values in full.metrics.items():
+        assert torch.equal(short.metrics[k][~held], values[~held]), k  # computed layers: bit-identical
+    settled_configs = {c for c in range(len(configs)) if held[:, c].any()}
+    exact = {c for c in range(len(configs)) if (full.metrics[engine.EXACT_METRIC][:, c] == 1).all()}
+    assert settled_configs and exact and not settled_configs & exact  # some stop; exactly tracked ones never do
+    for c in settled_configs:
+        for s in range(6):
+            first = int(held[:, c, s].int().argmax())  # the first held layer of this sample
+            if not held[first, c, s]:
+                continue
+            assert held[first:, c, s].all()  # once stopped, stopped to the last layer
+            assert torch.equal(short.metrics["mu"][first:, c, s], short.metrics["mu"][first - 1, c, s].expand(41 - first))
+            window = slice(first - 3, first)  # the 3 layers before: every sample of its chunk in the band
+            chunk = slice(s - s % 2, s - s % 2 + 2)
+            assert metrics.below_floor(short.metrics["mu"][window, c, chunk], short.metrics["floor"][window, c, chunk]).all()
+    labels = config_labels(configs, "initialized")
+    verdicts = [table_verdicts(summarize(r.metrics, labels, 12, 16))[["verdict", "floor_layer"]] for r in (full, short)]
+    assert verdicts[0].equals(verdicts[1])
+    with pytest.raises(ValueError, match="settle must be None or an integer >= 1"):
+        engine.run_san(x0, layers[:1], configs, settle=0)
+    with pytest.raises(ValueError, match="settle cannot be combined with attention_stats"):
+        engine.run_san(x0, layers[:1], configs, settle=2, attention_stats=True)

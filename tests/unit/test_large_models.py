@@ -82,13 +82,13 @@ def test_the_commands_memory_and_time_follow_from_the_measured_throughput():
 
     from rankcollapse.book.pages import fig2, large_models
     from rankcollapse.core.masks import PAPER_MASKS
-    from rankcollapse.experiments import sweep
+    from rankcollapse.experiments import plan
 
     from rankcollapse.book import registry
 
     mistral = large_models.MODELS[0]
     got = large_models.estimate(mistral, "fig2", {"n_samples": 256, "n_tokens": 128}, registry.runs_at)
-    rate = json.loads(sweep.THROUGHPUT_FILE.read_text())["NVIDIA H200|float64|4096"]["units_per_s"]
+    rate = json.loads(plan.THROUGHPUT_FILE.read_text())["NVIDIA H200|float64|4096"]["units_per_s"]
     configurations = len(PAPER_MASKS) * len(fig2.FIXED["norms"])
     main = 256 * 32 * configurations * 2 / rate / 60  # the paper's sweep: 256 samples, 32 layers, 2 weight sources
     runs = registry.runs_at("fig2", {"n_samples": 256, "n_tokens": 128, "n_layers": 32, "model": "pkg:minilm"})

@@ -26,7 +26,8 @@ The modules, in the order a reader meets them:
   norm (:func:`attention_sublayer`), the chunk sizing and the run loop :func:`run_san` -> :class:`SANResult`;
   ``run_san(attention_stats=True)`` also splits each layer's change of mu into the value maps' gain and
   attention's contraction and records the attention matrices' statistics
-  (:data:`rankcollapse.core.metrics.ATTENTION_METRIC_NAMES`).
+  (:data:`rankcollapse.core.metrics.ATTENTION_METRIC_NAMES`); ``run_san(settle=k)`` stops a configuration on
+  a chunk once it has sat on its rounding floor for k layers (metric :data:`SETTLED_METRIC`).
 
 Everyone outside the engine imports these names from this package, never from a submodule:
 
@@ -47,10 +48,11 @@ Used by: the experiments behind Figs. 2-4, the response experiments and ``benchm
 from rankcollapse.engine.attention import attend, attention_bias
 from rankcollapse.engine.exact import EXACT_METRIC
 from rankcollapse.engine.layers import INIT_NAMES, NORM_POSITIONS, AttentionLayer, random_layers
-from rankcollapse.engine.run import (CPU_CHUNK_BYTES, SANConfig, SANResult, attention_flop, attention_sublayer,
+from rankcollapse.engine.run import (CPU_CHUNK_BYTES, SETTLED_METRIC, SANConfig, SANResult, attention_flop, attention_sublayer,
                                      bytes_per_sample,
                                      config_grid, resolve_device, run_san, samples_per_chunk)
 
-__all__ = ["CPU_CHUNK_BYTES", "EXACT_METRIC", "INIT_NAMES", "NORM_POSITIONS", "AttentionLayer", "SANConfig",
+__all__ = ["CPU_CHUNK_BYTES", "EXACT_METRIC", "INIT_NAMES", "NORM_POSITIONS", "SETTLED_METRIC", "AttentionLayer",
+           "SANConfig",
            "SANResult", "attend", "attention_bias", "attention_flop", "attention_sublayer", "bytes_per_sample", "config_grid",
            "random_layers", "resolve_device", "run_san", "samples_per_chunk"]

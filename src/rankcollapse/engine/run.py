@@ -35,6 +35,10 @@ from rankcollapse.engine.exact import (EXACT_METRIC, exact_values, resolves_cent
                                        StepParts)
 from rankcollapse.engine.layers import AttentionLayer
 
+# 1.0 at the layers a configuration was not computed on because it had settled on its rounding floor
+# (run_san's ``settle``), 0.0 where it was; present only in runs with ``settle``.
+SETTLED_METRIC = "settled"
+
 
 @dataclass(frozen=True)
 class SANConfig:
@@ -212,7 +216,7 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
             token_mask: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
             device: str | torch.device = "cpu", memory_budget: int = 2**30,
             use_model_windows: bool = True, metric_names: tuple[str, ...] | None = None,
-            attention_stats: bool = False) -> SANResult:
+            attention_stats: bool = False, settle: int | None = None) -> SANResult:
     """Run every configuration on every sample through ``layers``; keep only the metrics after each layer.
 
     Samples go in chunks (:func:`samples_per_chunk`); each chunk runs configuration after configuration
@@ -227,6 +231,12 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
     :data:`rankcollapse.core.metrics.ATTENTION_METRIC_NAMES`: each layer's change of mu split into the value
     maps' gain, attention's contraction and the rest (:func:`_decomposition`; from the tracked R where mu is
     tracked exactly) and its attention statistics; layer 0 reads as the identity layer (every one 1.0).
+    ``settle`` (layers; None: compute every layer): a configuration that is not tracked exactly stops on a
+    chunk once mu of every sample of the chunk has been within FLOOR_BAND of its floor
+    (:func:`rankcollapse.core.metrics.below_floor`) for ``settle`` consecutive layers -- past that point its
+    values are rounding noise; its later layers repeat the last computed layer's metrics (so they stay within
+    the band) and carry SETTLED_METRIC = 1.0 (0.0 where computed). Layers computed are bit-identical to a run
+    without ``settle``. Not with ``attention_stats`` (the decomposition is per layer).
     Deterministic: no randomness.
     Shapes: x0 [sample, token, d_model]; token_mask [sample, token] -> metrics [layer + 1, config, sample].
     """
@@ -236,6 +246,7 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
         raise ValueError("x0 must be [sample, token, d_model] matching the layers' d_model, with >= 1 layer")
     if not configs:
         raise ValueError("configs must hold at least one SANConfig")
+    _check_settle(settle, attention_stats, metric_names)
     dev = resolve_device(device)
     configs = tuple(configs)
     _check_model_norms(layers, {c.norm for c in configs})
@@ -260,13 +271,18 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
         for c, config in enumerate(configs):
             exact = tracked and config.tracks_exactly and resolves_centred(biases[c], layers)
             flag = torch.full((stop - start,), float(exact), dtype=torch.float64, device=dev)  # [sample]
-            flagged = lambda values: {**values, EXACT_METRIC: flag}  # noqa: E731
+            computed = {} if settle is None else {SETTLED_METRIC: torch.zeros_like(flag)}
+            flagged = lambda values: {**values, EXACT_METRIC: flag, **computed}  # noqa: E731
             before = x  # the states measured last, for mu when metric_names leaves it out
             per_layer = [flagged(at_zero) | ({k: torch.ones_like(flag) for k in rc_metrics.ATTENTION_METRIC_NAMES}
                                              if attention_stats else {})]  # layer 0 reads as the identity layer
             X = x
             split = split_state(x) if exact else None  # (gamma, R, log s)
+            streak = 0  # consecutive layers with every sample of the chunk within the floor band
             for t, layer in enumerate(layers):
+                if settle is not None and streak >= settle:  # settled: hold the last computed layer
+                    per_layer.append({**per_layer[-1], SETTLED_METRIC: torch.ones_like(flag)})
+                    continue
                 kw = dict(weights=weights[id(layer)], qkv=first_qkv if t == 0 else None, explicit=attention_stats)
                 if split is not None:
                     X, split, parts = split_step(X, split, layer, biases[c][t], scales[c][t], **kw)
@@ -279,11 +295,27 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
                     values |= _decomposition(parts, biases[c][t], tm, mu_of(per_layer[-1], before), mu_of(values, X))
                 per_layer.append(flagged(values))
                 before = X
+                if settle is not None and not exact:
+                    streak = streak + 1 if bool(rc_metrics.below_floor(values["mu"], values["floor"]).all()) else 0
             for k in per_layer[0]:
                 if k not in metrics:
                     metrics[k] = torch.empty(len(layers) + 1, len(configs), n_samples, dtype=per_layer[0][k].dtype)
                 metrics[k][:, c, start:stop] = torch.stack([m[k] for m in per_layer]).cpu()  # [layer + 1, sample]
     return SANResult(metrics=metrics, configs=configs, dtype=dtype, device=str(dev), samples_per_chunk=chunk)
+
+
+def _check_settle(settle: int | None, attention_stats: bool, metric_names: tuple[str, ...] | None) -> None:
+    """One ValueError for a ``settle`` of :func:`run_san` that is not None or an integer >= 1, that comes with
+    ``attention_stats``, or whose run does not measure mu and its floor."""
+    if settle is None:
+        return
+    if isinstance(settle, bool) or not isinstance(settle, int) or settle < 1:
+        raise ValueError(f"settle must be None or an integer >= 1 (consecutive layers on the floor), got {settle!r}")
+    if attention_stats:
+        raise ValueError("settle cannot be combined with attention_stats: the decomposition is per layer; "
+                         "use settle=None")
+    if metric_names is not None and not {"mu", "floor"} <= set(metric_names):
+        raise ValueError("settle needs metric_names to include 'mu' and 'floor' (it stops on mu's floor band)")
 
 
 def attention_sublayer(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tensor, temperature: float | None = None,

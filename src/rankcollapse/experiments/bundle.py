@@ -41,7 +41,7 @@ import torch
 from rankcollapse.engine import attention_flop, random_layers, resolve_device, run_san, SANConfig
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments import data as rc_data
-from rankcollapse.experiments import sweep
+from rankcollapse.experiments import plan, sweep
 from rankcollapse.experiments.provenance import atomic_write, book_root, git_commit, write_archive
 from rankcollapse.experiments.store import ResultStore, canonical_parameters
 
@@ -271,7 +271,7 @@ def engine_throughput(device: str, dtype: str, n_samples: int = 512, n_layers: i
     run_san(x0[:8], layers[:1], config, dtype=dt, device=device)  # warm-up: kernels, cuBLAS handles
     _sync(device)
     start = time.perf_counter()
-    run_san(x0, layers, config, dtype=dt, device=device, memory_budget=sweep.memory_budget(),
+    run_san(x0, layers, config, dtype=dt, device=device, memory_budget=plan.memory_budget(),
             metric_names=("mu", "norm"))
     _sync(device)
     seconds = time.perf_counter() - start

@@ -51,6 +51,7 @@ INITIALIZED = ("initialized", "initialized_nobias")  # the freshly initialized w
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
 TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
                  "sigma_min", "sigma_min_floor", "mean_abs_cosine",  # "exact": 1 where mu is tracked below the floor
+                 engine.SETTLED_METRIC,  # the share of samples not computed at a layer, settled on the floor
                  *rc_metrics.ATTENTION_METRIC_NAMES)  # only in sweeps with attention_stats
 MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
 MAX_TOKENS = 8192  # longest sequence of a sweep (a model's own limit is checked by experiment_config)

@@ -16,12 +16,13 @@ one call over all samples gives, so the summary table does not depend on how the
   units, then stores the result (CSV, then the JSON that makes it visible) and deletes the folder. The result's ``compute_time_s`` sums its
   units' seconds over every process and session, ``units_resumed`` counts those taken from checkpoints,
   and ``wall_time_s`` is the last session's.
-* **Plan**: before it starts, a run prints its size (samples x layers x configurations), the expected
-  wall time from the measured throughput (``benchmarks/throughput.json``, written by
-  ``benchmarks/bench_san.py``; else a quick timing of one small block) and the memory it needs, and
-  refuses with one ValueError when the memory budget (``$RANKCOLLAPSE_MEMORY_BUDGET`` bytes, default
-  1 GiB) cannot hold one block, or the machine cannot hold the run (estimated from the shapes, before any
-  layer is built or sample drawn), or the store cannot be written (before the first unit).
+* **Plan**: before it starts, a run prints its size, expected time and memory, and refuses with one
+  ValueError when it cannot fit (:mod:`rankcollapse.experiments.plan`) or the store cannot be written
+  (before the first unit).
+* **Settled work**: a configuration that is not tracked exactly stops on a chunk of samples once every sample
+  has sat within the floor band for ``SETTLE_LAYERS`` consecutive layers (``$RANKCOLLAPSE_SETTLE_LAYERS``; 0
+  computes every layer): its later layers hold the last computed values and the table's metric ``settled``
+  says so (:func:`rankcollapse.engine.run_san`'s ``settle``; recorded as ``settle_layers`` in the provenance).
 * **Stale results**: a stored result is reused only while its model's files are those it recorded
   (:func:`rankcollapse.experiments.config.identity_mismatch`); else it is computed again, saying so in one line.
 * **Progress**: a tqdm bar over blocks x configurations with an ETA, on stderr, when reporting is on
@@ -42,9 +43,6 @@ import contextlib
 import copy
 import functools
 import hashlib
-import json
-import math
-import os
 import shutil
 import sys
 import time
@@ -56,10 +54,10 @@ import torch
 
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import check_finite
-from rankcollapse.engine import (AttentionLayer, attention_flop, bytes_per_sample, random_layers, resolve_device,
-                                 run_san, samples_per_chunk)
+from rankcollapse.engine import AttentionLayer, random_layers, run_san
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
+from rankcollapse.experiments.plan import env_int, make_plan, memory_budget
 from rankcollapse.experiments.checkpoints import Checkpoints, Unit, partial_folder, warn_orphans
 from rankcollapse.experiments.samples import SampleValues, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
@@ -69,9 +67,8 @@ source_sha256()  # hash the code this process runs now, before a long run's file
 
 BLOCK_SAMPLES = {"cpu": 64, "cuda": 1024}  # samples per unit of work (checkpoint granularity) per device type
 BLOCK_ENV = "RANKCOLLAPSE_BLOCK_SAMPLES"
-BUDGET_ENV = "RANKCOLLAPSE_MEMORY_BUDGET"
-DEFAULT_BUDGET = 2**30  # bytes the engine may use for one block (engine.run_san's memory_budget)
-THROUGHPUT_FILE = Path(__file__).resolve().parents[3] / "benchmarks" / "throughput.json"
+SETTLE_ENV = "RANKCOLLAPSE_SETTLE_LAYERS"
+SETTLE_LAYERS = 3  # a configuration whose every sample of a chunk sat within the floor band this long stops
 
 
 # ---------------------------------------------------------------- units of work
@@ -79,12 +76,14 @@ THROUGHPUT_FILE = Path(__file__).resolve().parents[3] / "benchmarks" / "throughp
 
 def block_samples(config: experiments.ExperimentConfig) -> int:
     """Samples per unit: ``$RANKCOLLAPSE_BLOCK_SAMPLES``, else BLOCK_SAMPLES of the device type."""
-    text = os.environ.get(BLOCK_ENV)
-    if text is None:
-        return BLOCK_SAMPLES[config.device.split(":")[0]]
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{BLOCK_ENV} must be an integer >= 1, got {text!r}")
-    return int(text)
+    return env_int(BLOCK_ENV, BLOCK_SAMPLES[config.device.split(":")[0]], 1, "an integer")
+
+
+def settle_layers(config: experiments.ExperimentConfig) -> int | None:
+    """After how many consecutive layers on its rounding floor a configuration stops (``engine.run_san``'s
+    ``settle``): ``$RANKCOLLAPSE_SETTLE_LAYERS``, else SETTLE_LAYERS; 0, or a sweep with ``attention_stats``
+    (whose decomposition is per layer): never (None)."""
+    return None if config.attention_stats else env_int(SETTLE_ENV, SETTLE_LAYERS, 0, "a number of layers") or None
 
 
 def units(config: experiments.ExperimentConfig, block: int) -> list[Unit]:
@@ -116,6 +115,7 @@ class _Work:
             self.drawn = inputs.drawn  # instead of the cached property's draw
         self.configs = config.san_configs()
         self.names = None if config.geometry else rc_metrics.NORM_METRIC_NAMES
+        self.settle = settle_layers(config)
         self._layers: dict[str, list[AttentionLayer]] = {}
         self._references: dict[str, torch.nn.Module] = {}
         self._x0: tuple[tuple[int, int], torch.Tensor] | None = None
@@ -180,7 +180,7 @@ class _Work:
         result = run_san(self.x0(unit.start, unit.stop), self.layers(unit.weights), self.configs,
                          dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
                          memory_budget=memory_budget, use_model_windows=c.model_windows,
-                         attention_stats=c.attention_stats)
+                         attention_stats=c.attention_stats, settle=self.settle)
         check_finite(result.metrics, experiments.config_labels(self.configs, unit.weights), c.dtype)
         return result.metrics
 
@@ -203,128 +203,6 @@ class _Work:
         return pd.concat(frames, ignore_index=True), from_metrics(curves)
 
 
-# ---------------------------------------------------------------- plan: size, time, memory
-
-
-def memory_budget() -> int:
-    """Bytes the engine may use for one block: ``$RANKCOLLAPSE_MEMORY_BUDGET``, else DEFAULT_BUDGET."""
-    text = os.environ.get(BUDGET_ENV)
-    if text is None:
-        return DEFAULT_BUDGET
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{BUDGET_ENV} must be a number of bytes >= 1, got {text!r}")
-    return int(text)
-
-
-def device_kind(device: torch.device) -> str:
-    """What a throughput measurement is valid for: the GPU's name, else ``cpu-<cores>``."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"cpu-{len(os.sched_getaffinity(0))}"
-
-
-def available_memory(device: torch.device) -> int:
-    """Free bytes: the GPU's free memory, else the host's MemAvailable."""
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    with open("/proc/meminfo") as f:
-        fields = dict(line.split(":", 1) for line in f)
-    return int(fields["MemAvailable"].split()[0]) * 1024
-
-
-def measured_throughput(work: _Work, device: torch.device, block: int, budget: int) -> tuple[float, str]:
-    """sample.layer.config per second of one process and where the number comes from: the benchmark's
-    table for this device, dtype and width (the mu path), else a quick timing of one small block."""
-    c = work.config
-    key = f"{device_kind(device)}|{c.dtype}|{work.d_model}"
-    table = json.loads(THROUGHPUT_FILE.read_text()) if THROUGHPUT_FILE.is_file() else {}
-    if work.names is not None and key in table:
-        row = table[key]
-        measured_tokens = int(row.get("n_tokens", 128))  # the benchmark's sequence length (128 before it was recorded)
-        scale = attention_flop(work.d_model, measured_tokens) / attention_flop(work.d_model, c.n_tokens)
-        return (float(row["units_per_s"]) * scale,
-                f"benchmarks/throughput.json, {key} at {measured_tokens} tokens, measured {row['measured_utc']}, "
-                f"scaled to {c.n_tokens} tokens by the attention's operation count")
-    n, layers = min(block, 8), work.layers(c.weights[0])[:2]
-    x0 = torch.randn(n, c.n_tokens, work.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    start = time.perf_counter()
-    run_san(x0, layers, work.configs[:1], dtype=rc_metrics.DTYPES[c.dtype], device=device,
-            metric_names=work.names, memory_budget=budget)
-    seconds = time.perf_counter() - start
-    return n * len(layers) / seconds, f"a quick timing of {n} samples x {len(layers)} layers on this device"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a sweep will do and need, printed before it starts."""
-
-    label: str  # the page
-    n_samples: int
-    depths: dict[str, int]  # layers per weight source
-    n_configs: int  # configurations per weight source (the full transformer counts as one)
-    n_units: int  # blocks x weight sources (x 2 with the full transformer)
-    block: int  # samples per unit
-    world: int  # processes
-    throughput: float  # sample.layer.config per second of one process
-    throughput_source: str
-    need_bytes: int  # memory of one process at its peak (rank 0, holding every sample's metrics)
-    engine_bytes: int  # of which the engine's block
-    available_bytes: int
-
-    @property
-    def size(self) -> int:
-        """sample.layer.config of the whole sweep."""
-        return self.n_samples * self.n_configs * sum(self.depths.values())
-
-    def text(self) -> str:
-        depth = " + ".join(f"{d} {k}" for k, d in self.depths.items())
-        seconds = self.size / self.throughput / self.world
-        gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
-        return (f"{self.label}: {self.n_samples} samples x ({depth}) layers x {self.n_configs} configurations = "
-                f"{self.size:,} sample.layer.configs, in {self.n_units} units of <= {self.block} samples over "
-                f"{self.world} process{'es' if self.world > 1 else ''}\n"
-                f"{self.label}: expected time {_duration(seconds)} at {self.throughput:,.0f} sample.layer.configs/s "
-                f"per process ({self.throughput_source})\n"
-                f"{self.label}: memory {gib(self.need_bytes)} per process (engine block {gib(self.engine_bytes)}), "
-                f"{gib(self.available_bytes)} available")
-
-
-def _duration(seconds: float) -> str:
-    return (f"{seconds:.0f} s" if seconds < 120 else
-            f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
-
-
-def make_plan(work: _Work, label: str, plan_units: list[Unit], block: int, budget: int, timed: bool = True) -> Plan:
-    """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run,
-    estimated from the shapes (:func:`rankcollapse.experiments.config.layer_shapes`) before any layer is
-    built or sample drawn. ``timed=False`` skips the throughput (NaN) when nobody will read the expected time."""
-    c, (_, world) = work.config, rank_and_world()
-    device = resolve_device(c.device)
-    dtype = rc_metrics.DTYPES[c.dtype]
-    shapes = experiments.layer_shapes(c, work.loaded.model.config)
-    depths = {kind: depth for kind, (depth, _) in shapes.items()}
-    widest = max((shape for _, shape in shapes.values()), key=lambda s: bytes_per_sample(c.n_tokens, s, dtype))
-    per_sample = bytes_per_sample(c.n_tokens, widest, dtype)
-    if budget < per_sample:
-        raise ValueError(f"the memory budget ({budget:,} bytes, ${BUDGET_ENV}) cannot hold one block: one sample of "
-                         f"{c.n_tokens} tokens at width {work.d_model} in {c.dtype} needs {per_sample:,} bytes; "
-                         f"raise {BUDGET_ENV} or lower n_tokens")
-    engine = per_sample * min(block, samples_per_chunk(c.n_tokens, widest, dtype, budget, device))
-    n_configs = len(work.configs) + int(c.full_transformer)
-    model = sum(p.numel() * p.element_size() for p in work.loaded.model.parameters()) * (1 + int(c.full_transformer))
-    layers = sum(depths.values()) * 4 * work.d_model**2 * (8 + dtype.itemsize)  # float64 source + cast copy
-    kept = 2 * 8 * len(rc_metrics.METRIC_NAMES) * c.n_samples * n_configs * sum(d + 1 for d in depths.values())
-    need = engine + model + layers + kept + block * c.n_tokens * work.d_model * 8
-    available = available_memory(device)
-    if need > available:
-        raise ValueError(f"{label} needs about {need / 2**30:.2f} GiB per process but {available / 2**30:.2f} GiB "
-                         f"are available on {device}; use fewer samples or layers, or a larger machine")
-    depths = {kind: len(work.layers(kind)) for kind in c.weights}  # built only now that they fit
-    throughput, source = measured_throughput(work, device, block, budget) if timed else (math.nan, "not timed")
-    return Plan(label, c.n_samples, depths, n_configs, len(plan_units), block, world, throughput, source,
-                need, engine, available)
-
-
 # ---------------------------------------------------------------- computing and storing
 
 
@@ -345,6 +223,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
     parameters = {k: v for k, v in asdict(config).items()  # units checkpointed before these fields resume
                   if (k != "attention_stats" or v) and (k != "weight_seed" or v is not None)}
     checkpoints = Checkpoints(partial, {"parameters": parameters, "torch": torch.__version__, "block": block,
+                                         "settle": work.settle,
                                          "folder": None if partial is None else partial.name,
                                          "model": experiments.model_identity(config.model)},
                               run and {**run, "parameters": parameters, "units": len(plan_units)})
@@ -377,6 +256,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
              "dtype": config.dtype, "device": config.device,
              "depth": {kind: len(work.layers(kind)) for kind in config.weights},
              "model_layers": int(model.config.num_hidden_layers), "world_size": world, "block_samples": block,
+             "settle_layers": work.settle,
              # the units' compute time summed over processes and resumed sessions (wall_time_s: this session)
              "compute_time_s": round(sum(s for _, part, _ in gathered for s in part.values()), 3),
              "units_resumed": sum(n for _, _, n in gathered), "samples": per_sample, **work.record}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rankcollapse.core.checks import check_int
 from rankcollapse.engine import attention_flop
-from rankcollapse.experiments import sweep
+from rankcollapse.experiments import plan
 from rankcollapse.experiments.config import INITIALIZED
 from rankcollapse.hf import families as hf_families
 from rankcollapse.hf import testing
@@ -103,7 +103,7 @@ def estimate(model: Architecture, page: str, parameters: dict, sweeps: Callable[
     """
     given = {**parameters, "n_layers": model.n_layers, "device": "cuda"}
     runs = sweeps(page, {**given, "model": "pkg:minilm"})  # the counts need no download
-    table = json.loads(sweep.THROUGHPUT_FILE.read_text())
+    table = json.loads(plan.THROUGHPUT_FILE.read_text())
     seconds, gpu_bytes = 0.0, 0
     for run in runs.values():
         c = run.config
@@ -114,7 +114,7 @@ def estimate(model: Architecture, page: str, parameters: dict, sweeps: Callable[
         stacks = {"pretrained": model.attention_params}  # one at a time; initialized: square projections
         stacks.update({w: 4 * model.d_model ** 2 for w in INITIALIZED})
         item = 8 if c.dtype == "float64" else 4
-        gpu_bytes = max([gpu_bytes, *(c.n_layers * stacks[w] * item + sweep.DEFAULT_BUDGET for w in c.weights)])
+        gpu_bytes = max([gpu_bytes, *(c.n_layers * stacks[w] * item + plan.DEFAULT_BUDGET for w in c.weights)])
     command = " ".join(["rankcollapse run", page, "-p model", model.hub_id,
                         *(f"-p {k} {v}" for k, v in given.items() if k != "device"), "--device cuda"])
     return {"model": model.hub_id, "page": page, "command": command,
@@ -142,4 +142,4 @@ def wide_attention() -> str:
 def table_numbers() -> dict[str, object]:
     """The words and numbers the prose around :func:`commands_table` states: the GPU, the engine's block
     budget (GiB) and the models whose attention is wider than the model."""
-    return {"gpu": GPU, "budget_gib": sweep.DEFAULT_BUDGET // 2**30, "wide": wide_attention()}
+    return {"gpu": GPU, "budget_gib": plan.DEFAULT_BUDGET // 2**30, "wide": wide_attention()}

@@ -29,7 +29,7 @@ from matplotlib.text import Text
 from rankcollapse import __version__
 from rankcollapse.core.masks import describe_mask
 from rankcollapse.core.metrics import FLOOR_OF
-from rankcollapse.book.plotting import drawn, logaxis, overlap
+from rankcollapse.book.plotting import drawn, logaxis, overlap, settled
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
 
@@ -220,15 +220,14 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
 
     The line is the ``centre`` statistic over samples (default :func:`centre_of`: the median, which the
-    verdicts use), the band spans ``band`` (default the 10-90 % quantiles; none for a share of samples). With ``floor``, the metric's own rounding floor (``metrics.FLOOR_OF``: eps·‖X‖_F for μ,
-    eps for μ/‖X‖_F, rtol·σ_max for σ_min; the largest median floor of the panel's SAN curves) is shaded
-    via :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's own floor
-    (rounding noise, not an equilibrium) are marked with an ``x`` — except where the engine tracked μ
-    exactly (metric ``exact`` = 1: pure attention, centred states), whose values below the floor are
-    measured, not noise. ``hue`` values in
-    ``dashed`` are drawn dashed (curves that may overlap others); ``colours`` maps ``hue`` values to
-    colours (default :func:`hue_colours` of this table). The y axis is labelled with
-    :func:`axis_label`. Log-log axes start at layer 1 when ``log_x`` (X(0) has no place on a log axis).
+    verdicts use), the band spans ``band`` (default the 10-90 % quantiles; none for a share of samples). With
+    ``floor``, the metric's own rounding floor (``metrics.FLOOR_OF``: eps·‖X‖_F for μ, eps for μ/‖X‖_F,
+    rtol·σ_max for σ_min; the largest median floor of the panel's SAN curves) is shaded via :func:`draw_floor`,
+    and layers whose centre lies within ``flag_factor`` of that curve's own floor (rounding noise, not an
+    equilibrium) are marked with an ``x`` -- except where the engine tracked μ exactly (metric ``exact`` = 1),
+    whose values below the floor are measured, not noise. Layers not computed because the curve had settled
+    on its floor are drawn dotted (:mod:`rankcollapse.book.plotting.settled`). ``hue`` values in ``dashed``
+    are drawn dashed; ``colours`` maps ``hue`` to colours (default :func:`hue_colours`); log-log from layer 1.
     Shapes: ``table`` has columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
     """
     rows = table[table["metric"] == metric]
@@ -243,7 +242,7 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     centre = centre or centre_of(metric)
     for name, curve in rows.groupby(hue, sort=False):
         colour = colours[name]
-        curve = curve.sort_values("layer")
+        curve, held = settled.split(curve.sort_values("layer"), table[table[hue] == name])
         ax.plot(curve["layer"], curve[centre], color=colour, lw=1.8, label=name, ls="--" if name in dashed else "-")
         if metric not in _SHARE_METRICS:
             ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0,
@@ -258,6 +257,7 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
                 zone = own.loc[low["layer"].min():low["layer"].max()]
                 ax.fill_between(zone.index, zone.to_numpy(), flag_factor * zone.to_numpy(), color=colour,
                                 alpha=0.12, lw=0, zorder=0)
+        settled.draw(ax, held, centre, colour)
     if log_x:
         ax.set_xscale("log")
         logaxis.layer_ticks(ax)
@@ -317,7 +317,7 @@ def figure_legend(fig: Figure, axes, floor_cross: bool = False, n_cols: int | No
             entries.setdefault(label, handle)
     if floor_cross:
         entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
-    _place_legend(fig, entries, n_cols)
+    _place_legend(fig, entries | settled.legend_entries(axes), n_cols)
 
 
 def _place_legend(fig: Figure, entries: dict[str, object], n_cols: int | None = None) -> None:
@@ -338,7 +338,7 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
     Shapes: ``table`` is a tidy experiments table.
     """
     titles = titles or {}
-    helpers = {*FLOOR_OF.values(), "exact"}  # metrics that qualify others, never a row of their own
+    helpers = {*FLOOR_OF.values(), "exact", settled.SETTLED_METRIC}  # qualify other metrics; never a row
     row_values = [v for v in dict.fromkeys(table[row]) if row != "metric" or v not in helpers]
     col_values = list(dict.fromkeys(table[col]))
     block_rows = -(-len(col_values) // min(max_cols, len(col_values)))
@@ -416,5 +416,5 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
                 for k, m in enumerate(by_mask)}
     entries["dtype floor"] = next(p for ax in axes.ravel() for p in ax.patches if p.get_label() == "dtype floor")
     entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
-    _place_legend(fig, entries)
+    _place_legend(fig, entries | settled.legend_entries(axes.ravel()))
     return fig

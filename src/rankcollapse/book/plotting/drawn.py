@@ -20,6 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 
+from rankcollapse.book.plotting import settled
+
 COLUMNS = ("panel", "panel_title", "x_label", "y_label", "series", "kind", "x", "y", "y_low", "y_high", "value")
 
 
@@ -49,7 +51,8 @@ def _axes_rows(ax: Axes) -> list[dict]:
             colour = _rgb(artist.get_color())
             if label:
                 curve_of[colour] = label
-            kind = "line" if label or artist.get_linestyle() not in ("None", "", " ") else "markers"
+            kind = ("settled" if artist.get_gid() == settled.GID else  # layers held, not computed
+                    "line" if label or artist.get_linestyle() not in ("None", "", " ") else "markers")
             x, y = (np.asarray(v, dtype=float) for v in artist.get_data())
             rows += [{"series": label or curve_of.get(colour, f"line {i}"), "kind": kind, "x": a, "y": b}
                      for a, b in zip(x, y)]
