@@ -317,7 +317,7 @@ def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdi
     """settle=3: a configuration not tracked exactly stops on a chunk once every sample sat within the floor
     band for 3 layers; every computed layer is bit-identical to the full run, the held layers repeat the last
     computed one and are flagged, exactly tracked curves run on, and the curve verdicts do not change."""
-    from rankcollapse.experiments.config import config_labels, summarize
+    from rankcollapse.experiments.config import config_labels, held_from, summarize
     from rankcollapse.verdicts.rules import table_verdicts
 
     x0 = torch.randn(6, 12, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
@@ -346,8 +346,15 @@ def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdi
             chunk = slice(s - s % 2, s - s % 2 + 2)
             assert metrics.below_floor(short.metrics["mu"][window, c, chunk], short.metrics["floor"][window, c, chunk]).all()
     labels = config_labels(configs, "initialized")
-    verdicts = [table_verdicts(summarize(r.metrics, labels, 12, 16))[["verdict", "floor_layer"]] for r in (full, short)]
+    tables = [summarize(r.metrics, labels, 12, 16) for r in (full, short)]
+    verdicts = [table_verdicts(t)[["verdict", "floor_layer"]] for t in tables]
     assert verdicts[0].equals(verdicts[1])
+    named = [{k: v for k, v in c.items() if v is not None} for c in labels]
+    unique = [c for c in range(len(configs)) if named.count(named[c]) == 1]  # causal pure shares its labels
+    for c in unique:  # the pages' words: the first layer a configuration was held
+        first = int(held[:, c].any(dim=1).int().argmax()) if held[:, c].any() else None
+        assert held_from(tables[1], **named[c]) == first and held_from(tables[0], **named[c]) is None
+    assert any(held_from(tables[1], **named[c]) for c in unique)  # the case the words are for occurs
     with pytest.raises(ValueError, match="settle must be None or an integer >= 1"):
         engine.run_san(x0, layers[:1], configs, settle=0)
     with pytest.raises(ValueError, match="settle cannot be combined with attention_stats"):

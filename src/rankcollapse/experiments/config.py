@@ -318,13 +318,31 @@ def value(table: pd.DataFrame, metric: str, *, layer: int | str = "last", stat: 
 
     Shapes: ``table`` is a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`).
     """
-    rows = table[table["metric"] == metric]
-    for column, wanted in labels.items():
-        rows = rows[rows[column] == wanted]
+    rows = _rows(table, metric, labels)
     rows = rows[rows["layer"] == (rows["layer"].max() if layer == "last" else layer)]
     if len(rows) != 1:
         raise ValueError(f"{len(rows)} rows of {metric!r} at layer {layer} match {labels}; name one configuration")
     return float(rows[stat].iloc[0])
+
+
+def held_from(table: pd.DataFrame, **labels) -> int | None:
+    """The first layer a sweep did not compute for the configurations matching ``labels`` because they had
+    settled on their rounding floor (metric ``engine.SETTLED_METRIC`` above 0: some samples held, their last
+    computed values repeated); None where every layer was computed (or the sweep never stops).
+
+    Shapes: ``table`` is a tidy experiments table.
+    """
+    rows = _rows(table, engine.SETTLED_METRIC, labels)
+    held = rows.loc[rows["mean"] > 0, "layer"]
+    return int(held.min()) if len(held) else None
+
+
+def _rows(table: pd.DataFrame, metric: str, labels: dict) -> pd.DataFrame:
+    """The rows of ``metric`` whose columns equal ``labels`` (column=value)."""
+    rows = table[table["metric"] == metric]
+    for column, wanted in labels.items():
+        rows = rows[rows[column] == wanted]
+    return rows
 
 
 TABLE_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip", "layer", "metric",

@@ -41,14 +41,20 @@ FIG3 = dict(norms=("none",))
 FIG4 = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)  # Fig. 4: token geometry
 
 
-def times_floor(ratio: float) -> str:
+def times_floor(ratio: float, held: int | None = None) -> str:
     """Words for a value over its rounding floor: "1.1 times its rounding floor", or, for a value that
-    underflowed to exactly 0, that it lies below the floor (never "0 times its rounding floor").
+    underflowed to exactly 0, that it lies below the floor (never "0 times its rounding floor"). ``held``:
+    the first layer the sweep did not compute (:func:`rankcollapse.experiments.config.held_from`), so the
+    value is the one the curve settled at.
 
     >>> times_floor(1.1056), times_floor(0.0)
     ('1.1 times its rounding floor', 'exactly 0, below its rounding floor (it underflowed)')
+    >>> times_floor(0.97, held=14)
+    '0.97 times its rounding floor (at layer 13, where it settled on the floor; later layers not computed)'
     """
-    return "exactly 0, below its rounding floor (it underflowed)" if ratio == 0 else f"{ratio:.2g} times its rounding floor"
+    words = ("exactly 0, below its rounding floor (it underflowed)" if ratio == 0 else
+             f"{ratio:.2g} times its rounding floor")
+    return words if held is None else f"{words} (at layer {held - 1}, where it settled on the floor; later layers not computed)"
 
 
 def check_system(config: object) -> None:

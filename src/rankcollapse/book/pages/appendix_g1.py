@@ -18,7 +18,7 @@ from rankcollapse.book.pages._common import (FIG2, FIG3, against, curves_claim, 
                                               temperature_range, temperature_sides, times_floor)
 from rankcollapse.core.metrics import FLOOR_BAND
 from rankcollapse.engine.exact import EXACT_METRIC
-from rankcollapse.experiments.config import value
+from rankcollapse.experiments.config import held_from, value
 from rankcollapse.experiments.samples import SampleValues
 from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
 
@@ -40,12 +40,15 @@ def numbers(table: pd.DataFrame) -> dict[str, float | int | str]:
     low = [m for m in masks if pure[m] <= FLOOR_BAND * floor[m]]
     return {"masks_at_floor": len(low), "n_masks": len(masks),
             "window_final": pure.get("causal_sliding_window", float("nan")),
-            "floor_words": "; ".join(_below_floor_words(mask_label(m), pure[m], floor[m], exact[m]) for m in low),
+            "floor_words": "; ".join(_below_floor_words(mask_label(m), pure[m], floor[m], exact[m],
+                                                        held_from(table, mask=m, norm="none", variant="SAN"))
+                                     for m in low),
             "n_layers": int(table["layer"].max())}
 
 
-def _below_floor_words(mask: str, mu: float, floor: float, exact: bool) -> str:
-    """Where a curve near or below its rounding floor ends, in words that say how it was measured.
+def _below_floor_words(mask: str, mu: float, floor: float, exact: bool, held: int | None = None) -> str:
+    """Where a curve near or below its rounding floor ends, in words that say how it was measured (``held``:
+    the first layer not computed, the curve having settled on its floor).
 
     >>> _below_floor_words("causal", 5.6e-97, 9.9e-07, True)
     'causal: μ ≈ 5.6e-97, 1.8e+90 times below its rounding floor (9.9e-07), tracked exactly'
@@ -56,7 +59,7 @@ def _below_floor_words(mask: str, mu: float, floor: float, exact: bool) -> str:
         return f"{mask}: μ {times_floor(0.0)}"
     if exact and mu < floor:
         return f"{mask}: μ ≈ {mu:.1e}, {floor / mu:.1e} times below its rounding floor ({floor:.1e}), tracked exactly"
-    return f"{mask}: μ ≈ {mu:.1e}, {times_floor(mu / floor)}, where μ is rounding noise"
+    return f"{mask}: μ ≈ {mu:.1e}, {times_floor(mu / floor, held)}, where μ is rounding noise"
 
 
 def claims(fig2_table: pd.DataFrame, fig3_table: pd.DataFrame | None = None,

@@ -24,7 +24,7 @@ from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, 
 from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int
 from rankcollapse.core.norms import NORM_LABELS
-from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config, value
+from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config, held_from, value
 from rankcollapse.experiments.samples import SampleValues
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import (COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Claim, effect_cell,
@@ -84,7 +84,8 @@ def numbers(table: pd.DataFrame) -> dict[str, float | int]:
         "ln_complete": value(table, "mu", mask="complete", norm="unit", **init),
         "floor_complete": value(table, "floor", mask="complete", norm="unit", **init),
         "ln_complete_over_floor": over_floor(init, "unit"),
-        "ln_complete_floor_words": times_floor(over_floor(init, "unit")),
+        "ln_complete_floor_words": times_floor(over_floor(init, "unit"),
+                                               held_from(table, mask="complete", norm="unit", **init)),
         "model_ln_complete_over_floor": over_floor(init, "model"),
         "pre_ln_complete_over_floor": over_floor(pre, "unit"),
         "pre_model_ln_complete": value(table, "mu", mask="complete", norm="model", **pre),

@@ -14,7 +14,7 @@ import pandas as pd
 from rankcollapse.book.pages._common import against, computing, curves_claim, paired_sides, times_floor
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import Run, value
+from rankcollapse.experiments.config import Run, held_from, value
 from rankcollapse.experiments.samples import SampleValues
 from rankcollapse.verdicts.claims import STABLE, Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import growth, last_value, side
@@ -39,9 +39,11 @@ def numbers(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]
     floor after the deep stack."""
     pre = dict(weights="pretrained")
 
+    def labels(norm: str, skip: bool) -> dict:
+        return dict(weights="initialized", variant="SAN", mask="complete", norm=norm, skip=skip)
+
     def over_floor(norm: str, skip: bool) -> float:
-        labels = dict(weights="initialized", variant="SAN", mask="complete", norm=norm, skip=skip)
-        return value(deep, "mu", **labels) / value(deep, "floor", **labels)
+        return value(deep, "mu", **labels(norm, skip)) / value(deep, "floor", **labels(norm, skip))
 
     return {
         "ln_scale": value(shallow, "norm", variant="SAN", mask="complete", norm="model", skip=True, **pre),
@@ -51,7 +53,7 @@ def numbers(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]
         "deep_ln_over_floor": over_floor("model", False),
         "deep_skip_over_floor": over_floor("none", True),
         "deep_ln_skip_over_floor": over_floor("model", True),
-        **{f"deep_{name}_floor_words": times_floor(over_floor(norm, skip))
+        **{f"deep_{name}_floor_words": times_floor(over_floor(norm, skip), held_from(deep, **labels(norm, skip)))
            for name, norm, skip in (("pure", "none", False), ("ln", "model", False), ("skip", "none", True),
                                     ("ln_skip", "model", True))},
         "n_layers_deep": int(deep["layer"].max()),
