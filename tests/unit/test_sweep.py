@@ -142,6 +142,7 @@ def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsy
     size = "fig2: 4 samples x (2 initialized + 2 pretrained) layers x 12 configurations = 192 sample.layer.configs"
     assert size in err
     assert "expected time" in err and "sample.layer.configs/s per process" in err
+    assert " or less at " in err and "curves settled on their floor stop sooner" in err  # settle on by default
     assert "GiB per process" in err and "available" in err
     assert "24/24" in err and "block.config" in err  # the bar: 1 block x 2 weight sources x 12 configurations
     assert result.provenance["block_samples"] == sweep.BLOCK_SAMPLES["cpu"]

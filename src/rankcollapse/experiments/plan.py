@@ -41,6 +41,7 @@ class Work(Protocol):
     names: tuple[str, ...] | None
     loaded: object
     d_model: int
+    settle: int | None  # engine.run_san's settle
 
     def layers(self, kind: str) -> list[AttentionLayer]: ...
 
@@ -114,6 +115,7 @@ class Plan:
     need_bytes: int  # memory of one process at its peak (rank 0, holding every sample's metrics)
     engine_bytes: int  # of which the engine's block
     available_bytes: int
+    settle: int | None = None  # curves stop after this many layers on their floor (the time is then an upper bound)
 
     @property
     def size(self) -> int:
@@ -127,8 +129,9 @@ class Plan:
         return (f"{self.label}: {self.n_samples} samples x ({depth}) layers x {self.n_configs} configurations = "
                 f"{self.size:,} sample.layer.configs, in {self.n_units} units of <= {self.block} samples over "
                 f"{self.world} process{'es' if self.world > 1 else ''}\n"
-                f"{self.label}: expected time {_duration(seconds)} at {self.throughput:,.0f} sample.layer.configs/s "
-                f"per process ({self.throughput_source})\n"
+                f"{self.label}: expected time {_duration(seconds)}{' or less' if self.settle else ''} at "
+                f"{self.throughput:,.0f} sample.layer.configs/s per process ({self.throughput_source}"
+                f"{'; every layer counted, curves settled on their floor stop sooner' if self.settle else ''})\n"
                 f"{self.label}: memory {gib(self.need_bytes)} per process (engine block {gib(self.engine_bytes)}), "
                 f"{gib(self.available_bytes)} available")
 
@@ -166,4 +169,4 @@ def make_plan(work: Work, label: str, plan_units: list[Unit], block: int, budget
     depths = {kind: len(work.layers(kind)) for kind in c.weights}  # built only now that they fit
     throughput, source = measured_throughput(work, device, block, budget) if timed else (math.nan, "not timed")
     return Plan(label, c.n_samples, depths, n_configs, len(plan_units), block, world, throughput, source,
-                need, engine, available)
+                need, engine, available, work.settle)
