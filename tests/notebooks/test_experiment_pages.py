@@ -40,7 +40,7 @@ def test_fig2(repo_root, tmp_path, figure_dir, results_dir):
     assert {p.suffix for p in figure_dir.glob("fig-fig2-mu.*")} == {".png", ".svg", ".pdf", ".json", ".csv"}
     # the main sweep, its controls, the pretrained no-mixing control, two seed replicates and the decomposition,
     # each with its per-sample values
-    assert len(list((results_dir / "fig2").glob("*.csv"))) == 6 == len(list((results_dir / "fig2").glob("*.samples.npz")))
+    assert len(list((results_dir / "fig2").glob("*.csv.gz"))) == 6 == len(list((results_dir / "fig2").glob("*.samples.npz")))
     assert glued["fig2_n_seeds"] == 3 and "fig-fig2-controls" in {p.stem for p in figure_dir.glob("*.json")}
     assert "fig2_controls_summary" in glued and "fig2_controls_claims" in glued
     assert "fig-fig2-decomposition" in {p.stem for p in figure_dir.glob("*.json")}

@@ -90,16 +90,16 @@ def test_device_script_stores_what_compute_stores(written, tmp_path):
     normal = sweep.run_experiment("skip_connections", TINY, ResultStore(tmp_path / "normal"))
     device = ResultStore(tmp_path / "device").load("skip_connections", experiments.stored_parameters(TINY),
                                                    experiments.check_table)
-    assert device is not None and device.csv_path.name == normal.csv_path.name
-    assert device.csv_path.read_bytes() == normal.csv_path.read_bytes()
+    assert device is not None and device.table_path.name == normal.table_path.name
+    assert device.table_path.read_bytes() == normal.table_path.read_bytes()
     for field in ("weight_sha256", "sample_ids_sha256", "sample_texts_sha256", "samples_available", "model_layers",
                   "model_package", "tokenizer_sha256", "model_description", "dtype", "device"):
         assert device.provenance[field] == normal.provenance[field], field
     with tarfile.open(archive) as tar:  # unpacked into a store, the result verifies (its per-sample values too)
-        assert sorted(tar.getnames()) == sorted(f"results/skip_connections/{normal.csv_path.stem}{s}"
-                                                for s in (".csv", ".json", ".samples.npz"))
+        assert sorted(tar.getnames()) == sorted(f"results/skip_connections/{normal.key}{s}"
+                                                for s in (".csv.gz", ".json", ".samples.npz"))
         tar.extractall(tmp_path / "unpacked", filter="data")
-    unpacked = ResultStore(tmp_path / "unpacked" / "results").verify("skip_connections", normal.csv_path.stem)
+    unpacked = ResultStore(tmp_path / "unpacked" / "results").verify("skip_connections", normal.key)
     assert unpacked.samples is not None
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["n_samples"] for r in report["runs"]] == [4] and report["engine"]["float64"]["tflop_per_s"] > 0
@@ -122,7 +122,7 @@ def test_stand_in_tries_the_device_and_stores_nothing(written, tmp_path):
                            "float64", "--probe", "1", "1", "--engine", "2", "1", "--report", str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["runs"] == [] and set(report["engine"]) == {"float32", "float64"}
-    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.csv"))
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.csv.gz"))
 
 
 def test_refusals(written, tmp_path):

@@ -3,6 +3,7 @@ own, or the larger stored run it shows), an output path that is a file, a cell p
 says that the same command resumes), options a page does not take, long values, a repeated ``-p``; the recompute
 command of every stored result runs; models given as a relative folder or a hub id without an owner."""
 
+import gzip
 import json
 import os
 import shlex
@@ -66,8 +67,8 @@ def _fig2_store(tmp_path, monkeypatch) -> tuple[Path, str]:
                   if r["parameters"]["n_samples"] == 128 and r["parameters"]["n_tokens"] == 32)
     results = tmp_path / "results"
     _copy(results, "fig2", *own, larger)
-    with open(results / "fig2" / f"{larger}.csv", "a") as csv:
-        csv.write("garbage\n")
+    table = results / "fig2" / f"{larger}.csv.gz"
+    table.write_bytes(gzip.compress(gzip.decompress(table.read_bytes()) + b"garbage\n"))
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(results))
     return results, larger
 
@@ -77,7 +78,7 @@ def test_a_damaged_larger_stored_run_is_one_sentence_before_the_notebook(tmp_pat
     results, larger = _fig2_store(tmp_path, monkeypatch)
     status, out, err = _run(["run", "fig2", "--output", str(tmp_path / "out")], capsys)
     assert status == 2
-    _one_sentence(err, f"stored result {results / 'fig2' / larger}.csv is damaged: the table is not the one recorded")
+    _one_sentence(err, f"stored result {results / 'fig2' / larger}.csv.gz is damaged: the table is not the one recorded")
     assert err[1].startswith(f"Recompute it: delete {results / 'fig2' / larger}.* and run: rankcollapse run fig2 ")
 
 
@@ -89,7 +90,7 @@ def test_a_damaged_result_met_in_the_notebook_is_one_sentence(tmp_path, monkeypa
     monkeypatch.setattr(report, "largest_stored", lambda r, store=None: dict(r))  # in this process only
     status, out, err = _run(["run", "fig2", "--output", str(tmp_path / "out")], capsys)
     assert status == 2
-    _one_sentence(err, f"stored result {results / 'fig2' / larger}.csv is damaged")
+    _one_sentence(err, f"stored result {results / 'fig2' / larger}.csv.gz is damaged")
     assert len(err) == 2 and err[1].startswith("Recompute it: ")
 
 
@@ -198,7 +199,7 @@ def test_a_damaged_result_names_its_pages_command(tmp_path):
     key = next(k for k in STORE.keys("mask_design")
                if json.loads((STORE.root / "mask_design" / f"{k}.json").read_text())["parameters"]["window"] != 1)
     _copy(tmp_path, "mask_design", key)
-    (tmp_path / "mask_design" / f"{key}.csv").write_text("edited\n")
+    (tmp_path / "mask_design" / f"{key}.csv.gz").write_bytes(gzip.compress(b"edited\n"))
     with pytest.raises(ValueError) as err:
         ResultStore(tmp_path).verify("mask_design", key)
     command = str(err.value).splitlines()[1].split(" and run: ")[1]

@@ -3,6 +3,7 @@
 a page that shows the largest stored run says so; every run gets a folder of its own; the README names the
 extra models of the paper profile and every environment variable the package reads."""
 
+import gzip
 import json
 import re
 import shutil
@@ -72,9 +73,9 @@ def test_results_lists_every_stored_result(capsys, tmp_path, monkeypatch):
 def test_results_says_which_are_damaged(tmp_path, monkeypatch, capsys):
     key = STORE.keys("fig2")[0]
     (tmp_path / "fig2").mkdir()
-    for suffix in (".csv", ".json"):
+    for suffix in (".csv.gz", ".json"):
         shutil.copyfile(STORE.root / "fig2" / f"{key}{suffix}", tmp_path / "fig2" / f"{key}{suffix}")
-    (tmp_path / "fig2" / f"{key}.csv").write_text("edited\n")
+    (tmp_path / "fig2" / f"{key}.csv.gz").write_bytes(gzip.compress(b"edited\n"))
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     assert cli.main(["results", "fig2"]) == 1
     (line,) = capsys.readouterr().out.splitlines()[1:]
@@ -108,7 +109,7 @@ def test_compute_says_the_result_was_already_stored(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr(sweep, "compute", lambda *a, **k: pytest.fail("nothing is computed"))
     assert cli.main(["compute", "fig2"]) == 0
-    assert capsys.readouterr().out == "".join(f"already stored: {tmp_path / 'fig2' / key}.csv\n" for key in own)
+    assert capsys.readouterr().out == "".join(f"already stored: {tmp_path / 'fig2' / key}.csv.gz\n" for key in own)
 
 
 @pytest.mark.models
@@ -118,7 +119,7 @@ def test_compute_says_where_it_stored_the_result(tmp_path, monkeypatch, capsys):
     assert cli.main(["compute", "fig2", "-p", "n_samples", "2", "-p", "n_tokens", "8", "-p", "n_layers", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()  # the main sweep and its controls, each stored
     assert sorted(line for line in lines if line.startswith("stored: ")) == sorted(
-        f"stored: {csv}" for csv in (tmp_path / "fig2").glob("*.csv"))
+        f"stored: {csv}" for csv in (tmp_path / "fig2").glob("*.csv.gz"))
 
 
 def test_run_without_parameters_says_it_shows_the_largest_stored_run(tmp_path, monkeypatch, capsys):
@@ -138,7 +139,7 @@ def test_run_without_parameters_says_it_shows_the_largest_stored_run(tmp_path, m
                                "pkg:minilm, float64: ")
     assert lines[0].endswith("not its parameters cell's defaults; add -p show_largest_stored False to see exactly "
                              "the defaults")
-    assert lines[-len(own):] == [f"already stored: {tmp_path / 'results' / 'fig2' / key}.csv" for key in own]
+    assert lines[-len(own):] == [f"already stored: {tmp_path / 'results' / 'fig2' / key}.csv.gz" for key in own]
     assert cli.main(["run", "fig2", "-p", "show_largest_stored", "False", "--output", str(tmp_path / "out2")]) == 0
     assert not capsys.readouterr().out.startswith("note:")
 

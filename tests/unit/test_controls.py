@@ -17,7 +17,7 @@ from rankcollapse.core import masks, metrics
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments import samples as rc_samples
-from rankcollapse.experiments.store import DamagedResultError, ResultStore
+from rankcollapse.experiments.store import DamagedResultError, ResultStore, result_key
 
 
 def test_self_mask_is_the_identity_and_has_no_center():
@@ -73,7 +73,7 @@ def _samples(n_curves: int = 2, n_samples: int = 5) -> rc_samples.SampleValues:
 def test_per_sample_values_round_trip_through_the_store(tmp_path):
     store, samples = ResultStore(tmp_path), _samples()
     store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=samples)
-    path = tmp_path / "fig2" / f"{store.paths('fig2', {'n': 1})[0].stem}{rc_samples.SAMPLES_SUFFIX}"
+    path = tmp_path / "fig2" / f"{result_key('fig2', {'n': 1})}{rc_samples.SAMPLES_SUFFIX}"
     record = json.loads(store.paths("fig2", {"n": 1})[1].read_text())
     assert record["samples_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     loaded = store.load("fig2", {"n": 1}).samples
@@ -90,7 +90,7 @@ def test_per_sample_values_round_trip_through_the_store(tmp_path):
 def test_damaged_per_sample_values_are_refused(tmp_path, damage):
     store = ResultStore(tmp_path)
     store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=_samples())
-    path = tmp_path / "fig2" / f"{store.paths('fig2', {'n': 1})[0].stem}{rc_samples.SAMPLES_SUFFIX}"
+    path = tmp_path / "fig2" / f"{result_key('fig2', {'n': 1})}{rc_samples.SAMPLES_SUFFIX}"
     data = path.read_bytes()
     if damage == "delete":
         path.unlink()

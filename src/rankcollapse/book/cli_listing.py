@@ -189,16 +189,16 @@ def stored_lines(before: Mapping[str, object], after: Mapping[str, object]) -> l
     for part, result in after.items():
         if result is not None:
             word = "already stored" if before.get(part) is not None else "stored"
-            lines.append(f"{word}: {_relative(result.csv_path)}")
+            lines.append(f"{word}: {_relative(result.table_path)}")
     return list(dict.fromkeys(lines))
 
 
 def shown_line(page: str, own: Mapping[str, object], shown: Mapping[str, object]) -> str | None:
     """The plain sentence for a page showing the largest stored run instead of its parameters cell's, or None."""
-    if not shown or all(shown[p] is own.get(p) or shown[p].csv_path == own[p].csv_path for p in shown):
+    if not shown or all(shown[p] is own.get(p) or shown[p].table_path == own[p].table_path for p in shown):
         return None
     first = next(iter(shown.values()))
     p = first.provenance["parameters"]
     return (f"note: {page} shows the largest stored run of this experiment ({p['n_samples']} samples × "
-            f"{p['n_tokens']} tokens, {p['model']}, {p['dtype']}: {_relative(first.csv_path)}), not its parameters "
+            f"{p['n_tokens']} tokens, {p['model']}, {p['dtype']}: {_relative(first.table_path)}), not its parameters "
             f"cell's defaults; add -p show_largest_stored False to see exactly the defaults")

@@ -19,20 +19,20 @@ from rankcollapse.book.report import largest_stored
 from rankcollapse.book.runner import page_parameters
 from rankcollapse.experiments.config import check_table, stored_parameters
 from rankcollapse.experiments.provenance import book_root
-from rankcollapse.experiments.store import ResultStore, compute_seconds
+from rankcollapse.experiments.store import TABLE_SUFFIX, ResultStore, compute_seconds
 
 COMPUTED = "computed when the book is built"
 
 
 def _loaded_words(records: list[dict]) -> str:
-    """The stored results a page loads, by the commit that computed them, e.g. ``loaded: results/fig2/84d7….csv,
+    """The stored results a page loads, by the commit that computed them, e.g. ``loaded: results/fig2/84d7….csv.gz,
     computed at commit 35be2223a296 (5194 s)``; more than three of one commit are counted, not listed."""
     by_commit: dict[str, list[dict]] = {}
     for record in records:
         by_commit.setdefault(str(record.get("git_commit", "unknown"))[:12], []).append(record)
     words = []
     for commit, group in by_commit.items():
-        files = [f"results/{r['page']}/{r['key']}.csv" for r in group]
+        files = [f"results/{r['page']}/{r['key']}{TABLE_SUFFIX}" for r in group]
         seconds = [compute_seconds(r) for r in group]
         what = ", ".join(files) if len(files) <= 3 else f"{len(files)} results in results/{group[0]['page']}/"
         took = f"{seconds[0]:.0f} s" if len(seconds) == 1 else f"{min(seconds):.0f} to {max(seconds):.0f} s each"

@@ -29,7 +29,7 @@ from rankcollapse.core.masks import WINDOWED_MASKS
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.config import check_table
 from rankcollapse.experiments.provenance import book_root
-from rankcollapse.experiments.store import ResultStore, StoredResult, compute_seconds, run_command
+from rankcollapse.experiments.store import TABLE_SUFFIX, ResultStore, StoredResult, compute_seconds, run_command
 from rankcollapse.verdicts import claims as rc_claims
 
 recompute.register()  # a damaged result met by a page names the command, in its page's parameters, that recomputes it
@@ -188,7 +188,7 @@ def _figure_parameters(result: StoredResult) -> dict:
 def figure_data(results: Iterable[StoredResult]) -> list[dict[str, str]]:
     """The stored results a figure draws, each with the commit that computed it (a figure's cite block and
     JSON record name these beside the commit that rendered the page)."""
-    return [{"result": f"results/{r.provenance['page']}/{r.provenance['key']}.csv",
+    return [{"result": f"results/{r.provenance['page']}/{r.provenance['key']}{TABLE_SUFFIX}",
              "computed_at_commit": str(r.provenance.get("git_commit", "unknown"))} for r in results]
 
 
@@ -313,7 +313,7 @@ def scale_note(result: StoredResult) -> str:
     return (f"Scale of this run: {scale_words(result)}; pretrained model {p['model_description']} "
             f"(`{p['parameters']['model']}`, depth {p['model_layers']}); computed on {p['hardware']} in "
             f"{_seconds_words(compute_seconds(p))}{resumed} at commit {p['git_commit'][:12]}; {origin} "
-            f"(`results/{result.csv_path.parent.name}/{result.csv_path.name}`).")
+            f"(`results/{result.table_path.parent.name}/{result.table_path.name}`).")
 
 
 def shown_banner(name: str, parameters: Mapping[str, object],

@@ -309,7 +309,7 @@ def _probe(bundle: Bundle, run: BundledRun, n: int, depth: int, dtype: str, devi
 
 
 def _archive(store: ResultStore, keys: list[tuple[str, str]], path: Path) -> None:
-    """A .tar.gz of the stored results ``(page, key)``, each as ``results/<page>/<key>.csv``, ``.json`` and,
+    """A .tar.gz of the stored results ``(page, key)``, each as ``results/<page>/<key>.csv.gz``, ``.json`` and,
     where kept, ``.samples.npz`` (in parts when large: :func:`rankcollapse.experiments.provenance.write_archive`)."""
     files = {f"results/{page}/{p.name}": p for page, key in keys for p in sorted((store.root / page).glob(f"{key}.*"))}
     write_archive(files, path)
@@ -363,13 +363,13 @@ def _run_page(bundle: Bundle, store: ResultStore, runs: list[tuple[BundledRun, f
         t0 = time.perf_counter()
         result = sweep.run_experiment(run.page, config, store, bundle.inputs(n_samples))
         seconds = time.perf_counter() - t0
-        new.append((run.page, result.csv_path.stem))
+        new.append((run.page, result.key))
         work = config.n_samples * config.n_layers * len(config.san_configs())
-        report["runs"].append({"page": run.page, "part": run.part, "key": result.csv_path.stem, "dtype": dtype,
+        report["runs"].append({"page": run.page, "part": run.part, "key": result.key, "dtype": dtype,
                                "n_samples": n_samples, "n_layers": config.n_layers, "wall_s": round(seconds, 2),
                                "estimate_s": round(estimate * n_samples, 2), "san_sample_layer_configs": work,
                                "compute_time_s": result.provenance["compute_time_s"]})
-        log(f"stored {run.page}/{result.csv_path.stem} ({run.part}, {dtype}, {n_samples} samples) in {seconds:.1f} s "
+        log(f"stored {run.page}/{result.key} ({run.part}, {dtype}, {n_samples} samples) in {seconds:.1f} s "
             f"(estimated {estimate * n_samples:.1f} s)")
         if archive is not None:
             _archive(store, stored + new, archive)

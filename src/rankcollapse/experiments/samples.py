@@ -73,7 +73,7 @@ class SampleValues:
         return array[:depth]
 
 
-SAMPLES_SUFFIX = ".samples.npz"  # beside a result's <key>.csv: results/<page>/<key>.samples.npz
+SAMPLES_SUFFIX = ".samples.npz"  # beside a result's <key>.csv.gz: results/<page>/<key>.samples.npz
 STORED_DTYPE = np.float32  # 4 bytes per value: 12 bytes per sample x layer x curve for the three metrics
 
 

@@ -2,16 +2,18 @@
 on every read.
 
 A result is identified by its page name and its *complete* parameter set. It lives in two files,
-``results/<page>/<key>.csv`` (the tidy table) and ``results/<page>/<key>.json`` (provenance: every
-parameter, package versions, git commit, model spec and weight hash, sample hash, dtype, device,
-hardware, wall time, and the SHA-256 and row count of the CSV), and, for results stored since per-sample values
+``results/<page>/<key>.csv.gz`` (the tidy table, a gzip-compressed CSV: a quarter of the CSV's bytes, so the
+tracked tree stays small enough to travel to a GPU machine beside a device bundle) and
+``results/<page>/<key>.json`` (provenance: every parameter, package versions, git commit, model spec and
+weight hash, sample hash, dtype, device, hardware, wall time, and the SHA-256 and row count of the CSV -- of
+its text, not of the compressed file, so a result's identity does not depend on the compressor), and, for results stored since per-sample values
 are kept, a third, ``results/<page>/<key>.samples.npz`` (:mod:`rankcollapse.experiments.samples`, its SHA-256
 in the JSON as ``samples_sha256``, verified like the table's), where ``key`` is a hash of the canonical
 JSON of ``{page, parameters}``. A lookup matches only when the stored parameters are *exactly* the ones
 asked for, so a stored number can never stand in for a different setting.
 
 A stored result is never read or listed without checking it: both files present, the JSON readable and
-for this key, the CSV's SHA-256 and row count equal to the recorded ones, and (when the caller passes a
+for this key, the table decompressing, the CSV's SHA-256 and row count equal to the recorded ones, and (when the caller passes a
 ``check``, as :mod:`rankcollapse.experiments.config` does) the table's columns and configurations those the
 parameters ask for. Anything else raises one :class:`DamagedResultError` naming the file and the command
 that recomputes it -- never a silent partial figure.
@@ -24,14 +26,18 @@ sweep resumes at the first entry that is missing. An experiment's result is reus
 files are those it recorded (:func:`rankcollapse.experiments.config.identity_mismatch`, checked by
 :func:`rankcollapse.experiments.sweep.run_experiment`).
 
+A store written before tables were compressed (``<key>.csv``) or before their hashes were recorded is refused
+with one message naming ``results/upgrade_store.py``, which upgrades it in place (:func:`upgrade_store`).
+
 Used by: :mod:`rankcollapse.experiments.config` (every experiment page), book/reproduce.md (:func:`summary_table`),
-``results/add_table_hashes.py`` and ``tests/unit/test_results.py``.
+``results/upgrade_store.py`` and ``tests/unit/test_results.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import gzip
 import hashlib
 import io
 import json
@@ -39,6 +45,7 @@ import os
 import shlex
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +58,9 @@ from rankcollapse.experiments.provenance import WriteError, atomic_write, book_r
 from rankcollapse.experiments.samples import SampleValues
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
+TABLE_SUFFIX = ".csv.gz"  # a result's table: results/<page>/<key>.csv.gz
+_PLAIN_SUFFIX = ".csv"  # a table stored before tables were compressed (results/upgrade_store.py compresses it)
+UPGRADE = "python results/upgrade_store.py"  # the command that upgrades a store written by an earlier version
 
 
 def canonical_parameters(parameters: dict) -> dict:
@@ -145,6 +155,20 @@ def _table_text(table: pd.DataFrame) -> bytes:
     return table.to_csv(index=False, float_format="%.17g").encode()
 
 
+def _packed(data: bytes) -> bytes:
+    """CSV bytes as stored: gzip at level 9 with no file name or time in its header, so equal tables give equal
+    files (and the same bytes on every machine)."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def _unpacked(data: bytes) -> bytes | None:
+    """The CSV bytes of a stored table file, or None when it is not a complete gzip stream."""
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError; a truncated stream an EOFError
+        return None
+
+
 def _read_table(data: bytes) -> pd.DataFrame | None:
     """The table of CSV bytes, or None when they do not parse (any bytes: a damaged file is refused, not raised)."""
     try:
@@ -159,9 +183,14 @@ class StoredResult:
 
     table: pd.DataFrame  # tidy: one row per layer x configuration x metric (sample statistics in columns)
     provenance: dict  # parameters, versions, commit, model and sample hashes, dtype, device, hardware, wall time
-    csv_path: Path  # where the table lives
+    table_path: Path  # where the table lives: <root>/<page>/<key>.csv.gz
     loaded: bool  # True when read from the store, False when computed by this call
     samples: SampleValues | None = None  # per-sample values (<key>.samples.npz); None for results stored before
+
+    @property
+    def key(self) -> str:
+        """The result's key (its file stem)."""
+        return self.provenance["key"]
 
 
 class ResultStore:
@@ -174,35 +203,38 @@ class ResultStore:
         self.root = Path(root)
 
     def paths(self, page: str, parameters: dict) -> tuple[Path, Path]:
-        """``(csv, json)`` paths of a result."""
+        """``(table, json)`` paths of a result."""
         if not page or "/" in page or page.startswith("."):
             raise ValueError(f"page must be a plain page name such as 'fig2', got {page!r}")
-        key = result_key(page, parameters)
-        return self.root / page / f"{key}.csv", self.root / page / f"{key}.json"
+        return self.files(page, result_key(page, parameters))
+
+    def files(self, page: str, key: str) -> tuple[Path, Path]:
+        """``(table, json)`` paths of ``<page>/<key>``."""
+        return self.root / page / f"{key}{TABLE_SUFFIX}", self.root / page / f"{key}.json"
 
     def load(self, page: str, parameters: dict, check: TableCheck | None = None) -> StoredResult | None:
         """The stored result whose parameters equal ``parameters`` exactly; None when neither file exists.
 
         Raises :class:`DamagedResultError` when the result is damaged (see :meth:`verify`).
         """
-        csv_path, json_path = self.paths(page, parameters)
-        if not (csv_path.exists() or json_path.exists()):
+        table_path, json_path = self.paths(page, parameters)
+        if not (table_path.exists() or json_path.exists()):
             return None
-        return self.verify(page, csv_path.stem, canonical_parameters(parameters), check)
+        return self.verify(page, result_key(page, parameters), canonical_parameters(parameters), check)
 
     def verify(self, page: str, key: str, parameters: dict | None = None,
                check: TableCheck | None = None) -> StoredResult:
         """Read ``<page>/<key>`` and check it, or raise one :class:`DamagedResultError`.
 
         Checked: both files exist; the JSON parses and is the record of this page and key (and of
-        ``parameters`` when given); the CSV's SHA-256 and row count equal the recorded ones; the CSV
-        parses; ``check(table, stored parameters)`` passes.
+        ``parameters`` when given); the table decompresses; the CSV's SHA-256 and row count equal the recorded
+        ones; the CSV parses; ``check(table, stored parameters)`` passes.
         """
-        csv_path, json_path = self.root / page / f"{key}.csv", self.root / page / f"{key}.json"
+        table_path, json_path = self.files(page, key)
 
         def damaged(reason: str, known: dict | None = parameters) -> DamagedResultError:
             return DamagedResultError(
-                f"stored result {csv_path} is damaged: {reason}.\n"
+                f"stored result {table_path} is damaged: {reason}.\n"
                 f"Recompute it: delete {self.root / page / key}.* and run: {recompute_command(page, known)}")
 
         if not json_path.is_file():
@@ -218,12 +250,18 @@ class ResultStore:
             raise damaged(f"its record {json_path.name} is not the record of {page}/{key} (edited or moved)")
         if parameters is not None and stored != parameters:
             raise damaged(f"its record {json_path.name} holds other parameters than asked for")
-        if not csv_path.is_file():
-            raise damaged(f"its table {csv_path.name} is missing", stored)
+        if not table_path.is_file():
+            plain = table_path.with_name(key + _PLAIN_SUFFIX).is_file()
+            raise damaged(f"its table {table_path.name} is missing" + (
+                f" (its uncompressed {key}{_PLAIN_SUFFIX} is there, stored by an earlier version: {UPGRADE})"
+                if plain else ""), stored)
         if "table_sha256" not in record or "table_rows" not in record:
             raise damaged(f"its record {json_path.name} has no table_sha256 / table_rows "
-                          f"(add them with results/add_table_hashes.py)", stored)
-        data = csv_path.read_bytes()
+                          f"(stored by an earlier version: {UPGRADE})", stored)
+        data = _unpacked(table_path.read_bytes())
+        if data is None:
+            raise damaged(f"the table is not the one recorded (it does not decompress): truncated or replaced",
+                          stored)
         table = _read_table(data)
         if hashlib.sha256(data).hexdigest() != record["table_sha256"] or table is None \
                 or len(table) != record["table_rows"]:
@@ -248,32 +286,33 @@ class ResultStore:
                 samples = rc_samples.from_bytes(data)
             except ValueError as err:
                 raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}", stored) from None
-        return StoredResult(table, record, csv_path, True, samples)
+        return StoredResult(table, record, table_path, True, samples)
 
     def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict,
              samples: SampleValues | None = None) -> StoredResult:
-        """Store a table atomically (CSV, then the per-sample values when given, then the JSON with the
-        SHA-256 and row count of the table and the SHA-256 of the per-sample values)."""
-        csv_path, json_path = self.paths(page, parameters)
-        samples_path = csv_path.with_name(csv_path.stem + rc_samples.SAMPLES_SUFFIX)
+        """Store a table atomically (the compressed CSV, then the per-sample values when given, then the JSON
+        with the SHA-256 and row count of the CSV and the SHA-256 of the per-sample values)."""
+        table_path, json_path = self.paths(page, parameters)
+        key = result_key(page, parameters)
+        samples_path = table_path.with_name(key + rc_samples.SAMPLES_SUFFIX)
         data = _table_text(table)
         packed = None if samples is None else rc_samples.to_bytes(samples)
-        record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": csv_path.stem,
+        record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": key,
                   "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
         if packed is not None:
             record["samples_sha256"] = hashlib.sha256(packed).hexdigest()
         text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
-        atomic_write(csv_path, lambda tmp: Path(tmp).write_bytes(data))
+        atomic_write(table_path, lambda tmp: Path(tmp).write_bytes(_packed(data)))
         try:
             if packed is not None:
                 atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
             atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
         except WriteError:  # e.g. the disk filled up: no new table beside an old record (or none), no half result
-            for path in (csv_path, samples_path, json_path):
+            for path in (table_path, samples_path, json_path):
                 with contextlib.suppress(OSError):
                     path.unlink()
             raise
-        return StoredResult(table, record, csv_path, False, samples)
+        return StoredResult(table, record, table_path, False, samples)
 
     def check_writable(self, page: str, *folders: Path) -> None:
         """One ValueError, a sentence naming the folder, unless new files can be made in ``<root>/<page>`` and
@@ -320,11 +359,12 @@ class ResultStore:
         return [self.load_or_compute(page, entry, lambda entry=entry: compute(entry)) for entry in entries]
 
     def keys(self, page: str) -> list[str]:
-        """Keys of every result of ``page`` with at least one of its two files (temporary files aside)."""
+        """Keys of every result of ``page`` with at least one of its two files, or an uncompressed table of an
+        earlier version (temporary files aside)."""
         folder = self.root / page
-        files = [p for p in folder.iterdir() if p.suffix in (".csv", ".json") and not p.name.startswith(".")] \
-            if folder.is_dir() else []
-        return sorted({p.stem for p in files})
+        names = [p.name for p in folder.iterdir() if not p.name.startswith(".")] if folder.is_dir() else []
+        return sorted({name.removesuffix(suffix) for name in names for suffix in (TABLE_SUFFIX, _PLAIN_SUFFIX, ".json")
+                       if name.endswith(suffix)})
 
     def entries(self, page: str) -> list[dict]:
         """Provenance records of every stored result of ``page`` (for the drift test and the book).
@@ -335,33 +375,45 @@ class ResultStore:
         return [self.verify(page, key).provenance for key in self.keys(page)]
 
 
-def add_table_hashes(store: ResultStore, check: TableCheck) -> list[Path]:
-    """Record ``table_sha256`` and ``table_rows`` in every JSON of ``store`` that lacks them, after checking
-    that its CSV exists, parses and passes ``check``; returns the JSON files updated.
+def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
+    """Bring every result of ``store`` written by an earlier version to today's files, in place; returns the
+    tables written.
 
-    For results stored before the store recorded hashes (maintenance; ``results/add_table_hashes.py``).
+    An uncompressed ``<key>.csv`` becomes ``<key>.csv.gz`` (after its bytes are checked against the recorded
+    SHA-256; the plain file is removed only once the new one verifies). A record without ``table_sha256`` and
+    ``table_rows`` (results stored before the store recorded them) gets them, after its CSV is checked to parse
+    and to pass ``check`` (an experiment table's columns and configurations; tables with hashes are checked by
+    them alone, as the data page's table of another shape is). Results already upgraded are left alone
+    (``results/upgrade_store.py``).
     """
-    updated = []
+    written = []
     pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
     for page in pages:
         for key in store.keys(page):
-            csv_path, json_path = store.root / page / f"{key}.csv", store.root / page / f"{key}.json"
-            if not (csv_path.is_file() and json_path.is_file()):
-                store.verify(page, key)  # raises: one of the two files is missing
-            record = json.loads(json_path.read_text())
-            if "table_sha256" in record:
+            table_path, json_path = store.files(page, key)
+            plain = table_path.with_name(key + _PLAIN_SUFFIX)
+            if table_path.is_file() or not (plain.is_file() and json_path.is_file()):
+                store.verify(page, key)  # raises unless already upgraded: a half result, a damaged file
+                plain.unlink(missing_ok=True)  # left by an upgrade stopped after writing the verified table
                 continue
-            data = csv_path.read_bytes()
+            data = plain.read_bytes()
             table = _read_table(data)
+            record = json.loads(json_path.read_text())
             if table is None:
-                raise DamagedResultError(f"stored result {csv_path} is damaged: its table does not parse")
-            check(table, record["parameters"])
-            record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
-            text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
-            atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
-            store.verify(page, key, check=check)
-            updated.append(json_path)
-    return updated
+                raise DamagedResultError(f"stored result {plain} is damaged: its table does not parse")
+            if "table_sha256" not in record:
+                check(table, record["parameters"])
+                record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
+                text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+                atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+            elif hashlib.sha256(data).hexdigest() != record["table_sha256"]:
+                raise DamagedResultError(f"stored result {plain} is damaged: the table is not the one recorded "
+                                         f"(SHA-256 differs); not compressing it")
+            atomic_write(table_path, lambda tmp: Path(tmp).write_bytes(_packed(data)))
+            store.verify(page, key)
+            plain.unlink()
+            written.append(table_path)
+    return written
 
 
 def compute_seconds(provenance: dict) -> float | None:

@@ -275,7 +275,7 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
     found = store.load(page, parameters, experiments.check_table) if rank == 0 else None
     stale = found and experiments.identity_mismatch(config.model, found.provenance)
     if stale:  # e.g. a local folder's weights rewritten since: never answer from the old numbers
-        print(f"{page}: not using the stored result {found.csv_path}: {stale}; computing it again", file=sys.stderr)
+        print(f"{page}: not using the stored result {found.table_path}: {stale}; computing it again", file=sys.stderr)
     found = broadcast(None if stale else found)
     if found is not None:
         return found

@@ -1,0 +1,17 @@
+"""Upgrade a results store written by an earlier version, in place: compress each table ``<key>.csv`` to
+``<key>.csv.gz`` (after checking its SHA-256 against its record) and record the SHA-256 and row count of tables
+stored before the store recorded them (after checking each parses and has the columns and configurations its
+parameters ask for, ``rankcollapse.experiments.config.check_table``). Results already upgraded are left alone.
+Run from anywhere: ``python results/upgrade_store.py [STORE]`` (default: this folder).
+"""
+
+import sys
+from pathlib import Path
+
+from rankcollapse.experiments.config import check_table
+from rankcollapse.experiments.store import ResultStore, upgrade_store
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
+    for path in upgrade_store(ResultStore(root), check_table):
+        print(f"upgraded {path}")
