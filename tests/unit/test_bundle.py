@@ -213,3 +213,15 @@ def test_a_large_archive_is_written_in_parts_that_unpack_to_the_files(tmp_path):
     assert all((tmp_path / "unpacked" / name).read_bytes() == path.read_bytes() for name, path in files.items())
     assert write_archive({"a": files["results/p/0.bin"]}, out, part_bytes=10**9) == [out]
     assert not list(out.parent.glob("*.part-*"))
+
+
+def test_the_repository_leaves_room_for_a_device_bundle():
+    """The working tree travels with every call to a GPU machine, which takes at most 64 MiB; the device bundle
+    (scripts/device_bundle.sh: 36.6 MiB with 1536 samples' X(0) rows, 2026-12-05) fits beside a tree of up to
+    about 27 MiB, and moves the samples it cannot hold to a first call. At 58 MB (uncompressed result tables)
+    not even 512 samples fitted. Over 32 MiB, compress or prune what results/ stores before committing more."""
+    from rankcollapse.book import cli_bundle
+
+    root = Path(__file__).resolve().parents[2]
+    tree = cli_bundle.tree_bytes(root / ".device" / "bundle")
+    assert 2**20 < tree <= 32 * 2**20, f"the tree that travels is {tree / 2**20:.1f} MiB"

@@ -53,10 +53,11 @@ def bundled_runs(targets: list[str], pairs: list[tuple[str, str]], profile: str,
 
 
 def tree_bytes(folder: Path) -> int:
-    """Bytes of the files that travel with the git working tree holding ``folder``: tracked, and untracked but
-    not ignored, outside ``folder`` (0 outside git)."""
+    """Bytes of the files that travel with the git working tree holding ``folder`` (which need not exist yet):
+    tracked, and untracked but not ignored, outside ``folder`` (0 outside git)."""
+    there = next(p for p in (folder, *folder.parents) if p.is_dir())
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True,
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=there, capture_output=True, text=True,
                              check=True).stdout.strip()
         listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=top,
                                 capture_output=True, check=True).stdout
