@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from rankcollapse.experiments.config import check_table
-from rankcollapse.experiments.store import ResultStore, upgrade_store
+from rankcollapse.experiments.store import ResultStore
+from rankcollapse.experiments.store_upgrade import upgrade_store
 
 if __name__ == "__main__":
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent

@@ -144,7 +144,7 @@ def _readers_run(tmp_path, monkeypatch, capsys, page: str, name: str, n_layers: 
     argv = ["compute", page, "-p", "model", folder, "-p", "n_samples", "2", "-p", "n_layers", str(n_layers),
             "-p", "n_tokens", "12", "-p", "window", "2"]
     assert cli.main(argv) == 0, capsys.readouterr().err
-    return [pd.read_csv(path) for path in sorted((tmp_path / "results" / page).glob("*.csv"))]
+    return [pd.read_csv(path) for path in sorted((tmp_path / "results" / page).glob("*.csv.gz"))]
 
 
 @pytest.mark.parametrize("name", ["gemma2", "modernbert", "gpt_oss"])  # soft-capping, the encoder, sinks (~30 s each)

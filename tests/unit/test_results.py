@@ -15,7 +15,8 @@ from rankcollapse.book import registry as pages
 from rankcollapse.experiments import sweep
 
 from rankcollapse.experiments.store import (TABLE_SUFFIX, DamagedResultError, ResultStore, canonical_parameters,
-                                            result_key, summary_table, upgrade_store)
+                                            result_key, summary_table)
+from rankcollapse.experiments.store_upgrade import upgrade_store
 
 
 def _table(value: float) -> pd.DataFrame:

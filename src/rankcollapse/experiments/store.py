@@ -2,21 +2,20 @@
 on every read.
 
 A result is identified by its page name and its *complete* parameter set. It lives in two files,
-``results/<page>/<key>.csv.gz`` (the tidy table, a gzip-compressed CSV: a quarter of the CSV's bytes, so the
-tracked tree stays small enough to travel to a GPU machine beside a device bundle) and
-``results/<page>/<key>.json`` (provenance: every parameter, package versions, git commit, model spec and
-weight hash, sample hash, dtype, device, hardware, wall time, and the SHA-256 and row count of the CSV -- of
-its text, not of the compressed file, so a result's identity does not depend on the compressor), and, for results stored since per-sample values
+``results/<page>/<key>.csv.gz`` (the tidy table as gzip-compressed CSV, a quarter of its bytes, so the tree
+travels to a GPU machine beside a device bundle) and ``results/<page>/<key>.json`` (provenance: every
+parameter, package versions, git commit, model spec and weight hash, sample hash, dtype, device, hardware,
+wall time, and the SHA-256 and row count of the CSV text), and, for results stored since per-sample values
 are kept, a third, ``results/<page>/<key>.samples.npz`` (:mod:`rankcollapse.experiments.samples`, its SHA-256
 in the JSON as ``samples_sha256``, verified like the table's), where ``key`` is a hash of the canonical
 JSON of ``{page, parameters}``. A lookup matches only when the stored parameters are *exactly* the ones
 asked for, so a stored number can never stand in for a different setting.
 
 A stored result is never read or listed without checking it: both files present, the JSON readable and
-for this key, the table decompressing, the CSV's SHA-256 and row count equal to the recorded ones, and (when the caller passes a
-``check``, as :mod:`rankcollapse.experiments.config` does) the table's columns and configurations those the
-parameters ask for. Anything else raises one :class:`DamagedResultError` naming the file and the command
-that recomputes it -- never a silent partial figure.
+for this key, the table decompressing, the CSV's SHA-256 and row count equal to the recorded ones, and (when
+the caller passes a ``check``, as :mod:`rankcollapse.experiments.config` does) the table's columns and
+configurations those the parameters ask for. Anything else raises one :class:`DamagedResultError` naming
+the file and the command that recomputes it -- never a silent partial figure.
 
 Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last); a write
 that fails (a full disk) raises one :class:`rankcollapse.experiments.provenance.WriteError` naming the file and
@@ -26,11 +25,11 @@ sweep resumes at the first entry that is missing. An experiment's result is reus
 files are those it recorded (:func:`rankcollapse.experiments.config.identity_mismatch`, checked by
 :func:`rankcollapse.experiments.sweep.run_experiment`).
 
-A store written before tables were compressed (``<key>.csv``) or before their hashes were recorded is refused
-with one message naming ``results/upgrade_store.py``, which upgrades it in place (:func:`upgrade_store`).
+A store of an earlier version (``<key>.csv`` tables, records without hashes) is refused naming
+``results/upgrade_store.py`` (:mod:`rankcollapse.experiments.store_upgrade`), which upgrades it in place.
 
 Used by: :mod:`rankcollapse.experiments.config` (every experiment page), book/reproduce.md (:func:`summary_table`),
-``results/upgrade_store.py`` and ``tests/unit/test_results.py``.
+:mod:`rankcollapse.experiments.store_upgrade` and ``tests/unit/test_results.py``.
 """
 
 from __future__ import annotations
@@ -59,7 +58,7 @@ from rankcollapse.experiments.samples import SampleValues
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
 TABLE_SUFFIX = ".csv.gz"  # a result's table: results/<page>/<key>.csv.gz
-_PLAIN_SUFFIX = ".csv"  # a table stored before tables were compressed (results/upgrade_store.py compresses it)
+PLAIN_SUFFIX = ".csv"  # a table stored before tables were compressed (results/upgrade_store.py compresses it)
 UPGRADE = "python results/upgrade_store.py"  # the command that upgrades a store written by an earlier version
 
 
@@ -155,7 +154,7 @@ def _table_text(table: pd.DataFrame) -> bytes:
     return table.to_csv(index=False, float_format="%.17g").encode()
 
 
-def _packed(data: bytes) -> bytes:
+def pack_table(data: bytes) -> bytes:
     """CSV bytes as stored: gzip at level 9 with no file name or time in its header, so equal tables give equal
     files (and the same bytes on every machine)."""
     return gzip.compress(data, compresslevel=9, mtime=0)
@@ -169,7 +168,7 @@ def _unpacked(data: bytes) -> bytes | None:
         return None
 
 
-def _read_table(data: bytes) -> pd.DataFrame | None:
+def read_table(data: bytes) -> pd.DataFrame | None:
     """The table of CSV bytes, or None when they do not parse (any bytes: a damaged file is refused, not raised)."""
     try:
         return pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
@@ -188,8 +187,7 @@ class StoredResult:
     samples: SampleValues | None = None  # per-sample values (<key>.samples.npz); None for results stored before
 
     @property
-    def key(self) -> str:
-        """The result's key (its file stem)."""
+    def key(self) -> str:  # the result's key: its files' stem
         return self.provenance["key"]
 
 
@@ -208,8 +206,7 @@ class ResultStore:
             raise ValueError(f"page must be a plain page name such as 'fig2', got {page!r}")
         return self.files(page, result_key(page, parameters))
 
-    def files(self, page: str, key: str) -> tuple[Path, Path]:
-        """``(table, json)`` paths of ``<page>/<key>``."""
+    def files(self, page: str, key: str) -> tuple[Path, Path]:  # (table, json) paths of <page>/<key>
         return self.root / page / f"{key}{TABLE_SUFFIX}", self.root / page / f"{key}.json"
 
     def load(self, page: str, parameters: dict, check: TableCheck | None = None) -> StoredResult | None:
@@ -251,10 +248,9 @@ class ResultStore:
         if parameters is not None and stored != parameters:
             raise damaged(f"its record {json_path.name} holds other parameters than asked for")
         if not table_path.is_file():
-            plain = table_path.with_name(key + _PLAIN_SUFFIX).is_file()
-            raise damaged(f"its table {table_path.name} is missing" + (
-                f" (its uncompressed {key}{_PLAIN_SUFFIX} is there, stored by an earlier version: {UPGRADE})"
-                if plain else ""), stored)
+            plain = f" (its uncompressed {key}{PLAIN_SUFFIX} is there, stored by an earlier version: {UPGRADE})"
+            raise damaged(f"its table {table_path.name} is missing"
+                          + (plain if table_path.with_name(key + PLAIN_SUFFIX).is_file() else ""), stored)
         if "table_sha256" not in record or "table_rows" not in record:
             raise damaged(f"its record {json_path.name} has no table_sha256 / table_rows "
                           f"(stored by an earlier version: {UPGRADE})", stored)
@@ -262,7 +258,7 @@ class ResultStore:
         if data is None:
             raise damaged(f"the table is not the one recorded (it does not decompress): truncated or replaced",
                           stored)
-        table = _read_table(data)
+        table = read_table(data)
         if hashlib.sha256(data).hexdigest() != record["table_sha256"] or table is None \
                 or len(table) != record["table_rows"]:
             rows = "it does not parse" if table is None else f"{len(table)} rows"
@@ -302,7 +298,7 @@ class ResultStore:
         if packed is not None:
             record["samples_sha256"] = hashlib.sha256(packed).hexdigest()
         text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
-        atomic_write(table_path, lambda tmp: Path(tmp).write_bytes(_packed(data)))
+        atomic_write(table_path, lambda tmp: Path(tmp).write_bytes(pack_table(data)))
         try:
             if packed is not None:
                 atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
@@ -363,7 +359,7 @@ class ResultStore:
         earlier version (temporary files aside)."""
         folder = self.root / page
         names = [p.name for p in folder.iterdir() if not p.name.startswith(".")] if folder.is_dir() else []
-        return sorted({name.removesuffix(suffix) for name in names for suffix in (TABLE_SUFFIX, _PLAIN_SUFFIX, ".json")
+        return sorted({name.removesuffix(suffix) for name in names for suffix in (TABLE_SUFFIX, PLAIN_SUFFIX, ".json")
                        if name.endswith(suffix)})
 
     def entries(self, page: str) -> list[dict]:
@@ -373,47 +369,6 @@ class ResultStore:
         being listed or skipped silently.
         """
         return [self.verify(page, key).provenance for key in self.keys(page)]
-
-
-def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
-    """Bring every result of ``store`` written by an earlier version to today's files, in place; returns the
-    tables written.
-
-    An uncompressed ``<key>.csv`` becomes ``<key>.csv.gz`` (after its bytes are checked against the recorded
-    SHA-256; the plain file is removed only once the new one verifies). A record without ``table_sha256`` and
-    ``table_rows`` (results stored before the store recorded them) gets them, after its CSV is checked to parse
-    and to pass ``check`` (an experiment table's columns and configurations; tables with hashes are checked by
-    them alone, as the data page's table of another shape is). Results already upgraded are left alone
-    (``results/upgrade_store.py``).
-    """
-    written = []
-    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
-    for page in pages:
-        for key in store.keys(page):
-            table_path, json_path = store.files(page, key)
-            plain = table_path.with_name(key + _PLAIN_SUFFIX)
-            if table_path.is_file() or not (plain.is_file() and json_path.is_file()):
-                store.verify(page, key)  # raises unless already upgraded: a half result, a damaged file
-                plain.unlink(missing_ok=True)  # left by an upgrade stopped after writing the verified table
-                continue
-            data = plain.read_bytes()
-            table = _read_table(data)
-            record = json.loads(json_path.read_text())
-            if table is None:
-                raise DamagedResultError(f"stored result {plain} is damaged: its table does not parse")
-            if "table_sha256" not in record:
-                check(table, record["parameters"])
-                record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
-                text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
-                atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
-            elif hashlib.sha256(data).hexdigest() != record["table_sha256"]:
-                raise DamagedResultError(f"stored result {plain} is damaged: the table is not the one recorded "
-                                         f"(SHA-256 differs); not compressing it")
-            atomic_write(table_path, lambda tmp: Path(tmp).write_bytes(_packed(data)))
-            store.verify(page, key)
-            plain.unlink()
-            written.append(table_path)
-    return written
 
 
 def compute_seconds(provenance: dict) -> float | None:

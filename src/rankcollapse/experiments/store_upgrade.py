@@ -1,0 +1,58 @@
+"""Upgrading a results store written by an earlier version of the package, in place
+(:func:`upgrade_store`, run by ``results/upgrade_store.py``): tables stored as plain ``<key>.csv`` are
+compressed to ``<key>.csv.gz`` (:mod:`rankcollapse.experiments.store`), and records stored before the store
+recorded its tables' SHA-256 and row count get them.
+
+Used by: ``results/upgrade_store.py``, tests/unit/test_results.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from rankcollapse.experiments.provenance import atomic_write
+from rankcollapse.experiments.store import (PLAIN_SUFFIX, DamagedResultError, ResultStore, TableCheck, pack_table,
+                                            read_table)
+
+
+def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
+    """Bring every result of ``store`` written by an earlier version to today's files, in place; returns the
+    tables written.
+
+    An uncompressed ``<key>.csv`` becomes ``<key>.csv.gz`` (after its bytes are checked against the recorded
+    SHA-256; the plain file is removed only once the new one verifies). A record without ``table_sha256`` and
+    ``table_rows`` (results stored before the store recorded them) gets them, after its CSV is checked to parse
+    and to pass ``check`` (an experiment table's columns and configurations; tables with hashes are checked by
+    them alone, as the data page's table of another shape is). Results already upgraded are left alone
+    (``results/upgrade_store.py``).
+    """
+    written = []
+    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    for page in pages:
+        for key in store.keys(page):
+            table_path, json_path = store.files(page, key)
+            plain = table_path.with_name(key + PLAIN_SUFFIX)
+            if table_path.is_file() or not (plain.is_file() and json_path.is_file()):
+                store.verify(page, key)  # raises unless already upgraded: a half result, a damaged file
+                plain.unlink(missing_ok=True)  # left by an upgrade stopped after writing the verified table
+                continue
+            data = plain.read_bytes()
+            table = read_table(data)
+            record = json.loads(json_path.read_text())
+            if table is None:
+                raise DamagedResultError(f"stored result {plain} is damaged: its table does not parse")
+            if "table_sha256" not in record:
+                check(table, record["parameters"])
+                record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
+                text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+                atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+            elif hashlib.sha256(data).hexdigest() != record["table_sha256"]:
+                raise DamagedResultError(f"stored result {plain} is damaged: the table is not the one recorded "
+                                         f"(SHA-256 differs); not compressing it")
+            atomic_write(table_path, lambda tmp: Path(tmp).write_bytes(pack_table(data)))
+            store.verify(page, key)
+            plain.unlink()
+            written.append(table_path)
+    return written
