@@ -156,7 +156,8 @@ def coincidences(fig: Figure) -> list[Coincidence]:
                     group_of[label] = merged
                 close = ratio_ab[near_ab & np.isfinite(ratio_ab)]
                 spread[frozenset((a, b))] = float(close.max()) if len(close) else 0.0
-        for group in {frozenset(g) for g in group_of.values() if len(g) > 1}:
+        groups = {frozenset(g) for g in group_of.values() if len(g) > 1}
+        for group in sorted(groups, key=lambda g: min(labels.index(label) for label in g)):  # legend order
             key = tuple(label for label in labels if label in group)
             difference = max(v for pair, v in spread.items() if pair <= group)
             panels, worst, relative = found.get(key, ([], 0.0, True))
