@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from rankcollapse.book import registry as pages
-from rankcollapse.book import report
+from rankcollapse.book import report, shown
+from rankcollapse.book.plotting import results as layer_results
 from rankcollapse.book.pages import sample_size
 from rankcollapse.experiments.config import STATISTICS, TABLE_COLUMNS, stored_parameters
 from rankcollapse.experiments.store import ResultStore
@@ -78,12 +79,12 @@ def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
     one = ResultStore(tmp_path / "one").save("fig2", stored_parameters(large), _store(ResultStore(tmp_path / "t"), large).table,
                                              {**common, "compute_time_s": 1190.0, "units_resumed": 0})
     # one definition of a run's time, the units' seconds (compute_time_s), on the scale note and the re-run block
-    assert "in 1190 s at commit 67f324776d9a;" in report.scale_note(one)
+    assert "in 1190 s at commit 67f324776d9a;" in shown.scale_note(one)
     assert "took 1190 s" in report.rerun_result_block("fig2", {}, {"main": one})
     resumed = ResultStore(tmp_path / "two").save("fig2", stored_parameters(large), one.table,
                                                  {**common, "compute_time_s": 4410.4, "units_resumed": 68})
     assert ("in 4410 s, over several sessions (68 units resumed from checkpoints) at commit"
-            in report.scale_note(resumed))
+            in shown.scale_note(resumed))
     assert "took 4410 s" in report.rerun_result_block("fig2", {}, {"main": resumed})
 
 
@@ -126,14 +127,13 @@ def test_the_rerun_block_has_no_myst_role_and_no_zero_seconds(tmp_path, pair):
     assert "{ref}" not in block and "took under 1 s" in block and " 0 s " not in block
 
 
-def test_the_banner_is_nothing_unless_the_page_shows_another_run(tmp_path, pair):
-    """An empty Markdown displays as its repr, "<IPython.core.display.Markdown object>": no banner is None."""
+def test_the_banner_is_empty_unless_the_page_shows_another_run(tmp_path, pair):
     large, _ = pair
     result = _store(ResultStore(tmp_path), large)
     same = {k: v for k, v in stored_parameters(large).items() if k in ("model", "n_samples", "n_tokens")}
-    assert report.shown_banner("fig2", same, {"main": result}) is None
-    banner = report.shown_banner("fig2", {**same, "n_samples": 999}, {"main": result})
-    assert banner is not None and "largest stored run" in banner.data and "n_samples = 8" in banner.data
+    assert shown.banner("fig2", same, {"main": result}) == ""
+    banner = shown.banner("fig2", {**same, "n_samples": 999}, {"main": result})
+    assert "largest stored run" in banner and "n_samples = 8" in banner
 
 
 def _with_provenance(store: ResultStore, config, page: str = "fig2"):
@@ -145,11 +145,11 @@ def _with_provenance(store: ResultStore, config, page: str = "fig2"):
 def test_a_figure_names_the_data_it_draws_and_only_parameters_its_masks_use(tmp_path, pair):
     large, _ = pair
     result = _with_provenance(ResultStore(tmp_path), large)
-    assert report.figure_data([result]) == [{"result": f"results/fig2/{result.provenance['key']}.csv.gz",
+    assert shown.figure_data([result]) == [{"result": f"results/fig2/{result.provenance['key']}.csv.gz",
                                              "computed_at_commit": "c0ffee"}]
-    assert "window" in report._figure_parameters(result)  # Fig. 2's windows take it
+    assert "window" in layer_results._figure_parameters(result)  # Fig. 2's windows take it
     complete_only = _with_provenance(ResultStore(tmp_path / "c"), replace(large, masks=("complete",)))
-    assert "window" not in report._figure_parameters(complete_only)  # no mask of the run takes a window
+    assert "window" not in layer_results._figure_parameters(complete_only)  # no mask of the run takes a window
 
 
 def test_a_figure_of_several_runs_lists_the_values_they_differ_in(tmp_path, pair):
@@ -157,14 +157,14 @@ def test_a_figure_of_several_runs_lists_the_values_they_differ_in(tmp_path, pair
     store = ResultStore(tmp_path)
     runs = [_store(store, replace(large, masks=(m,), window=w), page="mask_design")
             for m, w in (("complete", 4), ("sliding_window", 2), ("sliding_window", 8))]
-    combined = report.combined_parameters(runs)
+    combined = shown.combined_parameters(runs)
     assert combined["masks"] == ["complete", "sliding_window"] and combined["window"] == [2, 4, 8]
     assert combined["n_samples"] == large.n_samples  # shared values stay as they are
     random = _store(store, replace(large, masks=("random",), mask_options=(("density", 0.15), ("seed", 0))),
                     page="mask_design")
     dilated = _store(store, replace(large, masks=("dilated_window",), mask_options=(("dilation", 2),)),
                      page="mask_design")
-    options = report.combined_parameters([*runs, random, dilated])["mask_options"]  # pairs: lists in JSON
+    options = shown.combined_parameters([*runs, random, dilated])["mask_options"]  # pairs: lists in JSON
     assert options == ['["density", 0.15]', '["dilation", 2]', '["seed", 0]']
 
 

@@ -20,6 +20,7 @@ tests/unit/test_pages.py.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,13 +30,12 @@ from typing import NamedTuple
 from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4, large_models,
                                      mask_design, pretrained_panels, reviewers, rmsnorm_decoders, sample_size, setup,
                                      skip_connections, sliding_window_model, theorem1, theorem2)
+from rankcollapse.book.shown import PAPER_SCALE, Shown
 from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 
 PROFILE_NAMES = ("default", "paper")
-# The authors' response: 3000 samples of 128 tokens on a BERT-base-sized model (ours: MPNet, 12 x 768).
-PAPER_SCALE = {"model": "pkg:mpnet", "n_samples": 3000, "n_tokens": 128, "overlap": "sentence_starts"}
 
 
 @dataclass(frozen=True)
@@ -202,3 +202,10 @@ def compute(name: str, **parameters) -> dict[str, StoredResult | Computed]:
         raise ValueError(f"page {name!r} computes nothing")
     return entry.compute(name, configure(name, parameters))
 
+
+
+def show(name: str, results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:
+    """What page ``name`` shows of ``results`` at ``parameters``: its module's ``show`` (the module under
+    :mod:`rankcollapse.book.pages` named as the page)."""
+    module = importlib.import_module(f"rankcollapse.book.pages.{page(name).name}")
+    return module.show(results, parameters)

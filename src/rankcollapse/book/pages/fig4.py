@@ -1,8 +1,9 @@
 """The Fig. 4 page (book/experiments/fig4.md): token geometry (rank, σ_min, mean |cos|) of the SAN variants
 and of the full transformer, initialized and pretrained weights.
 
-:func:`configure` turns the page's parameters into its one sweep; :func:`numbers` are the values its prose
-states, :func:`claims` its claims table, both read from the tidy table the page shows.
+:func:`configure` turns the page's parameters into its one sweep; :func:`show` is what the page shows of it:
+:func:`numbers` (the values its prose states), :func:`claims` (its claims table), the geometry figure and the
+scale words.
 
 Used by: book/experiments/fig4.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from rankcollapse.book.pages._common import FIG4, experiment
+from rankcollapse.book.plotting.results import geometry_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.experiments.config import value
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Cell, Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import Effect
@@ -21,6 +24,14 @@ from rankcollapse.verdicts.rules import Thresholds
 FIXED = FIG4
 configure = experiment(FIXED)
 _PART = "pretrained full transformer"  # what every claim of the caption is read on
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers and scale (``fig4_*``), claims table, geometry figure and scale note."""
+    result = results["main"]
+    return Shown(values=prefixed("fig4", {"scale": scale_words(result), **numbers(result.table)}),
+                 markdown={"fig4_scale_note": scale_note(result)}, claims={"fig4": claims(result.table)},
+                 figures=[geometry_figure(result, "fig-fig4-geometry")])
 
 
 def numbers(table: pd.DataFrame) -> dict[str, float]:
