@@ -93,14 +93,13 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
     """Every part of a page at the largest scale (samples x tokens, then model depth) at which all of them
     are stored, or ``results`` themselves.
 
-    The scale is that of a stored run of the same experiment as the part ``main`` where a page has one (Fig. 2
-    beside its controls), else the part with the most samples (equal in every parameter but SCALE_PARAMETERS).
-    Every part moves to it; a part computed on another sample count than that part (the sample-size page's
-    small sample, Fig. 2's controls) keeps its own sample count, except on a page whose registry entry
-    ``grows_own_counts`` (Fig. 2): there those parts move to the largest sample count stored for all of them
-    at that scale. So a page never mixes scales; a part stored at that scale only on another device is taken
-    from there (the skip-connection page's deep, initialized part from a GPU's device bundle, its shallow part
-    with the pretrained layers from a CPU).
+    The scale is that of a stored run of the same experiment as the part ``main`` where a page has one, else
+    the part with the most samples (equal in every parameter but SCALE_PARAMETERS). Every part moves to it; a
+    part computed on another sample count than that part (a small-sample comparison, a page's controls) keeps
+    its own sample count, except on a page whose registry entry ``grows_own_counts``: there those parts move
+    to the largest sample count stored for all of them at that scale. So a page never mixes scales; a part
+    stored at that scale only on another device is taken from there (a deep part from a GPU's device bundle
+    beside a shallow one from a CPU).
     """
     store = store or ResultStore()
     anchor = (results["main"] if "main" in results else
