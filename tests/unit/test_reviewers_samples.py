@@ -1,5 +1,5 @@
-"""The reviewers page's "is 32 samples enough" pair (book.pages.reviewers.sample_pair): Fig. 2's stored run
-joined with the stored run of the same parameters on its first 32 samples, read back from results/; and its
+"""The reviewers page's "is 32 samples enough" pair (book.pages._reviewers_sweeps.sample_pair): Fig. 2's stored
+run joined with the stored run of the same parameters on its first 32 samples, read back from results/; and its
 figure's ratios against the two stored tables read independently."""
 
 import json
@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import numpy as np
 import pandas as pd
 
-from rankcollapse.book.pages import reviewers as page
+from rankcollapse.book.pages import _reviewers_sweeps as page
 from rankcollapse.book.plotting import reviewers as figures
 from rankcollapse.experiments.config import check_table
 from rankcollapse.experiments.store import ResultStore

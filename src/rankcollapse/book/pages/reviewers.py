@@ -3,17 +3,20 @@ answered by computation.
 
 Q4 (exponential or doubly exponential), Q2 (the counterexample rotated), Q1-continuity (a path of value
 matrices), Q2-width (non-orthogonal W_V as the width grows) compute here, in :func:`compute`, from
-:class:`ReviewersConfig` (the page's ``parameters`` cell); Q1 (where μ → 0 goes) reads Fig. 2's stored sweep
-(:func:`limits`). :func:`configure` gives both parts, :func:`claims` the claims rows.
+:class:`ReviewersConfig` (the page's ``parameters`` cell); Q1 (where μ → 0 goes), local or causal attention,
+the temperature and the 32 samples read the Fig. 2-4 stored sweeps
+(:mod:`rankcollapse.book.pages._reviewers_sweeps`). :func:`configure` gives every part, :func:`show` what the
+page shows of them (numbers, claims rows, tables and figures), :func:`claims` the claims rows.
 
 Used by: book/response/reviewers.md (through the page registry, :mod:`rankcollapse.book.registry`),
-tests/unit/test_reviewers.py.
+tests/unit/test_shown.py, tests/notebooks/test_reviewers_page.py.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 
 import pandas as pd
@@ -21,28 +24,28 @@ import torch
 from torch import Tensor
 
 from rankcollapse.book.pages import sample_size
-from rankcollapse.book.pages._common import (FIG2, FIG3, FIG4, MAX_LAYERS, MAX_SAMPLES, MAX_SEED, MAX_TOKENS,
-                                             temperature_range)
+from rankcollapse.book.pages._common import FIG2, FIG3, FIG4, MAX_LAYERS, MAX_SAMPLES, MAX_SEED, MAX_TOKENS
+from rankcollapse.book.pages._reviewers_sweeps import (PAPER_SAMPLES, limit_numbers, limits, local_or_causal,
+                                                       sample_pair, temperature_alignment,
+                                                       temperature_numbers)
+from rankcollapse.book.plotting import reviewers as figures
+from rankcollapse.book.shown import Shown, ShownFigure, combined_parameters, prefixed, scale_words
+from rankcollapse.book.stored import largest_stored
 from rankcollapse.core import masks, metrics
-from rankcollapse.core.metrics import FLOOR_BAND
 from rankcollapse.core.checks import check_choice, check_choices, check_int, check_ints, check_numbers, check_temperature, freeze_lists
 from rankcollapse.core.masks import PAPER_MASKS
-from rankcollapse.core.stats import fit_decay_rate, rank_correlation
+from rankcollapse.core.stats import fit_decay_rate
 from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import Run, check_table
-from rankcollapse.experiments.store import ResultStore, StoredResult
+from rankcollapse.experiments.config import Run
 from rankcollapse.theory import counterexample as ce
 from rankcollapse.theory import rates
 from rankcollapse.theory.dynamics import DynamicsConfig, SystemConfig, linear_rate, sample_system, summarize_collapse
-from rankcollapse.verdicts import limits as rc_limits
-from rankcollapse.verdicts import rules
-from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim, mean_rate
+from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim, markdown_table
 
 FIG2_PREFIX = "fig2_"  # the page's parameters of the Fig. 2 sweep it reads (Q1) carry this prefix
 FIG2_DISPLAY = "fig2_show_largest"  # display only: show the largest stored Fig. 2 run of these parameters
 FIG3_TEMPERATURES = "fig3_temperatures"  # the d_QK values of the Fig. 3 sweep read for the temperature question
 WIDTH_LAWS = ("orthogonal", "gaussian", "uniform")  # value-weight laws of the width sweep (Q2)
-PAPER_SAMPLES = 32  # the paper's sample count: the reviewers' "only 32 samples"
 WIDTH_GAP = 0.15  # a median rate within this relative gap of the orthogonal one counts as the same rate
 
 
@@ -124,6 +127,64 @@ class ReviewersResult:
     path_mu: Tensor  # mu at each depth along the path
     widths: pd.DataFrame  # per mask, law, width, seed: fitted rate (NaN: no decay measured)
     numbers: dict[str, object]
+
+
+def show(results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:
+    """What the page shows: its numbers (``rv_*``), the claims table with one row per question (``rv``) and
+    each row alone (``rv_claim_<question>``, Markdown), its tables (:func:`_tables`) and its nine figures
+    (``fig-reviewers-<question>``, each citing the parameters it draws: the page's own or a stored sweep's).
+    The Fig. 2-4 sweeps are read at their largest stored scale when ``fig2_show_largest`` is true."""
+    config, result, _ = results["main"]
+    fig2, fig3, fig4 = (largest_stored({part: results[part]})[part] if parameters[FIG2_DISPLAY]
+                        else results[part] for part in ("fig2", "fig3", "fig4"))
+    limit_table = limits(fig2.table, fig2.provenance["parameters"]["dtype"])
+    alignment = temperature_alignment(fig3.table, fig4.table)
+    temperature = temperature_numbers(alignment)
+    local = local_or_causal(fig2.table)
+    rows = claims(result, limit_table, temperature, local)
+    samples = sample_pair(fig2)
+    fig2_parameters = fig2.provenance["parameters"]
+    values = {**temperature, "fig3_scale": scale_words(fig3), "fig4_scale": scale_words(fig4),
+              **result.numbers, "fig2_samples": fig2_parameters["n_samples"],
+              "fig2_tokens": fig2_parameters["n_tokens"], "fig2_model": fig2_parameters["model"],
+              **limit_numbers(limit_table), "paper_samples": PAPER_SAMPLES}
+    samples_row = ("No run of 32 samples is stored beside this one." if samples is None else
+                   markdown_table(sample_size.claims(sample_size.numbers(samples.table))))
+    own = asdict(config)
+    plots = {
+        "limits": (figures.limits_figure(fig2.table, limit_table), fig2_parameters),
+        "decay": (figures.decay_shape_figure(result.complete_log_mu, result.linear_log_mu), own),
+        "linear": (figures.linear_rate_figure(result.linear_log_mu, result.numbers["log2"]), own),
+        "rotation": (figures.rotation_figure(result.rotated, result.rotation_table), own),
+        "path": (figures.path_figure(result.path_s, result.path_mu, config.path_depths,
+                                     result.numbers["path_s_simulated"]), own),
+        "width": (figures.width_figure(result.widths), own),
+        "temperature": (figures.temperature_figure(alignment), combined_parameters([fig3, fig4])),
+        "local": (figures.local_figure(local), fig2_parameters),
+        "samples": (figures.sample_size_figure(None if samples is None else samples.table, PAPER_SAMPLES),
+                    fig2_parameters),
+    }
+    return Shown(values=prefixed("rv", values), claims={"rv": list(rows.values())},
+                 markdown={**{f"rv_claim_{key}": markdown_table([claim]) for key, claim in rows.items()},
+                           "rv_claim_samples": samples_row},
+                 tables=_tables(limit_table, result, local),
+                 figures=[ShownFigure(f"fig-reviewers-{what}", fig, cited)
+                          for what, (fig, cited) in plots.items()])
+
+
+def _tables(limit_table: pd.DataFrame, result: ReviewersResult, local: pd.DataFrame) -> dict[str, object]:
+    """The page's tables by glue key: Q1's limit per configuration (styled), the ranks of the Jordan chain
+    (a data frame, one column per power k), the rotations (styled) and local against causal attention
+    (styled, headers with spaces that wrap at the column's width)."""
+    shown = local.rename(columns=lambda c: str(c).replace("_", " "))
+    rates_format = {c: "{:.3g}" for c in ("causal", "sliding window", "causal sliding window")
+                    if c in shown.columns}
+    limit_columns = ["weights", "mask", "norm", "limit", "norm ratio", "relative ratio"]
+    return {"rv_limits_table": limit_table[limit_columns].style.format(
+                {"norm ratio": "{:.3g}", "relative ratio": "{:.2e}"}).hide(axis="index"),
+            "rv_jordan_table": result.jordan.T,
+            "rv_rotation_table": result.rotation_table.style.format("{:.3g}"),
+            "rv_local_table": shown.style.format(rates_format).hide(axis="index")}
 
 
 def _linear(config: ReviewersConfig) -> dict[str, Tensor]:
@@ -273,86 +334,6 @@ def _width_numbers(widths: pd.DataFrame) -> dict[str, object]:
             "width_gap_trend": "shrinks" if others.loc[others["width"] == largest, "gap"].max()
             < others.loc[others["width"] == smallest, "gap"].max() else "does not shrink",
             **{f"width_rate_{law}": float(at[law]) for law in WIDTH_LAWS}}
-
-
-def limits(table: pd.DataFrame, dtype: str) -> pd.DataFrame:
-    """Q1: the limit of every configuration of Fig. 2's sweep (:func:`rankcollapse.verdicts.limits.table_limits`)."""
-    return rc_limits.table_limits(table, dtype)
-
-
-def limit_numbers(limit_table: pd.DataFrame) -> dict[str, object]:
-    """Q1's counts: configurations with a norm and how many of them go to zero; per limit, the count of
-    configurations without a norm (``pure_<limit>``, spaces as underscores)."""
-    normed = limit_table[limit_table["norm"] != "none"]
-    pure = limit_table[limit_table["norm"] == "none"]
-    return {"q1_normed": len(normed), "q1_normed_to_zero": int((normed["limit"] == rc_limits.TO_ZERO).sum()),
-            "q1_pure": len(pure), "q1_pure_norm_low": float(pure["norm ratio"].min()),
-            "q1_pure_norm_high": float(pure["norm ratio"].max()), **{f"q1_pure_{k.split(':')[0].replace(' ', '_')}": int((pure["limit"] == k).sum())
-                                     for k in rc_limits.LIMITS}}
-
-
-def local_or_causal(fig2: pd.DataFrame) -> pd.DataFrame:
-    """Q (local or causal): per weights and norm, the mean decay rate per layer of μ/‖X‖_F (median over
-    samples; :func:`rankcollapse.verdicts.claims.mean_rate`) of the causal mask and of the two windows, and
-    whether each window decays more slowly than the causal mask."""
-    curves = rules.table_verdicts(fig2)
-    curves["mean rate"] = curves["curve"].map(mean_rate)
-    pivot = curves.pivot_table(index=["weights", "norm"], columns="mask", values="mean rate")
-    windows = [m for m in ("sliding_window", "causal_sliding_window") if m in pivot.columns]
-    for name in windows:
-        pivot[f"{name} slower"] = pivot[name] < pivot["causal"]
-    return pivot[["causal", *windows, *(f"{m} slower" for m in windows)]].reset_index()
-
-
-def sample_pair(fig2: StoredResult, store: ResultStore | None = None) -> StoredResult | None:
-    """Q (32 samples): the shown Fig. 2 run joined (:func:`sample_size.pair`) with the stored run of the same
-    parameters on its first PAPER_SAMPLES samples; None when it has no more samples or that run is not stored."""
-    own = fig2.provenance["parameters"]
-    small = (store or ResultStore()).load("fig2", {**own, "n_samples": PAPER_SAMPLES}, check_table) \
-        if own["n_samples"] > PAPER_SAMPLES else None
-    return None if small is None else sample_size.pair({"large": fig2, "small": small})
-
-
-def temperature_alignment(fig3: pd.DataFrame, fig4: pd.DataFrame) -> pd.DataFrame:
-    """Q (temperature): per weights, mask and layer t >= 2 of pure attention, the layer's own temperature
-    effect — the change over layer t of ``log`` (μ/‖X‖_F at the coldest d_QK / at the warmest), in absolute
-    value, from Fig. 3's sweep — against the mean |cos| between the tokens entering layer t (Fig. 4's sweep,
-    the layers' own scaling). Layer 1 is left out (its input X(0) is the embedding, not a state), and so is
-    every layer where either curve, at that layer or the one before, lies within FLOOR_BAND of its
-    rounding floor.
-
-    Shapes: tidy tables in; one row per (weights, mask, layer) out.
-    """
-    cold, warm = temperature_range(fig3)
-    rows = fig3[(fig3["metric"] == "relative_mu") & (fig3["norm"] == "none") & (fig3["variant"] == "SAN")]
-    pivot = rows.pivot_table(index=["weights", "mask", "layer"], columns="temperature", values="median")
-    floors = fig3[(fig3["metric"] == "relative_floor") & (fig3["norm"] == "none") & (fig3["variant"] == "SAN")] \
-        .pivot_table(index=["weights", "mask", "layer"], columns="temperature", values="median")
-    above = ((pivot[cold] > FLOOR_BAND * floors[cold]) & (pivot[warm] > FLOOR_BAND * floors[warm])).rename("above")
-    log_ratio = (pivot[cold] / pivot[warm]).apply(math.log).rename("log_ratio").reset_index()
-    log_ratio["effect"] = log_ratio.groupby(["weights", "mask"])["log_ratio"].diff().abs()
-    log_ratio["above"] = above.to_numpy()
-    log_ratio["above"] &= log_ratio.groupby(["weights", "mask"])["above"].shift(1, fill_value=False)
-    cosine = fig4[(fig4["metric"] == "mean_abs_cosine") & (fig4["norm"] == "none") & (fig4["variant"] == "SAN")]
-    cosine = cosine[["weights", "mask", "layer", "median"]].rename(columns={"median": "cosine"})
-    cosine["layer"] += 1  # the cosine entering the next layer
-    joined = log_ratio.merge(cosine, on=["weights", "mask", "layer"])
-    return joined[(joined["layer"] >= 2) & joined["above"]].drop(columns="above").reset_index(drop=True)
-
-
-def temperature_numbers(alignment: pd.DataFrame) -> dict[str, object]:
-    """Per weights: the rank correlation of the per-layer effect with the entering cosine, the median
-    effect and cosine over the first and the last third of the layers (``temp_<weights>_...``)."""
-    out: dict[str, object] = {}
-    for weights, group in alignment.groupby("weights"):
-        third = max(1, (group["layer"].max() - 1) // 3)
-        early, late = group[group["layer"] < 2 + third], group[group["layer"] > group["layer"].max() - third]
-        out |= {f"temp_{weights}_correlation": rank_correlation(group["effect"], group["cosine"]),
-                f"temp_{weights}_early_effect": float(early["effect"].median()),
-                f"temp_{weights}_late_effect": float(late["effect"].median()),
-                f"temp_{weights}_early_cosine": float(early["cosine"].median()),
-                f"temp_{weights}_late_cosine": float(late["cosine"].median())}
-    return out
 
 
 def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict[str, object],

@@ -1,12 +1,13 @@
 """The sample-size page (book/response/sample_size.md): Fig. 2's sweep on the first ``n_samples_small``
 samples and on all ``n_samples`` (the response: 32 against 3000), stored as Fig. 2's own runs.
 
-:func:`configure` turns the page's parameters into the two sweeps, :func:`pair` joins their tables for the
-page, :func:`mean_ratio_result` gives its ratio figure's table; :func:`numbers` are the values its prose
-states, :func:`claims` its claims table.
+:func:`configure` turns the page's parameters into the two sweeps; :func:`show` is what the page shows of
+them: :func:`pair` joins their tables, :func:`numbers` are the values its prose states, :func:`claims` its
+claims table, the μ figure of both samples and the ratio figure of their means (:func:`mean_ratio_result`),
+the scale words and the scale note.
 
 Used by: book/response/sample_size.md (through the page registry, :mod:`rankcollapse.book.registry`),
-tests/unit/test_report.py.
+:mod:`rankcollapse.book.pages.reviewers` (its sample-size row), tests/unit/test_report.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from rankcollapse.book.pages._common import FIG2, computing
+from rankcollapse.book.plotting.results import layer_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import STATISTICS, Run
@@ -35,6 +38,19 @@ def configure(parameters: dict) -> dict[str, Run]:
     small = parameters.get("n_samples_small")  # its default: the parameters cell
     check_int("n_samples_small", small, 1, large.n_samples - 1)
     return {"large": Run(large, "fig2"), "small": Run(replace(large, n_samples=small), "fig2")}
+
+
+def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
+    """The page's numbers and scale (``sample_size_*``), claims table, the μ figure of both samples, the ratio
+    figure of their means and the scale note."""
+    result = pair(results)
+    found = numbers(result.table)
+    return Shown(values=prefixed("sample_size", {"scale": scale_words(result), **found}),
+                 markdown={"sample_size_scale_note": scale_note(result)},
+                 claims={"sample_size": claims(found)},
+                 figures=[layer_figure(result, "mu", "fig-sample-size-mu", hue="n_samples"),
+                          layer_figure(mean_ratio_result(result), "mean_ratio", "fig-sample-size-ratio",
+                                       ratio=True)])
 
 
 def pair(results: Mapping[str, StoredResult]) -> StoredResult:

@@ -1,21 +1,27 @@
 """The skip-connections page (book/response/skip_connections.md): SAN, SAN + skip, SAN + LayerNorm (with
 and without skip) and the full transformer, shallow (both weight sources) and deep (initialized).
 
-:func:`configure` turns the page's parameters into its two sweeps; :func:`numbers` are the values its prose
-states, :func:`claims` its claims table.
+:func:`configure` turns the page's parameters into its two sweeps; :func:`show` is what the page shows of
+them: :func:`numbers` (the values its prose states), :func:`claims` (its claims table), the figures of μ and
+‖X‖_F, the scale words and the scale notes of both sweeps.
 
 Used by: book/response/skip_connections.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from rankcollapse.book.pages._common import against, computing, curves_claim, paired_sides, times_floor
+from rankcollapse.book.plotting.results import layer_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run, held_from, value
 from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import STABLE, Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import growth, last_value, side
 from rankcollapse.verdicts.robustness import robust
@@ -32,6 +38,19 @@ def configure(parameters: dict) -> dict[str, Run]:
     return {"shallow": Run(experiments.experiment_config(own, **FIXED)),
             "deep": Run(experiments.experiment_config({**deep, "n_layers": n_layers_deep},
                                                       **FIXED, weights=("initialized",)))}
+
+
+def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
+    """The page's numbers and scale (``skip_*``), claims table, the figures of μ and ‖X‖_F (shallow) and of
+    μ (deep), and the scale notes of both sweeps."""
+    shallow, deep = results["shallow"], results["deep"]
+    found = numbers(shallow.table, deep.table)
+    return Shown(values=prefixed("skip", {"scale": scale_words(shallow), **found}),
+                 markdown={"skip_scale_note": scale_note(shallow) + "\n\n" + scale_note(deep)},
+                 claims={"skip": claims(shallow.table, deep.table, found, shallow.samples, deep.samples)},
+                 figures=[layer_figure(shallow, "mu", "fig-skip-connections-mu"),
+                          layer_figure(shallow, "norm", "fig-skip-connections-norm"),
+                          layer_figure(deep, "mu", "fig-skip-connections-deep")])
 
 
 def numbers(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]:

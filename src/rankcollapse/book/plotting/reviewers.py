@@ -3,7 +3,7 @@
 Drawn like the theory pages' figures (:mod:`rankcollapse.book.plotting.theory`): one text column wide
 through :func:`rankcollapse.book.plotting.common.panel_grid`, the theme's font sizes, legends below.
 
-Used by: book/response/reviewers.md.
+Used by: :mod:`rankcollapse.book.pages.reviewers` (its ``show``), tests/unit/test_reviewers_samples.py.
 """
 
 from __future__ import annotations
@@ -197,7 +197,8 @@ def local_figure(local: pd.DataFrame) -> Figure:
     and the windows (x axis), one line per norm in its variant colour: a window is more effective where its
     point lies below the causal one.
 
-    Shapes: ``local`` one row per (weights, norm), a column per mask (:func:`~rankcollapse.book.pages.reviewers.local_or_causal`).
+    Shapes: ``local`` one row per (weights, norm), a column per mask
+    (:func:`~rankcollapse.book.pages._reviewers_sweeps.local_or_causal`).
     """
     shown = list(dict.fromkeys(local["weights"]))
     masks = [m for m in ("causal", "sliding_window", "causal_sliding_window") if m in local.columns]
