@@ -27,6 +27,9 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
     stored at that scale only on another device is taken from there (a deep part from a GPU's device bundle
     beside a shallow one from a CPU).
     """
+    # imported here: the registry imports the page modules, and the reviewers' page module imports this one
+    from rankcollapse.book import registry
+
     store = store or ResultStore()
     anchor = (results["main"] if "main" in results else
               max(results.values(), key=lambda r: r.provenance["parameters"]["n_samples"])).provenance
