@@ -4,10 +4,11 @@ batches against those of an ordinary load; and the commands for the models reade
 and time each needs on one GPU.
 
 :func:`configure` checks the page's parameters, :func:`compute` runs the check in a temporary folder,
-:func:`numbers` are the values its prose states. :data:`MODELS` holds the sizes of five public models as
-their hub configs give them (not read here: no network); :func:`estimate` turns one command into its
-memory and its time on one GPU from the engine's measured throughput (``benchmarks/throughput.json``,
-:func:`rankcollapse.engine.attention_flop`); :func:`commands_table` is the page's table of them.
+:func:`numbers` are the values its prose states, :func:`show` what the page shows: those numbers and the
+commands table. :data:`MODELS` holds the sizes of five public models as their hub configs give them (not
+read here: no network); :func:`estimate` turns one command into its memory and its time on one GPU from the
+engine's measured throughput (``benchmarks/throughput.json``, :func:`rankcollapse.engine.attention_flop`);
+:func:`commands_table` is the page's table of them.
 
 Used by: book/beyond/large_models.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -19,6 +20,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from rankcollapse.book.shown import Shown, prefixed
 from rankcollapse.core.checks import check_int
 from rankcollapse.engine import attention_flop
 from rankcollapse.experiments import plan
@@ -39,6 +41,16 @@ def compute(config: dict) -> dict[str, object]:
     batch size, in a temporary folder."""
     with tempfile.TemporaryDirectory() as folder:
         return testing.offload_check(folder, n_sequences=config["n_sequences"], batch_size=config["batch_size"])
+
+
+def show(results: dict[str, object], parameters: dict) -> Shown:
+    """The page's numbers (``large_models_*``: the tiny check's, :func:`numbers`, and the table's,
+    :func:`table_numbers`) and its commands table (``large_models_commands``, Markdown: :func:`commands_table`
+    over the registry's sweeps of each page)."""
+    from rankcollapse.book.registry import runs_at  # the registry imports this module
+
+    return Shown(values=prefixed("large_models", {**numbers(results["main"].result), **table_numbers()}),
+                 markdown={"large_models_commands": commands_table(runs_at)})
 
 
 def numbers(check: dict[str, object]) -> dict[str, object]:
