@@ -10,17 +10,12 @@ module) and its profiles (``paper``: the paper's scale). The page's defaults are
 checked against those defaults, ranges by the configuration dataclasses (each parameter validated once, in
 its config).
 
-What a page shows (:func:`compute`) is moved, part by part, to the largest scale stored for all of them by
-:func:`largest_stored` (a page module may call it on a group of runs outside ``configure``: the mask-design
-page's decomposition runs).
-
 The CLI (``rankcollapse run``), every computed page (:func:`rankcollapse.book.report.start_page`), the
 notebook tests, the reproduce page and ``results/run_paper_scale.sh`` read this registry. Adding a page is
 its ``.md``, its module ``book/pages/<page>.py``, one entry here and a line in ``_toc.yml``.
 
 Used by: :mod:`rankcollapse.book.report`, :mod:`rankcollapse.book.cli`, book/reproduce.md,
-tests/unit/test_pages.py; the mask-design and large-models page modules, inside their ``show`` (this module
-imports them).
+tests/unit/test_pages.py.
 """
 
 from __future__ import annotations
@@ -35,10 +30,10 @@ from typing import NamedTuple
 from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4, large_models,
                                      mask_design, pretrained_panels, reviewers, rmsnorm_decoders, sample_size, setup,
                                      skip_connections, sliding_window_model, theorem1, theorem2)
-from rankcollapse.book.shown import PAPER_SCALE, SCALE_PARAMETERS, Shown
+from rankcollapse.book.shown import PAPER_SCALE, Shown
 from rankcollapse.experiments import sweep
-from rankcollapse.experiments.config import Run, check_table
-from rankcollapse.experiments.store import ResultStore, StoredResult
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.store import StoredResult
 
 PROFILE_NAMES = ("default", "paper")
 
@@ -137,7 +132,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          sliding_window_model.configure, fixed=sliding_window_model.FIXED,
          profiles={"paper": {"n_samples": WINDOW_PAPER_SAMPLES, "n_tokens": 1024}}, **_E),
     Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", large_models.configure,
-         _in_module(large_models.compute)),
+         _in_module(lambda config: large_models.compute(config, runs_at))),  # runs_at: its commands table
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)
 
@@ -207,72 +202,6 @@ def compute(name: str, **parameters) -> dict[str, StoredResult | Computed]:
         raise ValueError(f"page {name!r} computes nothing")
     return entry.compute(name, configure(name, parameters))
 
-
-def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | None = None) -> dict[str, StoredResult]:
-    """Every part of a page at the largest scale (samples x tokens, then model depth) at which all of them
-    are stored, or ``results`` themselves.
-
-    The scale is that of a stored run of the same experiment as the part ``main`` where a page has one (Fig. 2
-    beside its controls), else the part with the most samples (equal in every parameter but SCALE_PARAMETERS).
-    Every part moves to it; a part computed on another sample count than that part (the sample-size page's
-    small sample, Fig. 2's controls) keeps its own sample count, except on a page whose registry entry
-    ``grows_own_counts`` (Fig. 2): there those parts move to the largest sample count stored for all of them
-    at that scale. So a page never mixes scales; a part stored at that scale only on another device is taken
-    from there (the skip-connection page's deep, initialized part from a GPU's device bundle, its shallow part
-    with the pretrained layers from a CPU).
-    """
-    store = store or ResultStore()
-    anchor = (results["main"] if "main" in results else
-              max(results.values(), key=lambda r: r.provenance["parameters"]["n_samples"])).provenance
-    own = anchor["parameters"]
-    grows = page(anchor["page"]).grows_own_counts
-    entries = store.entries(anchor["page"])
-
-    def without(p: dict, names: tuple[str, ...]) -> dict:
-        return {k: v for k, v in p.items() if k not in names}
-
-    def size(record: dict) -> tuple[int, int]:
-        return record["parameters"]["n_samples"] * record["parameters"]["n_tokens"], record.get("model_layers", 0)
-
-    def at_scale(part: dict, scale: dict, count: int | None = None) -> dict:
-        keep = {} if part["n_samples"] == own["n_samples"] else {"n_samples": count or part["n_samples"]}
-        return {**part, **{k: v for k, v in scale.items() if k in part}, **keep}
-
-    def counts(scale: dict) -> list[int | None]:
-        """The sample counts to try for the parts on their own count, largest first (None: their own)."""
-        if not grows:
-            return [None]
-        wanted = [without(at_scale(r.provenance["parameters"], scale), ("n_samples", "device"))
-                  for r in results.values() if r.provenance["parameters"]["n_samples"] != own["n_samples"]]
-        main = without(at_scale(own, scale), ("n_samples", "device"))  # never a part that is the main sweep
-        stored = {r["parameters"]["n_samples"] for r in entries
-                  if (p := without(r["parameters"], ("n_samples", "device"))) in wanted and p != main}
-        return [*sorted(stored, reverse=True), None]
-
-    larger = sorted((r for r in entries if without(r["parameters"], SCALE_PARAMETERS) == without(own, SCALE_PARAMETERS)
-                     and (size(r) > size(anchor) or grows and size(r) == size(anchor))), key=size, reverse=True)
-    for record in larger:
-        scale = {k: record["parameters"][k] for k in SCALE_PARAMETERS if k in record["parameters"]}
-        tried = counts(scale)
-        if size(record) == size(anchor):  # the page's own scale: only a larger count than its parts' own
-            tried = [c for c in tried[:-1] if c > max(r.provenance["parameters"]["n_samples"] for r in results.values()
-                                                      if r.provenance["parameters"]["n_samples"] != own["n_samples"])]
-        for count in tried:
-            moved = {part: _on_any_device(store, r.provenance["page"], at_scale(r.provenance["parameters"], scale, count))
-                     for part, r in results.items()}
-            if all(r is not None for r in moved.values()):
-                return moved
-    return dict(results)
-
-
-def _on_any_device(store: ResultStore, page: str, parameters: dict) -> StoredResult | None:
-    """The stored result of these parameters, else of them on another device (cpu, cuda), else None."""
-    for device in dict.fromkeys([parameters.get("device"), "cpu", "cuda"]):
-        found = store.load(page, {**parameters, "device": device} if "device" in parameters else parameters,
-                           check_table)
-        if found is not None:
-            return found
-    return None
 
 
 def show(name: str, results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:

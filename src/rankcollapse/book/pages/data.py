@@ -12,7 +12,6 @@ Used by: book/data.md (through the page registry, :mod:`rankcollapse.book.regist
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -20,9 +19,6 @@ import torch
 from rankcollapse.book.pages._common import MAX_SEED, own_config
 from rankcollapse.book.shown import Shown
 from rankcollapse.core.checks import check_choices, check_int, freeze_lists
-
-if TYPE_CHECKING:  # the registry imports this module
-    from rankcollapse.book.registry import Computed
 
 
 @dataclass(frozen=True)
@@ -106,10 +102,11 @@ def compute(config: DataConfig) -> DataResult:
 configure = own_config(DataConfig)
 
 
-def show(results: dict[str, Computed], parameters: dict) -> Shown:
+def show(results: dict[str, tuple], parameters: dict) -> Shown:
     """The page's numbers (``data_*``) and the counts table (``data_counts``: one row per model spec, counts
     with thousands separators); first its self-checks (the drawn sample has exactly N tokens, every tokenizer
-    has fewer disjoint than sentence-start samples, and no more of these than sentence starts)."""
+    has fewer disjoint than sentence-start samples, and no more of these than sentence starts). ``results``:
+    ``{"main": Computed(config, DataResult, seconds)}`` (:class:`rankcollapse.book.registry.Computed`)."""
     config, result, _ = results["main"]
     n = result.numbers
     assert n["data_example_tokens"] == config.n_tokens  # a drawn sample has exactly N tokens

@@ -32,8 +32,8 @@ from rankcollapse.book.pages._decomposition import (attention_table, decay_drive
                                                     decomposition_claims, decomposition_frame)
 from rankcollapse.book.plotting.beyond import SortableTable, rate_radius_figure
 from rankcollapse.book.plotting.decomposition import decomposition_figure
-from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, prefixed,
-                                     scale_note, scale_words)
+from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, largest_stored,
+                                     prefixed, scale_note, scale_words)
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core.metrics import FLOOR_BAND, second_eigenvalue_modulus
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
@@ -110,9 +110,7 @@ def decomposition_runs(parameters: dict) -> dict[str, Run]:
 
 def decomposition_results(parameters: dict) -> dict[str, StoredResult]:
     """:func:`decomposition_runs`' results, stored under this page: loaded, or computed and stored; with
-    ``show_largest_stored``, at the largest scale stored for all of them
-    (:func:`rankcollapse.book.registry.largest_stored`)."""
-    from rankcollapse.book.registry import largest_stored  # the registry imports this module
+    ``show_largest_stored``, at the largest scale stored for all of them (:func:`largest_stored`)."""
     from rankcollapse.experiments.sweep import run_experiment
 
     runs = decomposition_runs(parameters)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 import pandas as pd
 from torch import Tensor
@@ -28,9 +27,6 @@ from rankcollapse.core.checks import check_int, check_ints, freeze_lists
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.verdicts import effects, robustness
 from rankcollapse.verdicts import rules as verdicts
-
-if TYPE_CHECKING:  # the registry imports this module
-    from rankcollapse.book.registry import Computed
 
 
 @dataclass(frozen=True)
@@ -93,11 +89,12 @@ def compute(config: SetupConfig) -> SetupResult:
 configure = own_config(SetupConfig)
 
 
-def show(results: dict[str, Computed], parameters: dict) -> Shown:
+def show(results: dict[str, tuple], parameters: dict) -> Shown:
     """The page's numbers (``setup_*``), the thresholds of the verdict rules (``verdicts_*``) and of the
     effects (``effects_*``), the radius table (``setup_radii``: index N, columns (mask, w)) and the masks
     figure; first its self-checks (the complete mask has radius 1, the causal mask token 0 as its only
-    centre, the uni-directional window radius ceil((N - 1) / w))."""
+    centre, the uni-directional window radius ceil((N - 1) / w)). ``results``: ``{"main": Computed(config,
+    SetupResult, seconds)}`` (:class:`rankcollapse.book.registry.Computed`)."""
     config, result, _ = results["main"]
     assert result.graphs["complete"].radius == 1 and result.graphs["causal"].centers == (0,)
     radius_uni = -(-(config.n_tokens - 1) // config.window)  # ceil((N - 1) / w)
