@@ -132,7 +132,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          sliding_window_model.configure, fixed=sliding_window_model.FIXED,
          profiles={"paper": {"n_samples": WINDOW_PAPER_SAMPLES, "n_tokens": 1024}}, **_E),
     Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", large_models.configure,
-         _in_module(large_models.compute)),
+         _in_module(lambda config: large_models.compute(config, runs_at))),  # runs_at: its commands table
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)
 

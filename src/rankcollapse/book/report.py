@@ -21,10 +21,10 @@ from rankcollapse.book import recompute, registry
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.book.plotting.overlap import caption_notes
 from rankcollapse.book.runner import page_parameters
-from rankcollapse.book.shown import PAPER_SCALE, Shown, banner, seconds_words
-from rankcollapse.book.stored import largest_stored
+from rankcollapse.book.shown import Shown, anchor, banner, seconds_words
+from rankcollapse.book.shown import largest_stored as shown_largest
 from rankcollapse.experiments.provenance import book_root
-from rankcollapse.experiments.store import StoredResult, compute_seconds, run_command
+from rankcollapse.experiments.store import ResultStore, StoredResult, compute_seconds, run_command
 from rankcollapse.verdicts import claims as rc_claims
 
 recompute.register()  # a damaged result met by a page names the command, in its page's parameters, that recomputes it
@@ -87,6 +87,13 @@ def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, ob
     if parameters.get("show_largest_stored", False):
         results = largest_stored(results)
     return parameters, results
+
+
+def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | None = None) -> dict[str, StoredResult]:
+    """:func:`rankcollapse.book.shown.largest_stored` of ``results``, its parts on their own sample count
+    grown where the registry entry of the page that stores them says so (``grows_own_counts``: Fig. 2)."""
+    grows = registry.page(anchor(results).provenance["page"]).grows_own_counts
+    return shown_largest(results, store, grows)
 
 
 def glue_values(prefix: str, values: Mapping[str, object]) -> None:

@@ -1,7 +1,8 @@
-"""What a page shows: the :class:`Shown` record a page module's ``show`` returns, and the words every
-computed page shares around its results: their scale (:func:`scale_words`, :func:`scale_note`), the banner
-when a stored larger run is shown (:func:`banner`), the stored results a figure draws (:func:`figure_data`) and
-a theory page's closing check (:func:`check_note`).
+"""What a page shows: the :class:`Shown` record a page module's ``show`` returns, the stored runs it shows
+(at the largest scale stored for all of them, :func:`largest_stored`), and the words every computed page
+shares around its results: their scale (:func:`scale_words`, :func:`scale_note`), the banner when a stored
+larger run is shown (:func:`banner`), the stored results a figure draws (:func:`figure_data`) and a theory
+page's closing check (:func:`check_note`).
 
 Nothing here glues or displays: :func:`rankcollapse.book.report.present` glues a :class:`Shown` into its page.
 
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from matplotlib.figure import Figure
 
 from rankcollapse.book.runner import CHECK_HEADING
-from rankcollapse.experiments.store import TABLE_SUFFIX, StoredResult, compute_seconds, run_command
+from rankcollapse.experiments.config import check_table
+from rankcollapse.experiments.store import (TABLE_SUFFIX, ResultStore, StoredResult, compute_seconds,
+                                           run_command)
 from rankcollapse.verdicts.claims import Claim
 
 # Parameters that change a run's scale but not what it computes: a stored run that differs only in these
@@ -92,6 +95,83 @@ def combined_parameters(results: Iterable[StoredResult]) -> dict[str, object]:
                 flat = [json.dumps(x) for x in flat]
             combined[name] = sorted(set(map(str, flat)) if any(isinstance(x, str) for x in flat) else set(flat))
     return combined
+
+
+# ---------------------------------------------------------------- the stored runs a page shows
+
+
+def anchor(results: Mapping[str, StoredResult]) -> StoredResult:
+    """The part whose scale a page's parts move to (:func:`largest_stored`): ``main`` where a page has one,
+    else the part with the most samples."""
+    return (results["main"] if "main" in results else
+            max(results.values(), key=lambda r: r.provenance["parameters"]["n_samples"]))
+
+
+def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | None = None,
+                   grows: bool = False) -> dict[str, StoredResult]:
+    """Every part of a page at the largest scale (samples x tokens, then model depth) at which all of them
+    are stored, or ``results`` themselves.
+
+    The scale is that of a stored run of the same experiment as the part ``main`` where a page has one (Fig. 2
+    beside its controls), else the part with the most samples (equal in every parameter but SCALE_PARAMETERS).
+    Every part moves to it; a part computed on another sample count than that part (the sample-size page's
+    small sample, Fig. 2's controls) keeps its own sample count, except with ``grows`` (the registry entry's
+    ``grows_own_counts``, Fig. 2: :func:`rankcollapse.book.report.largest_stored` passes it): there those
+    parts move to the largest sample count stored for all of them at that scale. So a page never mixes
+    scales; a part stored at that scale only on another device is taken from there (the skip-connection
+    page's deep, initialized part from a GPU's device bundle, its shallow part with the pretrained layers
+    from a CPU)."""
+    store = store or ResultStore()
+    first = anchor(results).provenance
+    own = first["parameters"]
+    entries = store.entries(first["page"])
+
+    def without(p: dict, names: tuple[str, ...]) -> dict:
+        return {k: v for k, v in p.items() if k not in names}
+
+    def size(record: dict) -> tuple[int, int]:
+        return record["parameters"]["n_samples"] * record["parameters"]["n_tokens"], record.get("model_layers", 0)
+
+    def at_scale(part: dict, scale: dict, count: int | None = None) -> dict:
+        keep = {} if part["n_samples"] == own["n_samples"] else {"n_samples": count or part["n_samples"]}
+        return {**part, **{k: v for k, v in scale.items() if k in part}, **keep}
+
+    def counts(scale: dict) -> list[int | None]:
+        """The sample counts to try for the parts on their own count, largest first (None: their own)."""
+        if not grows:
+            return [None]
+        wanted = [without(at_scale(r.provenance["parameters"], scale), ("n_samples", "device"))
+                  for r in results.values() if r.provenance["parameters"]["n_samples"] != own["n_samples"]]
+        main = without(at_scale(own, scale), ("n_samples", "device"))  # never a part that is the main sweep
+        stored = {r["parameters"]["n_samples"] for r in entries
+                  if (p := without(r["parameters"], ("n_samples", "device"))) in wanted and p != main}
+        return [*sorted(stored, reverse=True), None]
+
+    larger = sorted((r for r in entries if without(r["parameters"], SCALE_PARAMETERS) == without(own, SCALE_PARAMETERS)
+                     and (size(r) > size(first) or grows and size(r) == size(first))), key=size, reverse=True)
+    for record in larger:
+        scale = {k: record["parameters"][k] for k in SCALE_PARAMETERS if k in record["parameters"]}
+        tried = counts(scale)
+        if size(record) == size(first):  # the page's own scale: only a larger count than its parts' own
+            tried = [c for c in tried[:-1] if c > max(r.provenance["parameters"]["n_samples"] for r in results.values()
+                                                      if r.provenance["parameters"]["n_samples"] != own["n_samples"])]
+        for count in tried:
+            moved = {part: _on_any_device(store, r.provenance["page"], at_scale(r.provenance["parameters"], scale, count))
+                     for part, r in results.items()}
+            if all(r is not None for r in moved.values()):
+                return moved
+    return dict(results)
+
+
+def _on_any_device(store: ResultStore, page: str, parameters: dict) -> StoredResult | None:
+    """The stored result of these parameters, else of them on another device (cpu, cuda), else None."""
+    for device in dict.fromkeys([parameters.get("device"), "cpu", "cuda"]):
+        found = store.load(page, {**parameters, "device": device} if "device" in parameters else parameters,
+                           check_table)
+        if found is not None:
+            return found
+    return None
+
 
 
 # ---------------------------------------------------------------- scale, banner, checks

@@ -3,7 +3,8 @@ tokenizer, and one drawn sample. One frozen config (= the page's parameters) and
 
 :class:`DataConfig` has exactly the fields of the page's ``parameters`` cell, with the same defaults, and is
 validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters, :func:`compute`
-gives what the page shows, its ``numbers`` the values its prose glues.
+gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what the page shows of
+it: those numbers and the counts table.
 
 Used by: book/data.md (through the page registry, :mod:`rankcollapse.book.registry`), tests/unit/test_theory.py.
 """
@@ -16,6 +17,7 @@ import pandas as pd
 import torch
 
 from rankcollapse.book.pages._common import MAX_SEED, own_config
+from rankcollapse.book.shown import Shown
 from rankcollapse.core.checks import check_choices, check_int, freeze_lists
 
 
@@ -98,3 +100,16 @@ def compute(config: DataConfig) -> DataResult:
 
 
 configure = own_config(DataConfig)
+
+
+def show(results: dict[str, tuple], parameters: dict) -> Shown:
+    """The page's numbers (``data_*``) and the counts table (``data_counts``: one row per model spec, counts
+    with thousands separators); first its self-checks (the drawn sample has exactly N tokens, every tokenizer
+    has fewer disjoint than sentence-start samples, and no more of these than sentence starts). ``results``:
+    ``{"main": Computed(config, DataResult, seconds)}`` (:class:`rankcollapse.book.registry.Computed`)."""
+    config, result, _ = results["main"]
+    n = result.numbers
+    assert n["data_example_tokens"] == config.n_tokens  # a drawn sample has exactly N tokens
+    assert (result.counts["disjoint samples"] < result.counts["sentence-start samples"]).all()
+    assert result.counts["sentence-start samples"].max() <= n["data_n_sentence_starts"]
+    return Shown(values=n, tables={"data_counts": result.counts.style.format(thousands=",")})

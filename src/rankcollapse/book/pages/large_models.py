@@ -3,10 +3,11 @@ disk (as a 70-billion-parameter model would be on a machine with too little memo
 batches against those of an ordinary load; and the commands for the models readers use, with the memory
 and time each needs on one GPU.
 
-:func:`configure` checks the page's parameters, :func:`compute` runs the check in a temporary folder,
-:func:`numbers` are the values its prose states. :data:`MODELS` holds the sizes of five public models as
-their hub configs give them (not read here: no network); :func:`estimate` turns one command into its
-memory and its time on one GPU from the engine's measured throughput (``benchmarks/throughput.json``,
+:func:`configure` checks the page's parameters, :func:`compute` runs the check in a temporary folder
+and makes the commands table, :func:`numbers` are the values its prose states, :func:`show` what the page
+shows: those numbers and the commands table. :data:`MODELS` holds the sizes of five public models as their
+hub configs give them (not read here: no network); :func:`estimate` turns one command into its memory and
+its time on one GPU from the engine's measured throughput (``benchmarks/throughput.json``,
 :func:`rankcollapse.engine.attention_flop`); :func:`commands_table` is the page's table of them.
 
 Used by: book/beyond/large_models.md (through the page registry, :mod:`rankcollapse.book.registry`).
@@ -19,6 +20,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from rankcollapse.book.shown import Shown, prefixed
 from rankcollapse.core.checks import check_int
 from rankcollapse.engine import attention_flop
 from rankcollapse.experiments import plan
@@ -34,11 +36,23 @@ def configure(parameters: dict) -> dict[str, dict]:
     return {"main": dict(parameters)}
 
 
-def compute(config: dict) -> dict[str, object]:
+def compute(config: dict, sweeps: Callable[[str, dict], Mapping]) -> dict[str, object]:
     """The offload check (:func:`rankcollapse.hf.testing.offload_check`) of ``config``'s sequences and
-    batch size, in a temporary folder."""
+    batch size, in a temporary folder, with the commands table under ``"commands"`` (:func:`commands_table`
+    of ``sweeps``, the registry's :func:`~rankcollapse.book.registry.runs_at`, which it passes)."""
     with tempfile.TemporaryDirectory() as folder:
-        return testing.offload_check(folder, n_sequences=config["n_sequences"], batch_size=config["batch_size"])
+        check = testing.offload_check(folder, n_sequences=config["n_sequences"],
+                                      batch_size=config["batch_size"])
+    return {**check, "commands": commands_table(sweeps)}
+
+
+def show(results: dict[str, tuple], parameters: dict) -> Shown:
+    """The page's numbers (``large_models_*``: the tiny check's, :func:`numbers`, and the table's,
+    :func:`table_numbers`) and its commands table (``large_models_commands``, Markdown). ``results``:
+    ``{"main": Computed(config, compute's result, seconds)}``."""
+    check = results["main"].result
+    return Shown(values=prefixed("large_models", {**numbers(check), **table_numbers()}),
+                 markdown={"large_models_commands": check["commands"]})
 
 
 def numbers(check: dict[str, object]) -> dict[str, object]:

@@ -8,7 +8,11 @@ layers whose mean μ lies above 10 times the rounding floor; exp(-rate) is the c
 
 :func:`configure` turns the page's parameters into one sweep per zoo mask, :func:`design_table` reads them
 into one row per mask; :func:`numbers` are the values its prose states (per weight source) and
-:func:`collapse_sentence` its sentence on which masks collapse.
+:func:`collapse_sentence` its sentence on which masks collapse. :func:`decomposition_runs` are the sweeps of
+five masks that also split each layer's change of μ into the value maps' gain and attention's contraction
+(:mod:`rankcollapse.book.pages._decomposition`). :func:`show` is what the page shows of both: the zoo's
+numbers, table, scale note and rate-radius figure, the decomposition's numbers, claims, attention table and
+figure.
 
 Used by: book/beyond/mask_design.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_mask_design.py.
@@ -24,9 +28,12 @@ import pandas as pd
 import torch
 
 from rankcollapse.book.pages._common import computing
-# the page's decomposition table, shares and claims (its .md reads them from this module)
-from rankcollapse.book.pages._decomposition import attention_table, decay_shares, decomposition_claims  # noqa: F401
-from rankcollapse.book.pages._decomposition import decay_driver, decomposition_frame
+from rankcollapse.book.pages._decomposition import (attention_table, decay_driver, decay_shares,
+                                                    decomposition_claims, decomposition_frame)
+from rankcollapse.book.plotting.beyond import SortableTable, rate_radius_figure
+from rankcollapse.book.plotting.decomposition import decomposition_figure
+from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, largest_stored,
+                                     prefixed, scale_note, scale_words)
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core.metrics import FLOOR_BAND, second_eigenvalue_modulus
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
@@ -102,10 +109,41 @@ def decomposition_runs(parameters: dict) -> dict[str, Run]:
 
 
 def decomposition_results(parameters: dict) -> dict[str, StoredResult]:
-    """:func:`decomposition_runs`' results, stored under this page: loaded, or computed and stored."""
+    """:func:`decomposition_runs`' results, stored under this page: loaded, or computed and stored; with
+    ``show_largest_stored``, at the largest scale stored for all of them (:func:`largest_stored`)."""
     from rankcollapse.experiments.sweep import run_experiment
 
-    return {part: run_experiment("mask_design", run.config) for part, run in decomposition_runs(parameters).items()}
+    runs = decomposition_runs(parameters)
+    results = {part: run_experiment("mask_design", run.config) for part, run in runs.items()}
+    return largest_stored(results) if parameters["show_largest_stored"] else results
+
+
+def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
+    """What the page shows. The zoo (``results``, part -> result as :func:`configure` names them): its scale
+    and :func:`numbers` (``mask_design_*``, pretrained ``mask_design_pre_*``), the sentence on which masks
+    collapse (``mask_design_collapse``), the sortable design table (``mask_design_table``: one row per mask,
+    :func:`design_table`), the scale note and the rate-radius figure. The decomposition
+    (:func:`decomposition_results` at ``parameters``): its scale and numbers (``mask_design_decomp_*``), its
+    claims, the sortable attention table (``mask_design_decomp_table``: one row per mask x weights,
+    :func:`attention_table`) and its figure."""
+    table = design_table(results)
+    found, found_pre = numbers(table), numbers(table, "pretrained")
+    decomposed = decomposition_results(parameters)
+    frame = decomposition(decomposed)
+    decomp = {"scale": scale_words(next(iter(decomposed.values()))),
+              **decomposition_numbers(decay_shares(frame))}
+    return Shown(
+        values={**prefixed("mask_design", {"scale": scale_words(results["complete"]), **found}),
+                **prefixed("mask_design_pre", found_pre), **prefixed("mask_design_decomp", decomp)},
+        markdown={"mask_design_collapse": collapse_sentence(found, found_pre),
+                  "mask_design_scale_note": scale_note(results["complete"])},
+        claims={"mask_design_decomp": decomposition_claims(frame)},
+        tables={"mask_design_table": SortableTable(table),
+                "mask_design_decomp_table": SortableTable(attention_table(frame))},
+        figures=[ShownFigure("fig-mask-design-rates", rate_radius_figure(table),
+                             combined_parameters(results.values()), figure_data(results.values())),
+                 ShownFigure("fig-mask-design-decomposition", decomposition_figure(frame),
+                             combined_parameters(decomposed.values()), figure_data(decomposed.values()))])
 
 
 def uniform_second_eigenvalue(mask: torch.Tensor) -> float:

@@ -30,7 +30,7 @@ from rankcollapse.book.pages._reviewers_sweeps import (PAPER_SAMPLES, limit_numb
                                                        temperature_numbers)
 from rankcollapse.book.plotting import reviewers as figures
 from rankcollapse.book.shown import Shown, ShownFigure, combined_parameters, prefixed, scale_words
-from rankcollapse.book.stored import largest_stored
+from rankcollapse.book.shown import largest_stored
 from rankcollapse.core import masks, metrics
 from rankcollapse.core.checks import check_choice, check_choices, check_int, check_ints, check_numbers, check_temperature, freeze_lists
 from rankcollapse.core.masks import PAPER_MASKS

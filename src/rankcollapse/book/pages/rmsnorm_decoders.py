@@ -9,7 +9,8 @@ without gain: the paper's LayerNorm without centring) and ``model`` (each layer'
 
 :func:`configure` turns the page's parameters into those sweeps; :func:`rate_table` (shared with the
 sliding-window page) gives each configuration's curve verdict, mean rate and radius; :func:`numbers` are
-the values the page's prose states, :func:`claims` its claims table.
+the values the page's prose states, :func:`claims` its claims table; :func:`show` is what the page shows:
+those, the rate table, the causal sweep's two layer figures and its scale.
 
 Used by: book/beyond/rmsnorm_decoders.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_decoders.py.
@@ -21,14 +22,19 @@ import pandas as pd
 
 from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, rate_sides, rate_table,
                                              rates_claim)
+from rankcollapse.book.plotting.beyond import SortableTable
+from rankcollapse.book.plotting.results import layer_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_ints
 from rankcollapse.core.stats import rank_correlation
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run, value
+from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Cell, Claim, rethreshold
 from rankcollapse.verdicts.robustness import robust
 
-__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "window_part"]
+__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "show",
+           "window_part"]
 
 _SWEEP = dict(norms=("none", "rms", "model"), skips=(False, True))  # the comparisons the page is about
 FIXED = {"masks": (CAUSAL, "causal_sliding_window"), **_SWEEP}
@@ -52,6 +58,21 @@ def configure(parameters: dict) -> dict[str, Run]:
         runs[window_part(w)] = Run(experiments.experiment_config(own, masks=("causal_sliding_window",), window=w,
                                                                  **_SWEEP))
     return runs
+
+
+def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
+    """The causal sweep's scale and :func:`numbers` (``rmsnorm_decoders_*``), the claims table, its scale
+    note, the sortable rate table (``rmsnorm_decoders_table``: one row per configuration, RATE_COLUMNS) and
+    its layer figures of μ/‖X‖_F and μ."""
+    result = results[CAUSAL]
+    rates = rate_table(results)
+    found = {"scale": scale_words(result), **numbers(rates, result.table)}
+    return Shown(values=prefixed("rmsnorm_decoders", found),
+                 markdown={"rmsnorm_decoders_scale_note": scale_note(result)},
+                 claims={"rmsnorm_decoders": claims(rates)},
+                 tables={"rmsnorm_decoders_table": SortableTable(rates[list(RATE_COLUMNS)])},
+                 figures=[layer_figure(result, "relative_mu", "fig-rmsnorm-decoders-relative"),
+                          layer_figure(result, "mu", "fig-rmsnorm-decoders-mu")])
 
 
 _BLOW_UP = 10.0  # a median ||X||_F growing by more than this factor over the layers "blows up"

@@ -4,7 +4,8 @@ of the window masks over a grid of N and w. One frozen config (= the page's para
 :class:`SetupConfig` has exactly the fields of the page's ``parameters`` cell, with the same defaults, and is
 validated once in ``__post_init__`` (one ValueError naming the parameter and the allowed values);
 :func:`configure` builds it from a reader's parameters, :func:`compute` gives what the page shows, its
-``numbers`` the values its prose glues.
+``numbers`` the values its prose glues. :func:`show` is what the page shows of it: those numbers, the masks
+figure, the radius table, and the thresholds of the verdict rules and effects its last section states.
 
 Used by: book/setup.md (through the page registry, :mod:`rankcollapse.book.registry`), tests/unit/test_theory.py.
 """
@@ -12,16 +13,20 @@ Used by: book/setup.md (through the page registry, :mod:`rankcollapse.book.regis
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 from torch import Tensor
 
 from rankcollapse.book.labels import MASK_LABELS
 from rankcollapse.book.pages._common import MAX_TOKENS, own_config
+from rankcollapse.book.plotting.theory import mask_grid
+from rankcollapse.book.shown import Shown, ShownFigure, prefixed
 from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int, check_ints, freeze_lists
 from rankcollapse.core.masks import PAPER_MASKS
+from rankcollapse.verdicts import effects, robustness
+from rankcollapse.verdicts import rules as verdicts
 
 
 @dataclass(frozen=True)
@@ -82,3 +87,19 @@ def compute(config: SetupConfig) -> SetupResult:
 
 
 configure = own_config(SetupConfig)
+
+
+def show(results: dict[str, tuple], parameters: dict) -> Shown:
+    """The page's numbers (``setup_*``), the thresholds of the verdict rules (``verdicts_*``) and of the
+    effects (``effects_*``), the radius table (``setup_radii``: index N, columns (mask, w)) and the masks
+    figure; first its self-checks (the complete mask has radius 1, the causal mask token 0 as its only
+    centre, the uni-directional window radius ceil((N - 1) / w)). ``results``: ``{"main": Computed(config,
+    SetupResult, seconds)}`` (:class:`rankcollapse.book.registry.Computed`)."""
+    config, result, _ = results["main"]
+    assert result.graphs["complete"].radius == 1 and result.graphs["causal"].centers == (0,)
+    radius_uni = -(-(config.n_tokens - 1) // config.window)  # ceil((N - 1) / w)
+    assert result.numbers["setup_radius_uni"] == radius_uni
+    rules = prefixed("verdicts", {**verdicts.rule_numbers(), **robustness.grid_words()})
+    return Shown(values={**result.numbers, **rules, **prefixed("effects", effects.effect_numbers())},
+                 tables={"setup_radii": result.radii.style.format("{:.0f}", na_rep="—")},
+                 figures=[ShownFigure("fig-setup-masks", mask_grid(result.masks), asdict(config))])

@@ -5,7 +5,8 @@ It runs the pretrained attention sublayers only, on sequences longer than the wi
 (``overlap="concatenated"``: leads of consecutive articles, joined, see :mod:`rankcollapse.experiments.data`),
 with pure attention and with the model's own norms, with and without the skip. :func:`configure` turns the
 page's parameters into the three sweeps, :func:`rankcollapse.book.pages._common.rate_table` (shared with the
-RMSNorm page) reads them; :func:`numbers` are the values its prose states, :func:`claims` its claims table.
+RMSNorm page) reads them; :func:`numbers` are the values its prose states, :func:`claims` its claims table;
+:func:`show` is what the page shows: those, the rate table, the as-trained run's layer figure and its scale.
 
 Used by: book/beyond/sliding_window_model.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_decoders.py.
@@ -17,13 +18,16 @@ from __future__ import annotations
 import pandas as pd
 
 from rankcollapse.book.pages._common import CAUSAL, RATE_COLUMNS, against, computing, rate_sides, rate_table, rates_claim
+from rankcollapse.book.plotting.beyond import SortableTable
+from rankcollapse.book.plotting.results import layer_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
 
-__all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table"]
+__all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "show"]
 
 _PARTS = ("as_trained", "all_global", "all_local")  # the model's own windows, none, every layer local
 _SWEEP = dict(weights=("pretrained",), norms=("none", "model"), skips=(False, True))
@@ -44,6 +48,19 @@ def configure(parameters: dict) -> dict[str, Run]:
             "all_global": Run(experiments.experiment_config(own, model_windows=False, **causal)),
             "all_local": Run(experiments.experiment_config(own, masks=("causal_sliding_window",), window=window,
                                                            **{k: v for k, v in causal.items() if k != "masks"}))}
+
+
+def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
+    """The as-trained run's scale and :func:`numbers` (``sliding_window_model_*``), the claims table, its
+    scale note, the sortable rate table (``sliding_window_model_table``: one row per configuration of the
+    three runs, their part and RATE_COLUMNS) and its layer figure of μ/‖X‖_F."""
+    result = results["as_trained"]
+    rates = rate_table(results)
+    return Shown(values=prefixed("sliding_window_model", {"scale": scale_words(result), **numbers(result)}),
+                 markdown={"sliding_window_model_scale_note": scale_note(result)},
+                 claims={"sliding_window_model": claims(rates)},
+                 tables={"sliding_window_model_table": SortableTable(rates[["part", *RATE_COLUMNS]])},
+                 figures=[layer_figure(result, "relative_mu", "fig-sliding-window-model-relative")])
 
 
 def numbers(result: StoredResult) -> dict[str, int]:

@@ -1,15 +1,18 @@
-"""Figures and tables of the "Beyond the paper" pages: the mask-design scatter and a sortable HTML table.
+"""Figures and tables of the "Beyond the paper" pages: the mask-design scatter and a sortable HTML table
+(:func:`sortable_table`; a page shows it as a :class:`SortableTable`).
 
 Sized for the book's 672 px text column: figures at most 7 in wide with fonts of at least 10 pt, so text
 stays at or above 9 pt when the figure is shrunk to the column.
 
-Used by: book/beyond/mask_design.md, tests/unit/test_mask_design.py, tests/site/test_sortable_table.py.
+Used by: the mask-design, RMSNorm-decoder and sliding-window-model page modules
+(:mod:`rankcollapse.book.pages`), tests/unit/test_mask_design.py, tests/site/test_sortable_table.py.
 """
 
 from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -155,3 +158,23 @@ def sortable_table(table: pd.DataFrame, digits: int = 3) -> str:
                    for row in table.astype(object).itertuples(index=False))
     return (f'<table class="rc-sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
             f"<script>{_SORT_SCRIPT}</script>")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SortableTable:
+    """A table a page shows (``Shown.tables``) as :func:`sortable_table`'s HTML: a notebook displays, and
+    myst-nb glues, its ``text/html``.
+
+    >>> SortableTable(pd.DataFrame({"mask": ["causal"], "rate": [0.5]}))
+    <sortable table: 1 rows x 2 columns>
+    """
+
+    table: pd.DataFrame  # any frame of numbers and words
+    digits: int = 3  # significant digits of a number
+
+    def _repr_html_(self) -> str:
+        """The table's HTML with its sorting script (:func:`sortable_table`)."""
+        return sortable_table(self.table, self.digits)
+
+    def __repr__(self) -> str:
+        return f"<sortable table: {len(self.table)} rows x {len(self.table.columns)} columns>"

@@ -5,7 +5,7 @@ attention contraction c_A = ‖PAY‖/‖PY‖ (bottom row) with their 10–90 %
 log axes with the line 1 (no change) drawn; layers whose input already sat on the rounding floor are left
 out (their factors are rounding noise). Sized for the book's 672 px column (7 in wide, fonts >= 10 pt).
 
-Used by: book/beyond/mask_design.md, tests/unit/test_mask_design.py.
+Used by: :mod:`rankcollapse.book.pages.mask_design` (the mask-design page), tests/unit/test_mask_design.py.
 """
 
 from __future__ import annotations
