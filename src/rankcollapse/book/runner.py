@@ -59,11 +59,13 @@ CHECK_HEADING = "**Not every check holds on this run:**"  # what a theory page s
 
 def check_notes(ipynb: Path) -> list[str]:
     """The claims an executed page could not confirm on its run (the items under CHECK_HEADING in its
-    outputs, :func:`rankcollapse.book.report.check_note`), for the command line to repeat."""
+    outputs, displayed or glued: :func:`rankcollapse.book.shown.check_note`), for the command line to
+    repeat."""
     notes = []
     for cell in json.loads(Path(ipynb).read_text()).get("cells", []):
         for output in cell.get("outputs", []):
-            text = output.get("data", {}).get("text/markdown", "")
+            data = output.get("data", {})
+            text = data.get("text/markdown", data.get("application/papermill.record/text/markdown", ""))
             text = "".join(text) if isinstance(text, list) else text
             if text.startswith(CHECK_HEADING):
                 notes += [line[2:] for line in text.splitlines() if line.startswith("- ")]

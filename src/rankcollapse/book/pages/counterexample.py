@@ -4,7 +4,9 @@ a Monte-Carlo fraction and the rotation invariance.
 
 :class:`CounterexampleConfig` has exactly the fields of the page's ``parameters`` cell, with the same
 defaults, and is validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters,
-:func:`compute` gives what the page shows, its ``numbers`` the values its prose glues.
+:func:`compute` gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what
+the page shows of it: those numbers, the fixed-point table, its three figures and its closing check
+(:func:`check`).
 
 Used by: book/theory/counterexample.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -13,13 +15,15 @@ tests/unit/test_theory.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 import torch
 from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_SAMPLES, MAX_SEED, own_config
+from rankcollapse.book.plotting import theory as figures
+from rankcollapse.book.shown import Shown, ShownFigure, check_note
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_choice, check_int, check_number, freeze_lists
 from rankcollapse.theory import counterexample as ce
@@ -179,3 +183,56 @@ def compute(config: CounterexampleConfig) -> CounterexampleResult:
 
 
 configure = own_config(CounterexampleConfig)
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers (``ce_*``), its fixed-point table (``ce_fixed_point_table``), its figures (Fig. 1,
+    the basins, the rotation) and closing check (``ce_check``, :func:`check`)."""
+    config, result, _ = results["main"]
+    shown = {"fig-counterexample-fig1": figures.pair_figure(result.plain, result.normed, result.ends_at_B,
+                                                            result.start_arc, result.points()),
+             "fig-counterexample-basins": figures.basin_figure(result.angles, result.basin, result.strip,
+                                                               {"U": result.arc[0], "−A": result.arc[1]}),
+             "fig-counterexample-rotation": figures.rotation_figure(result.rotated[:, :, 1], result.ends_at_B,
+                                                                    result.start_arc - config.rotation,
+                                                                    result.rotated_points())}
+    fixed_points = (result.fixed_points.style.format(precision=4)
+                    .format("{:.1e}", subset=["one-layer residual"]))
+    return Shown(values=result.numbers, markdown={"ce_check": check(config, result)},
+                 tables={"ce_fixed_point_table": fixed_points},
+                 figures=[ShownFigure(stem, figure, asdict(config)) for stem, figure in shown.items()])
+
+
+def check(config: CounterexampleConfig, result: CounterexampleResult) -> str:
+    """The page's closing check of the proposition on this run. Asserts that the fixed points are fixed, that
+    their stability matches a finite difference and that the rotated picture is the rotated original; returns
+    the check note (Markdown, :func:`~rankcollapse.book.shown.check_note`) on what holds only at enough depth
+    or samples: without LayerNorm the pictured pairs meet, some but not all pictured starts keep full rank,
+    the computed basin is the predicted arc, the full-rank set has positive measure, A Z has no zero entry."""
+    n = result.numbers
+    assert n["ce_max_residual"] < 1e-12, f"a fixed point moves by {n['ce_max_residual']:.3g} in one layer"
+    assert n["ce_max_multiplier_error"] < 1e-5, \
+        f"multipliers differ from a finite difference by {n['ce_max_multiplier_error']:.3g}"
+    assert n["ce_rotation_gap"] < 1e-10, \
+        f"the rotated run differs from the rotated original by {n['ce_rotation_gap']:.3g}"
+    full, starts = n["ce_n_full_rank_starts"], n["ce_n_starts"]
+    strip, arc = n["ce_strip_fraction"], n["ce_arc_fraction"]
+    return check_note([
+        (n["ce_gap_plain"] < 1e-6,
+         f"not converged at this depth (n_layers = {config.n_layers}): without LayerNorm the pictured pairs "
+         f"are still {n['ce_gap_plain']:.3g} apart"),
+        (0 < full < starts,
+         f"{full} of the {starts} pictured starts end at B after {config.n_layers} layers, where the picture "
+         f"shows some that do and some that do not (not converged at this depth, or starts_token2 all on one "
+         f"side of U)"),
+        (abs(strip - arc) < 2.5 / config.n_angles,
+         f"not converged at this depth (basin_layers = {config.basin_layers}, n_angles = {config.n_angles}): "
+         f"the computed basin covers {strip:.3f} of the circle, the predicted arc {arc:.3f}"),
+        (n["ce_mc_low"] > 0,
+         f"too few or too short Monte-Carlo runs (mc_samples = {config.mc_samples}, mc_layers = "
+         f"{config.mc_layers}): the full-rank fraction {n['ce_mc_fraction']:.3g} has a lower 95 % bound "
+         f"of 0"),
+        (n["ce_AZ_min_abs"] > 1e-3,
+         f"the rotation {config.rotation} puts A Z on an axis (smallest coordinate "
+         f"{n['ce_AZ_min_abs']:.2g}), so the rotated picture shows a zero activation"),
+    ])

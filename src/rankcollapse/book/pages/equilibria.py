@@ -3,7 +3,9 @@ every rank, the ranks random starts reach, and the threshold c* above which they
 
 :class:`EquilibriaConfig` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
 and is validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters,
-:func:`compute` gives what the page shows, its ``numbers`` the values its prose glues.
+:func:`compute` gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what
+the page shows of it: those numbers, the table of constructed equilibria, its two figures and its closing
+check (:func:`check`).
 
 Used by: book/theory/equilibria.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -12,13 +14,15 @@ tests/unit/test_theory.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 import torch
 from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_SAMPLES, MAX_SEED, own_config
+from rankcollapse.book.plotting import theory as figures
+from rankcollapse.book.shown import Shown, ShownFigure, check_note
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_int, check_ints, check_number, check_numbers, freeze_lists
 from rankcollapse.core.stats import wilson_interval
@@ -145,3 +149,49 @@ def compute(config: EquilibriaConfig) -> EquilibriaResult:
 
 
 configure = own_config(EquilibriaConfig)
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers (``eq_*``), its table of constructed equilibria (``eq_equilibrium_table``), its
+    figures (the ranks reached, the threshold sweep) and closing check (``eq_check``, :func:`check`)."""
+    config, result, _ = results["main"]
+    shown = {"fig-equilibria-ranks": figures.rank_figure(result.fractions, result.steps, result.final_ranks,
+                                                         result.step_floor),
+             "fig-equilibria-threshold": figures.threshold_figure(result.sweep)}
+    equilibria = result.equilibria.style.format({"one-layer residual": "{:.1e}",
+                                                 "distance moved after the kick": "{:.1e}"})
+    return Shown(values=result.numbers, markdown={"eq_check": check(config, result)},
+                 tables={"eq_equilibrium_table": equilibria},
+                 figures=[ShownFigure(stem, figure, asdict(config)) for stem, figure in shown.items()])
+
+
+def check(config: EquilibriaConfig, result: EquilibriaResult) -> str:
+    """The page's closing check of the construction and the threshold on this run. Asserts that every
+    constructed equilibrium is a fixed point; returns the check note (Markdown,
+    :func:`~rankcollapse.book.shown.check_note`) on what holds only at enough depth or samples: every
+    equilibrium keeps its rank after a kick, every rank has positive probability, below c* no start stays
+    apart and at the sweep's largest c some do, for every d."""
+    eq, n = result.equilibria, result.numbers
+    assert (eq["one-layer residual"] < config.fixed_point_tol).all(), \
+        (f"an equilibrium moves by {eq['one-layer residual'].max():.3g} in one layer "
+         f"(fixed_point_tol = {config.fixed_point_tol:g})")
+    kicked = eq[eq["rank after a kick"] != eq.index]
+    missing = result.fractions.index[result.fractions["low"] <= 0].tolist()
+    top = result.sweep[result.sweep["c / c*"] == result.sweep["c / c*"].max()]
+    sweep_none = top.loc[top["fraction"] == 0, "d"].tolist()
+    return check_note([
+        (kicked.empty,
+         f"not converged at this depth (n_layers = {config.n_layers}): after a kick of "
+         f"{config.perturbation:g} the "
+         + ", ".join(f"rank-{k} equilibrium has rank {r}" for k, r in kicked["rank after a kick"].items())),
+        (not missing,
+         f"not every rank was reached (n_samples = {config.n_samples}, n_layers = {config.n_layers}, "
+         f"{n['eq_n_unsettled']} starts still moving): no settled start of rank "
+         f"{', '.join(map(str, missing))}"),
+        (n["eq_sweep_max_below"] == 0,
+         f"not converged at this depth (sweep_layers = {config.sweep_layers}): below c* a fraction "
+         f"{n['eq_sweep_max_below']:.3f} of the starts has not collapsed yet"),
+        (n["eq_sweep_min_above"] > 0,
+         f"too few samples (sweep_samples = {config.sweep_samples}): at the sweep's largest c / c* some "
+         f"width d has no start that stays apart: " + ", ".join(f"d = {d}" for d in sweep_none)),
+    ])

@@ -4,7 +4,8 @@ explicit bound, the sliding-window sweep, the temperature table and the linear s
 :class:`Theorem1Config` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
 and is validated once in ``__post_init__`` (one ValueError naming the parameter and the allowed values);
 :func:`configure` builds it from a reader's parameters, :func:`compute` gives what the page shows, its
-``numbers`` the values its prose glues.
+``numbers`` the values its prose glues; :func:`show` is what the page shows of it: those numbers, its four
+figures, the temperature and per-mask tables and its closing check (:func:`check`).
 
 Used by: book/theory/theorem1.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -13,12 +14,15 @@ tests/unit/test_theory.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_SEED, check_system, own_config
+from rankcollapse.book.plotting import theory as figures
+from rankcollapse.book.plotting.reviewers import decay_shape_figure
+from rankcollapse.book.shown import Shown, ShownFigure, check_note
 from rankcollapse.core import masks
 from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_ints, check_number, check_numbers,
                                       check_temperature, freeze_lists)
@@ -224,3 +228,45 @@ def _numbers(config: Theorem1Config, table: pd.DataFrame, sweep: pd.DataFrame,
 
 
 configure = own_config(Theorem1Config)
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers (``thm1_*``), its figures (the masks' bands, the rates, the linear case and the
+    decay shape), its temperature table (``thm1_temperature_table``), per-mask table (``thm1_mask_table``)
+    and closing check (``thm1_check``, :func:`check`)."""
+    config, result, _ = results["main"]
+    shown = {"fig-theorem1-masks": figures.summary_bands(result.panels, exact=True, y_min=config.y_min),
+             "fig-theorem1-rates": figures.rate_figure(result.table, result.sweep, config.temperature),
+             "fig-theorem1-linear": figures.linear_figure(result.linear_curves, result.linear),
+             "fig-theorem1-shape": decay_shape_figure(result.complete_log_mu,
+                                                      {"causal": result.linear_curves["causal"].log()})}
+    temperatures = result.temperatures.style.format({"epsilon": "{:.2e}", "rate": "{:.3f}",
+                                                     "log10 bound rate": "{:.1f}"})
+    masks_table = result.table.style.format({"radius": "{:.0f}", "epsilon": "{:.2e}", "rate": "{:.3f}",
+                                             "rate 10%": "{:.3f}", "rate 90%": "{:.3f}",
+                                             "log10 bound rate": "{:.1f}"}, na_rep="—")
+    return Shown(values=result.numbers, markdown={"thm1_check": check(config, result)},
+                 tables={"thm1_temperature_table": temperatures, "thm1_mask_table": masks_table},
+                 figures=[ShownFigure(stem, figure, asdict(config)) for stem, figure in shown.items()])
+
+
+def check(config: Theorem1Config, result: Theorem1Result) -> str:
+    """The page's closing check of the claim on this run. Asserts that the exact and direct μ agree above the
+    floor and that the explicit bound holds wherever it is checked; returns the check note (Markdown,
+    :func:`~rankcollapse.book.shown.check_note`) on what holds only at enough depth: the widest window
+    collapses faster than the narrowest, the linear causal case decays at log 2."""
+    assert result.exact_gap < 10, \
+        f"exact and direct mu differ by {result.exact_gap:.3g} rounding floors above the floor"
+    assert not result.table["Theorem 1 bound"].eq("VIOLATED").any(), result.table["Theorem 1 bound"]
+    n, depth = result.numbers, f"n_layers = {config.n_layers}, N = {config.n_tokens}"
+    wide, narrow = n["thm1_sweep_rate_wide"], n["thm1_sweep_rate_narrow"]
+    linear = n["thm1_linear_rate_causal"]
+    return check_note([
+        (wide > narrow,
+         f"not converged at this depth ({depth}): the widest window collapses at {wide:.3f} per layer, not "
+         f"faster than the narrowest ({narrow:.3f}); more layers separate them"),
+        (abs(linear / math.log(2) - 1) < 1e-2,  # |lambda_2| = 1/2
+         f"not converged at this depth ({depth}): the linear causal case decays at {linear:.4f} per layer "
+         f"over the last half of the layers, not yet within 1 % of log 2 = {math.log(2):.4f} (|λ₂| = 1/2); "
+         f"more layers bring it there"),
+    ])

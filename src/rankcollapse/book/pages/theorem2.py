@@ -3,7 +3,8 @@ mask, and the contrast with one fixed W_V per seed, orthogonal or random.
 
 :class:`Theorem2Config` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
 and is validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters,
-:func:`compute` gives what the page shows, its ``numbers`` the values its prose glues.
+:func:`compute` gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what
+the page shows of it: those numbers, its two figures, the rate table and its closing check (:func:`check`).
 
 Used by: book/theory/theorem2.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -11,12 +12,14 @@ tests/unit/test_theory.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 import torch
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_SAMPLES, MAX_TOKENS, check_system, own_config
+from rankcollapse.book.plotting import theory as figures
+from rankcollapse.book.shown import Shown, ShownFigure, check_note
 from rankcollapse.core import masks, metrics
 from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_number, check_temperature,
                                       freeze_lists)
@@ -135,3 +138,34 @@ def compute(config: Theorem2Config) -> Theorem2Result:
 
 
 configure = own_config(Theorem2Config)
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers (``thm2_*``), its figures (orthogonal W_V per norm and mask, the contrast), its rate
+    table (``thm2_rate_table``) and closing check (``thm2_check``, :func:`check`)."""
+    config, result, _ = results["main"]
+    shown = {"fig-theorem2-orthogonal": figures.summary_bands(result.panels, exact=False),
+             "fig-theorem2-random": figures.contrast_figure(result.contrast, config.collapse_tol,
+                                                            config.contrast_layers)}
+    return Shown(values=result.numbers, markdown={"thm2_check": check(config, result)},
+                 tables={"thm2_rate_table": result.rates.style.format(precision=3)},
+                 figures=[ShownFigure(stem, figure, asdict(config)) for stem, figure in shown.items()])
+
+
+def check(config: Theorem2Config, result: Theorem2Result) -> str:
+    """The page's closing check of the theorem on this run: the check note (Markdown,
+    :func:`~rankcollapse.book.shown.check_note`) on what holds only at enough depth: with the paper's D every
+    seed of every mask collapses at a positive rate, and no seed with an orthogonal W_V survives the
+    contrast."""
+    slowest = result.rates.loc["unit"]["slowest rate"]
+    orthogonal = result.contrast.query("W_V == 'orthogonal'").set_index("mask")["not collapsed"]
+    return check_note([
+        ((slowest > 0).all(),
+         f"not converged at this depth (n_layers = {config.n_layers}): the slowest seed's rate is "
+         f"{slowest.min():.3g} per layer (mask {slowest.idxmin()}), not yet positive"),
+        ((orthogonal == 0).all(),
+         f"not converged at this depth (contrast_layers = {config.contrast_layers}): with an orthogonal W_V, "
+         + ", ".join(f"{100 * v:.1f} % of the {m} seeds" for m, v in orthogonal.items() if v > 0)
+         + f" have not collapsed yet (μ above {config.collapse_tol:g}); Theorem 2 says they do, given more "
+           f"layers"),
+    ])

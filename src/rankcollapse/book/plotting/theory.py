@@ -7,7 +7,8 @@ them — so every text reads at 9 px or more on screen. Titles are short; captio
 ``{glue:figure}``. The book's theme, the rounding floor, the shared legend and the mask pictures come
 from :mod:`rankcollapse.book.plotting.common`, the masks' words from :mod:`rankcollapse.book.labels`.
 
-Used by: ``book/setup.md`` and the four pages of ``book/theory/``.
+Used by: ``book/setup.md`` and the ``show`` of the four theory pages' modules (:mod:`rankcollapse.book.pages`:
+``theorem1``, ``theorem2``, ``counterexample``, ``equilibria``).
 """
 
 from __future__ import annotations
