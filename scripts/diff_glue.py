@@ -10,7 +10,8 @@ Compares, page by page, the text and Markdown of every glued value (claims table
 the bytes of every glued figure, and prints one line per page plus each difference. A page may move what a
 code cell displayed (a banner, a table, a re-run block) into a glued value pasted at the same place: a glued
 text only in AFTER that equals a displayed output of BEFORE counts as *moved*, not as a difference, and a
-displayed output of BEFORE found nowhere in AFTER counts as a difference. Exit status 1 when a glued or
+displayed output of BEFORE found nowhere in AFTER counts as a difference. The seconds a page's own
+computation took in this build (its re-run block) are not compared. Exit status 1 when a glued or
 displayed text differs (figures are reported, not judged: their pixels may move with a font cache).
 """
 
@@ -49,8 +50,13 @@ def glue_outputs(ipynb: Path) -> dict[str, dict[str, str]]:
 
 
 def _normal(text: str) -> str:
-    """``text`` without what differs between two renderings of one table (a pandas Styler's random id)."""
-    return re.sub(r"T_[0-9a-f]{5}", "T_", text)
+    """``text`` without what differs between two builds of one page: a pandas Styler's random id, and in a
+    re-run block that states this build's own computing time ("took 91 s on the build machine"), the
+    seconds."""
+    text = re.sub(r"T_[0-9a-f]{5}", "T_", text)
+    if "on the build machine" in text:
+        text = re.sub(r"under 1 s|\b\d+ s\b|\(\d+\.\d min\)", "<seconds>", text)
+    return text
 
 
 def displayed_outputs(ipynb: Path) -> list[str]:
