@@ -1,8 +1,9 @@
 """The Appendix G.1 page (book/experiments/appendix_g1.md): the Fig. 2 and Fig. 3 sweeps on 128 freshly
 initialized layers (the response: "the same trend as 12 layer models").
 
-:func:`configure` turns the page's parameters into its two sweeps; :func:`numbers` are the values its prose
-states (from the Fig. 2 sweep), :func:`claims` its claims table: the curve verdicts of the Fig. 2 sweep, each
+:func:`configure` turns the page's parameters into its two sweeps; :func:`show` is what the page shows of
+them: :func:`numbers` (the values its prose states, from the Fig. 2 sweep), the layer figures of both sweeps,
+the scale words and note, and :func:`claims`, its claims table: the curve verdicts of the Fig. 2 sweep, each
 LayerNorm against pure attention (its baseline) and the smallest temperature of the Fig. 3 sweep against the
 largest, as effects with intervals, robust or not over the thresholds' grid (medians over samples).
 
@@ -16,6 +17,8 @@ import pandas as pd
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.pages._common import (FIG2, FIG3, against, curves_claim, fig2_and_fig3, paired_sides,
                                               temperature_range, temperature_sides, times_floor)
+from rankcollapse.book.plotting.results import layer_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.metrics import FLOOR_BAND
 from rankcollapse.engine.exact import EXACT_METRIC
 from rankcollapse.experiments.config import held_from, value
@@ -26,6 +29,18 @@ _SHARED = dict(weights=("initialized",))  # both sweeps: initialized weights onl
 FIXED = {**_SHARED, "fig2": FIG2, "fig3": FIG3}
 configure = fig2_and_fig3(**_SHARED)
 _NORMS = (("unit", "the paper's D"), ("model", "LayerNorm without affine, as a fresh model has it"))
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers and scale (``g1_*``, from the Fig. 2 sweep), claims table, the figures of μ and
+    μ/‖X‖_F of the Fig. 2 sweep and of μ per temperature of the Fig. 3 sweep, and the scale note."""
+    fig2, fig3 = results["fig2"], results["fig3"]
+    return Shown(values=prefixed("g1", {"scale": scale_words(fig2), **numbers(fig2.table)}),
+                 markdown={"g1_scale_note": scale_note(fig2)},
+                 claims={"g1": claims(fig2.table, fig3.table, fig2.samples, fig3.samples)},
+                 figures=[layer_figure(fig2, "mu", "fig-appendix-g1-fig2"),
+                          layer_figure(fig2, "relative_mu", "fig-appendix-g1-fig2-relative"),
+                          layer_figure(fig3, "mu", "fig-appendix-g1-fig3", hue="temperature")])
 
 
 def numbers(table: pd.DataFrame) -> dict[str, float | int | str]:

@@ -1,11 +1,17 @@
 """The Fig. 2 page (book/experiments/fig2.md): the paper's four masks with pure attention, the paper's
-LayerNorm D (``unit``) and each layer's own LayerNorm (``model``), initialized and pretrained weights.
+LayerNorm D (``unit``) and each layer's own LayerNorm (``model``), initialized and pretrained weights; its
+controls (no biases, no mixing, other weight seeds) and the decomposition of μ's decay into the value maps'
+gain and attention's contraction.
 
-:func:`configure` turns the page's parameters into its one sweep; :func:`numbers` are the values its prose
-states, :func:`claims` its claims table, both read from the tidy table the page shows.
+:func:`configure` turns the page's parameters into its sweeps (the main one, the controls, the pretrained
+no-mixing control, the seed replicates, the decomposition); :func:`show` is what the page shows of them:
+:func:`numbers` (the values its prose states) and :func:`claims` (its claims table) of the main sweep, the
+controls' numbers, headline and claims (:func:`controls_numbers`, :func:`controls_headline`,
+:func:`control_claims`), the decomposition's summary and claims (:func:`decomposition`,
+:func:`decomposition_summary`), the four figures and the scale words and note.
 
 Used by: book/experiments/fig2.md (through the page registry, :mod:`rankcollapse.book.registry`),
-tests/unit/test_claims.py.
+tests/unit/test_claims.py, tests/unit/test_controls.py.
 """
 
 from __future__ import annotations
@@ -18,9 +24,13 @@ import pandas as pd
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, mask_radius, paired_sides,
                                             rates_claim, times_floor)
-# decomposition_claims: the page's .md reads it from this module
-from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, decomposition_claims,  # noqa: F401
+from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, decomposition_claims,
                                                     decomposition_frame)
+from rankcollapse.book.plotting.controls import controls_figure
+from rankcollapse.book.plotting.decomposition import decomposition_shown
+from rankcollapse.book.plotting.overlap import coincidence_words
+from rankcollapse.book.plotting.results import layer_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int
 from rankcollapse.core.norms import NORM_LABELS
@@ -68,6 +78,33 @@ def configure(parameters: dict) -> dict[str, Run]:
                                                           masks=masks.PAPER_MASKS, norms=("none",)),
                                         attention_stats=True))
     return runs
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers and scales (``fig2_*``), its three claims tables (``fig2``, ``fig2_controls``,
+    ``fig2_decomp``), the controls' and the decomposition's summaries, the scale note and the figures of μ,
+    μ/‖X‖_F, the controls and the decomposition (whose coinciding curves its caption names:
+    ``fig2_decomp_notes``)."""
+    result, controls, decomposed = results["main"], results["controls"], results["decomposition"]
+    seeds = seed_results(results)
+    frame, shares = decomposition(decomposed)
+    decomposition_fig = decomposition_shown(decomposed, frame, "fig-fig2-decomposition", DECOMPOSED_WORDS)
+    values = {"scale": scale_words(result), **numbers(result.table), "controls_scale": scale_words(controls),
+              "n_seeds": len(seeds), "decomp_scale": scale_words(decomposed),
+              "decomp_notes": coincidence_words(decomposition_fig.figure)}
+    found = controls_numbers(controls.table, results["pretrained_self"].table, result.table)
+    n_tokens = result.provenance["parameters"]["n_tokens"]
+    markdown = {"fig2_scale_note": scale_note(result), "fig2_controls_summary": controls_headline(found),
+                "fig2_decomp_summary": decomposition_summary(shares)}
+    return Shown(values=prefixed("fig2", values), markdown=markdown,
+                 claims={"fig2": claims(result.table, n_tokens, result.samples),
+                         "fig2_controls": control_claims(seeds),
+                         "fig2_decomp": decomposition_claims(frame, DECOMPOSED_WORDS)},
+                 figures=[layer_figure(result, "mu", "fig-fig2-mu"),
+                          layer_figure(result, "relative_mu", "fig-fig2-relative"),
+                          controls_figure(controls, "relative_mu", "fig-fig2-controls",
+                                          _weight_seed(controls.provenance["parameters"])),
+                          decomposition_fig])
 
 
 def numbers(table: pd.DataFrame) -> dict[str, float | int]:
@@ -364,24 +401,3 @@ def decomposition_summary(shares: pd.DataFrame) -> str:
             + "; ".join(f"{DECOMPOSED_WORDS[w]}, {words(w, True)}" for w in sources)
             + ". Under the complete and the causal mask: "
             + "; ".join(f"{DECOMPOSED_WORDS[w]}, {words(w, False)}" for w in sources) + ".")
-
-
-def glue_controls_figure(result, metric: str, stem: str, data: list[dict]) -> None:
-    """The controls beside the curves they control: one panel per mask (the paper's four and no mixing),
-    each norm in its variant's colour, with biases solid and without biases dashed; exported and glued as
-    ``stem`` (``-`` made ``_``).  ``result``: the stored ``controls`` part; ``data``: what the figure's record
-    names as drawn (:func:`rankcollapse.book.report.figure_data`)."""
-    from rankcollapse.book.labels import mask_title
-    from rankcollapse.book.plotting import common as plotting
-
-    p = result.provenance["parameters"]
-    table = result.table.copy()
-    control = table["weights"] == "initialized_nobias"
-    table["label"] = table["norm"].map(NORM_LABELS) + control.map({True: plotting.CONTROL_SUFFIX, False: ""})
-    table["mask_title"] = table["mask"].map(lambda m: mask_title(m, p["window"]))
-    table["panel"] = "initialized"
-    title = f"initialized: U(±1/√d), weight seed {_weight_seed(p)}; dashed: the same weights without biases"
-    fig = plotting.layer_curve_grid(table, metric, row="panel", col="mask_title", hue="label",
-                                    titles={"initialized": title}, dashed=tuple(table.loc[control, "label"].unique()))
-    plotting.glue_figure(stem.replace("-", "_"), fig, stem=stem, parameters={**p, "result": result.provenance["key"]},
-                         data=data)

@@ -1,12 +1,14 @@
 """The Fig. 3 page (book/experiments/fig3.md): the temperature d_QK of pure attention on the paper's four
 masks, initialized and pretrained weights.
 
-:func:`configure` turns the page's parameters into its one sweep; :func:`numbers` are the values its prose
-states, :func:`claims` its claims table: the smallest temperature against the largest (the baseline) on the
-same samples, an effect with its interval per mask (:mod:`rankcollapse.verdicts.effects`), robust or not over
-the thresholds' grid. The last row, the response's on the pretrained panels, is shared with the
-pretrained-panels page (:func:`rankcollapse.book.pages._common.pretrained_layers_claim`). Every number is read
-on the median over samples.
+:func:`configure` turns the page's parameters into its one sweep; :func:`show` is what the page shows of it:
+:func:`numbers` (the values its prose states), the two layer figures (μ and μ/‖X‖_F, one curve per
+temperature), the scale words and note, and :func:`claims`, its claims table: the smallest temperature
+against the largest (the baseline) on the same samples, an effect with its interval per mask
+(:mod:`rankcollapse.verdicts.effects`), robust or not over the thresholds' grid. The last row, the
+response's on the pretrained panels, is shared with the pretrained-panels page
+(:func:`rankcollapse.book.pages._common.pretrained_layers_claim`). Every number is read on the median over
+samples.
 
 Used by: book/experiments/fig3.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -15,7 +17,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG3, experiment, pretrained_layers_claim, temperature_range, temperature_sides
+from rankcollapse.book.pages._common import (FIG3, experiment, pretrained_layers_claim, temperature_range,
+                                             temperature_sides)
+from rankcollapse.book.plotting.results import layer_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.experiments.config import value
 from rankcollapse.experiments.samples import SampleValues
 from rankcollapse.verdicts.claims import Claim, effect_cell, effect_claim
@@ -24,6 +29,17 @@ from rankcollapse.verdicts.robustness import robust
 
 FIXED = FIG3  # pure attention only
 configure = experiment(FIXED)
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers and scale (``fig3_*``), claims table, the figures of μ and μ/‖X‖_F per temperature
+    and the scale note."""
+    result = results["main"]
+    return Shown(values=prefixed("fig3", {"scale": scale_words(result), **numbers(result.table)}),
+                 markdown={"fig3_scale_note": scale_note(result)},
+                 claims={"fig3": claims(result.table, result.samples)},
+                 figures=[layer_figure(result, "mu", "fig-fig3-mu", hue="temperature"),
+                          layer_figure(result, "relative_mu", "fig-fig3-relative", hue="temperature")])
 
 
 def _first_layer_ratio(table: pd.DataFrame, metric: str, weights: str, mask: str) -> float:

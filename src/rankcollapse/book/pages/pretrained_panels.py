@@ -2,8 +2,10 @@
 the weights named in every panel (the response's corrected pretrained panels).
 
 :func:`configure` turns the page's parameters into the two sweeps (stored as the Fig. 2 and Fig. 3 pages'
-own); :func:`numbers` are the values its prose states, :func:`claims` its claims table (the response's
-claim on the pretrained temperature panels, :func:`rankcollapse.book.pages._common.pretrained_layers_claim`).
+own); :func:`show` is what the page shows of them: :func:`numbers` (the values its prose states, which it
+checks: the pretrained row is not the initialized row), the four layer figures, the scale words and note, and
+:func:`claims`, its claims table (the response's claim on the pretrained temperature panels,
+:func:`rankcollapse.book.pages._common.pretrained_layers_claim`).
 
 Used by: book/response/pretrained_panels.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -14,11 +16,29 @@ import numpy as np
 import pandas as pd
 
 from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3, pretrained_layers_claim
+from rankcollapse.book.plotting.results import layer_figure
+from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.experiments.samples import SampleValues
 from rankcollapse.verdicts.claims import Claim
 
 FIXED = {"fig2": FIG2, "fig3": FIG3}
 configure = fig2_and_fig3(stored_as_figures=True)
+
+
+def show(results: dict, parameters: dict) -> Shown:
+    """The page's numbers and scale (``panels_*``), claims table, the figures of μ and μ/‖X‖_F of both sweeps
+    with the weights named, and the scale note; asserts that the pretrained row is not the initialized one."""
+    fig2, fig3 = results["fig2"], results["fig3"]
+    gaps = numbers(fig2.table, fig3.table)
+    # The point of the correction: the pretrained row is not the initialized row.
+    assert min(gaps.values()) > 1.01
+    figures = [layer_figure(fig2, "mu", "fig-pretrained-panels-fig2"),
+               layer_figure(fig2, "relative_mu", "fig-pretrained-panels-fig2-relative"),
+               layer_figure(fig3, "mu", "fig-pretrained-panels-fig3", hue="temperature"),
+               layer_figure(fig3, "relative_mu", "fig-pretrained-panels-fig3-relative", hue="temperature")]
+    return Shown(values=prefixed("panels", {"scale": scale_words(fig2), **gaps}),
+                 markdown={"panels_scale_note": scale_note(fig2)},
+                 claims={"panels": claims(fig3.table, fig3.samples)}, figures=figures)
 
 
 def _weights_gap(table: pd.DataFrame, hue: str) -> float:

@@ -5,7 +5,10 @@ attention contraction c_A = ‖PAY‖/‖PY‖ (bottom row) with their 10–90 %
 log axes with the line 1 (no change) drawn; layers whose input already sat on the rounding floor are left
 out (their factors are rounding noise). Sized for the book's 672 px column (7 in wide, fonts >= 10 pt).
 
-Used by: :mod:`rankcollapse.book.pages.mask_design` (the mask-design page), tests/unit/test_mask_design.py.
+A stored sweep's figure is shown with its cite block by :func:`decomposition_shown`.
+
+Used by: the page modules of Fig. 2 (:mod:`rankcollapse.book.pages.fig2`) and mask design
+(:mod:`rankcollapse.book.pages.mask_design`), tests/unit/test_mask_design.py.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from rankcollapse.book.plotting import overlap
+from rankcollapse.book.shown import ShownFigure, figure_data
+from rankcollapse.experiments.store import StoredResult
 
 _FONT_PT = 10  # smallest font (>= 9 pt at the 672 px column for a 7 in figure)
 AXIS_BOTTOM = 0.05  # a panel's log axis stops here; masks below it (the complete mask's collapse) are named
@@ -62,6 +67,14 @@ def decomposition_figure(frame: pd.DataFrame, titles: dict[str, str] | None = No
     fig.legend(handles, labels, fontsize=_FONT_PT, frameon=False, loc="lower center", ncol=min(len(masks), 5))
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
+
+
+def decomposition_shown(result: StoredResult, frame: pd.DataFrame, stem: str,
+                        titles: dict[str, str] | None = None) -> ShownFigure:
+    """:func:`decomposition_figure` of ``frame`` (read from the stored sweep ``result``; ``titles`` as there)
+    shown as ``stem``, its cite block naming ``result``'s parameters and key, drawing ``result``."""
+    parameters = {**result.provenance["parameters"], "result": result.provenance["key"]}
+    return ShownFigure(stem, decomposition_figure(frame, titles), parameters, figure_data([result]))
 
 
 def _clip_below(ax: Axes, rows: pd.DataFrame) -> None:
