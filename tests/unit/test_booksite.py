@@ -30,7 +30,7 @@ def test_exported_notebooks_get_the_cached_outputs_and_show_glued_figures(tmp_pa
     source = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# A page"),
         nbformat.v4.new_code_cell("print(1)"),
-        nbformat.v4.new_code_cell('plotting.glue_figure("fig_a", fig)\nglue("n", 3, display=False)'),
+        nbformat.v4.new_code_cell('glue("fig_a", fig, display=False)\nglue("n", 3, display=False)'),
     ])
     executed = nbformat.reads(nbformat.writes(source), as_version=4)
     executed.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]

@@ -10,7 +10,7 @@ module) and its profiles (``paper``: the paper's scale). The page's defaults are
 checked against those defaults, ranges by the configuration dataclasses (each parameter validated once, in
 its config).
 
-The CLI (``rankcollapse run``), every computed page (:func:`rankcollapse.book.report.start_page`), the
+The CLI (``rankcollapse run``), every computed page (:func:`rankcollapse.book.report.present`), the
 notebook tests, the reproduce page and ``results/run_paper_scale.sh`` read this registry. Adding a page is
 its ``.md``, its module ``book/pages/<page>.py``, one entry here and a line in ``_toc.yml``.
 

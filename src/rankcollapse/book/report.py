@@ -44,19 +44,20 @@ def present(name: str, namespace: Mapping[str, object]) -> None:
     parameters, results = start_page(name, namespace)
     glue_shown(registry.show(name, results, parameters))
     if all(isinstance(r, StoredResult) for r in results.values()):
-        glue_markdown(f"{name}_banner", banner(name, parameters, results))
-    glue_markdown(f"{name}_rerun", rerun_result_block(name, parameters, results))
+        _glue_markdown(f"{name}_banner", banner(name, parameters, results))
+    _glue_markdown(f"{name}_rerun", rerun_result_block(name, parameters, results))
 
 
 def glue_shown(shown: Shown) -> None:
     """Glue everything a page's ``show`` returned, not displayed: values as they are, Markdown, claims tables
-    with their headlines (:func:`glue_claims`), tables, and figures (exported with their cite blocks, their
+    with their headlines (:func:`_glue_claims`), tables, and figures (exported with their cite blocks, their
     caption words under ``<key>_notes`` where asked, then closed)."""
-    glue_values("", shown.values)
+    for key, value in shown.values.items():
+        glue(key, value, display=False)
     for key, text in shown.markdown.items():
-        glue_markdown(key, text)
+        _glue_markdown(key, text)
     for prefix, claims in shown.claims.items():
-        glue_claims(prefix, claims)
+        _glue_claims(prefix, claims)
     for key, table in shown.tables.items():
         glue(key, table, display=False)
     for figure in shown.figures:
@@ -96,26 +97,19 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
     return shown_largest(results, store, grows)
 
 
-def glue_values(prefix: str, values: Mapping[str, object]) -> None:
-    """Glue each value under ``<prefix>_<name>`` (or ``<name>`` when ``prefix`` is empty; numbers as
-    float/int, words as str), not displayed."""
-    for name, v in values.items():
-        glue(f"{prefix}_{name}" if prefix else name, v, display=False)
-
-
-def glue_markdown(key: str, text: str) -> None:
+def _glue_markdown(key: str, text: str) -> None:
     """Glue ``text`` as Markdown under ``key`` (paste it with ``{glue:md}``), not displayed."""
     glue(key, Markdown(text), display=False)
 
 
-def glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
+def _glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
     """Glue a page's claims table (``<prefix>_claims``: the compact matrix of
     :func:`rankcollapse.verdicts.claims.markdown_table` — claims x masks or parts, a symbol with the effect and
     its interval per cell, the verdict and its robustness per row — its legend and the collapsible per-mask
     words, GitHub-flavoured Markdown with raw HTML ``<details>``: paste it with ``{glue:md}`` and
     ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
-    glue_markdown(f"{prefix}_claims", rc_claims.markdown_table(claims))
-    glue_markdown(f"{prefix}_headline", rc_claims.headline(claims))
+    _glue_markdown(f"{prefix}_claims", rc_claims.markdown_table(claims))
+    _glue_markdown(f"{prefix}_headline", rc_claims.headline(claims))
 
 
 # ---------------------------------------------------------------- scale, banner, re-run
@@ -178,29 +172,3 @@ def rerun_result_block(name: str, parameters: Mapping[str, object], results: Map
              if len(costs) <= 4 else f", in all, over its {len(costs)} runs ({seconds_words(min(seconds))} to "
              f"{seconds_words(max(seconds))} each)")
     return _rerun_block(name, parameters, sum(seconds), next(iter(costs.values()))[1], parts)
-
-
-# ---------------------------------------------------------------- pages not yet shown through present
-# (transition: removed once every page's code is its parameters cell and ``report.present``)
-
-from rankcollapse.book import shown as _shown  # noqa: E402
-from rankcollapse.book.plotting import results as _results  # noqa: E402
-
-scale_words, scale_note, figure_data = _shown.scale_words, _shown.scale_note, _shown.figure_data
-combined_parameters = _shown.combined_parameters
-
-
-def glue_layer_figure(result: StoredResult, metric: str, stem: str, **options) -> None:
-    glue_shown(Shown(figures=[_results.layer_figure(result, metric, stem, **options)]))
-
-
-def glue_geometry_figure(result: StoredResult, stem: str) -> None:
-    glue_shown(Shown(figures=[_results.geometry_figure(result, stem)]))
-
-
-def shown_banner(name: str, parameters: Mapping[str, object], results: Mapping[str, StoredResult]) -> Markdown | None:
-    return Markdown(text) if (text := banner(name, parameters, results)) else None
-
-
-def check_note(checks) -> Markdown:
-    return Markdown(_shown.check_note(checks))

@@ -219,7 +219,7 @@ def _published(app: Sphinx, label: str, location) -> dict | None:
     missing = [f"{label}.{ext}" for ext in DOWNLOADS if not (source / f"{label}.{ext}").is_file()]
     if missing:
         _logger.warning(f"figure {label!r} has no exported {', '.join(missing)} in {source}: export it with "
-                       f"plotting.glue_figure(key, fig, stem={label!r}, parameters=...)",
+                       f"a ShownFigure(stem={label!r}, ...) that report.present exports",
                        location=location, type="rankcollapse", subtype="figure")
         return None
     target = Path(app.outdir) / _SITE_FOLDER

@@ -10,7 +10,7 @@ direct comparison of numbers (stated in the row). The verdict words are
 the rounding floor); the rules are those of :mod:`rankcollapse.verdicts.rules`, documented on the setup page.
 
 Used by: every experiment, response and decoder page's module (:mod:`rankcollapse.book.pages`), then
-:func:`markdown_table` and :func:`headline` (:func:`rankcollapse.book.report.glue_claims`);
+:func:`markdown_table` and :func:`headline` (glued by :func:`rankcollapse.book.report.present`);
 tests/unit/test_claims.py.
 """
 

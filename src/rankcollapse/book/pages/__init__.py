@@ -1,9 +1,10 @@
 """One module per computed book page, named as the page (its name in :mod:`rankcollapse.book.registry`).
 
 Each holds the page's ``configure`` (its parameters -> the checked config(s) it computes), its config
-dataclasses where it computes in its own module (with its ``compute``), the numbers its prose states
-(``numbers(...)``, or a result's ``numbers``), its claims table (``claims(...)``) and its page-specific words.
-A page's ``.md`` opens with :func:`rankcollapse.book.report.start_page` and imports its module as ``page``.
+dataclasses where it computes in its own module (with its ``compute``) and ``show(results, parameters)``:
+everything the page shows of its results, as a :class:`rankcollapse.book.shown.Shown` — the numbers its prose
+states, its claims tables, tables, figures and page-specific words. A page module never glues or displays:
+the page's one call, :func:`rankcollapse.book.report.present`, glues what ``show`` returns.
 
 - theory and setup pages, computing in their own module: :mod:`~rankcollapse.book.pages.setup`,
   :mod:`~rankcollapse.book.pages.data`, :mod:`~rankcollapse.book.pages.theorem1`,

@@ -79,17 +79,6 @@ def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | N
     return paths
 
 
-def glue_figure(key: str, fig: Figure, stem: str | None = None, parameters: dict | None = None,
-                data: list[dict] | None = None) -> None:
-    """Export (when ``stem`` is given, with the stored results ``data`` it draws), glue and close (shown once)."""
-    from myst_nb import glue
-
-    if stem is not None:
-        export_figure(fig, stem, parameters or {}, data)
-    glue(key, fig, display=False)
-    plt.close(fig)
-
-
 def legibility(fig: Figure) -> dict:
     """What a reader's screen needs to know about ``fig``'s text: its smallest font size (pt) over all
     visible, non-empty texts, the dpi it is drawn at inline (``fig.dpi``; the exported PNG uses
