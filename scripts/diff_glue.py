@@ -55,7 +55,7 @@ def _normal(text: str) -> str:
     seconds."""
     text = re.sub(r"T_[0-9a-f]{5}", "T_", text)
     if "on the build machine" in text:
-        text = re.sub(r"under 1 s|\b\d+ s\b|\(\d+\.\d min\)", "<seconds>", text)
+        text = re.sub(r" \(\d+\.\d min\)", "", re.sub(r"under 1 s|\b\d+ s\b", "<seconds>", text))
     return text
 
 
