@@ -55,13 +55,14 @@ class Shown:
     """Everything a page shows beside its prose, by glue key: ``values`` (numbers and words, pasted with
     ``{glue:text}``), ``markdown`` (pasted with ``{glue:md}``), ``claims`` (per prefix, glued as the claims
     table ``<prefix>_claims`` and its headline ``<prefix>_headline``), ``tables`` (data frames or styled
-    tables, pasted with ``{glue}``) and ``figures``."""
+    tables, pasted with ``{glue}``) and ``figures``; ``rerun``: whether the page shows a re-run block."""
 
     values: dict[str, object] = field(default_factory=dict)
     markdown: dict[str, str] = field(default_factory=dict)
     claims: dict[str, list[Claim]] = field(default_factory=dict)
     tables: dict[str, object] = field(default_factory=dict)
     figures: list[ShownFigure] = field(default_factory=list)
+    rerun: bool = True  # glue the page's re-run block (``<page>_rerun``); False for a page that runs nothing
 
 
 def prefixed(prefix: str, values: Mapping[str, object]) -> dict[str, object]:
