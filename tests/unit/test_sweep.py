@@ -177,7 +177,7 @@ def test_a_budget_that_cannot_hold_one_block_is_refused(tmp_path, monkeypatch, c
         raise AssertionError("the page must not be executed after a refusal")
 
     monkeypatch.setattr("rankcollapse.book.runner.execute_page", fail)
-    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "store"))  # --output must lie outside it
     assert cli.main(["run", "fig2", *_pairs(TINY), "--output", str(tmp_path / "run")]) == 2
     assert "rankcollapse run: error: the memory budget" in capsys.readouterr().err
 
@@ -421,7 +421,7 @@ def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_th
     """The book's own store keeps a run's finished units in the user's cache, not in the work tree: a run
     killed in one checkout (here: three of its four units left) resumes in a fresh clone of the same source,
     ``rankcollapse results`` lists it meanwhile, and units left by other source are named with the commit to
-    resume them in, never used."""
+    resume them in, never used, and removed with the run's own once the result is stored."""
     from rankcollapse.experiments import store as store_module
 
     monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path / "cache"))
@@ -453,4 +453,4 @@ def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_th
     assert result.table_path.is_relative_to(tmp_path / "fresh-clone" / "results")
     assert result.provenance["units_resumed"] == 3
     assert "check out feedface0000 to resume them" in capsys.readouterr().err
-    assert not partial.exists() and other.is_dir()  # the other source's units are left alone
+    assert not partial.exists() and not other.exists()  # the other source's units: superseded by the stored result
