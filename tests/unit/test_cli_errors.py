@@ -161,8 +161,9 @@ def test_ctrl_c_while_the_notebook_runs_exits_130_in_one_line(tmp_path):
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
-    assert [line for line in err.splitlines() if line] == [
-        "rankcollapse run: interrupted; run the same command again to resume from its checkpoints"]
+    assert [line for line in err.splitlines() if line] == [  # a theory page keeps no checkpoints: none promised
+        "rankcollapse run: interrupted; theorem1 keeps no checkpoints, so nothing was kept; the same command starts "
+        "it again"]
 
 
 # ---------------------------------------------------------------- the recompute command of every stored result
