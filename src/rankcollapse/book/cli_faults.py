@@ -1,7 +1,8 @@
 """The ``rankcollapse`` command under faults: an ``OSError`` (a full disk, a read-only folder, a file where a
-folder should be, no book) as one line naming the path and the option or environment variable that put it there
-(:func:`os_error_line`); ``--output`` checked before anything runs (:func:`check_output`); ``--timeout`` as a
-bound on the whole run, in seconds, fractions allowed (:func:`timeout_seconds`, :func:`time_limit`).
+folder should be, no book) as one line naming the path and the option or environment variable that put
+it there (:func:`os_error_line`); ``--output`` checked before anything runs (:func:`check_output`);
+``--timeout`` as a bound on the whole run, in seconds, fractions allowed (:func:`timeout_seconds`,
+:func:`time_limit`).
 
 Used by: :mod:`rankcollapse.book.cli`, tests/unit/test_cli_faults.py.
 """
@@ -23,7 +24,7 @@ _CACHE_WORDS = "the cache of packaged models and of unfinished runs' checkpoints
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    """Whether ``path`` is ``folder`` or lies below it (both made absolute, links resolved where they exist)."""
+    """Whether ``path`` is ``folder`` or lies below it (both absolute, links resolved where they exist)."""
     path, folder = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
     return path == folder or folder in path.parents
 
@@ -47,7 +48,8 @@ def _sources(output: Path | None) -> list[tuple[Path, str, str]]:
     from rankcollapse.hf.load import cache_root
 
     cache_set = "RANKCOLLAPSE_CACHE" in os.environ
-    found = [(cache_root(), f"RANKCOLLAPSE_CACHE{'' if cache_set else ' (unset: its default)'}, {_CACHE_WORDS}",
+    found = [(cache_root(), f"RANKCOLLAPSE_CACHE{'' if cache_set else ' (unset: its default)'}, "
+                            f"{_CACHE_WORDS}",
               "set RANKCOLLAPSE_CACHE to another folder")]
     results = _results_root()
     if results is not None:
@@ -79,7 +81,7 @@ def _first_os_error(err: BaseException) -> OSError | None:
         if isinstance(err, OSError):
             return err
         seen.add(id(err))
-        err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)  # ``from None``: not it
+        err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)  # not past from None
     return None
 
 
@@ -95,9 +97,9 @@ def os_error_line(err: BaseException, output: Path | None = None) -> str | None:
     path = found.filename if found.filename not in (None, "") else None
     why = found.strerror or " ".join(str(found).split()) or type(found).__name__
     if path is None:
-        return f"{why} (no file named); check the free space and permissions of the folders the command writes"
+        return f"{why} (no file named); check the free space and permissions of the folders it writes"
     path = os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path)
-    matches = [(folder, name, advice) for folder, name, advice in _sources(output) if _inside(Path(path), folder)]
+    matches = [source for source in _sources(output) if _inside(Path(path), source[0])]
     if not matches:
         return (f"{path}: {why}; it is in none of the folders an option or variable sets (--output, "
                 f"RANKCOLLAPSE_RESULTS_DIR, RANKCOLLAPSE_CACHE, RANKCOLLAPSE_FIGURE_DIR)")
@@ -107,9 +109,9 @@ def os_error_line(err: BaseException, output: Path | None = None) -> str | None:
 
 
 def check_output(text: str | None, overwrite: bool) -> Path | None:
-    """``--output`` as a folder that may be written, before anything runs; one ValueError naming it for ``""``,
-    a file, a folder inside the results store, a folder that cannot be written, or a folder that is not empty
-    (unless ``overwrite``)."""
+    """``--output`` as a folder that may be written, before anything runs; one ValueError naming it for
+    ``""``, a file, a folder inside the results store, a folder that cannot be written, or a folder that is
+    not empty (unless ``overwrite``)."""
     if text is None:
         return None
     if not text.strip():
@@ -119,12 +121,14 @@ def check_output(text: str | None, overwrite: bool) -> Path | None:
         raise ValueError(f"--output must be a folder, and {output} is a file")
     store = _results_root()
     if store is not None and (_inside(output, store) or _inside(store, output)):
-        raise ValueError(f"--output {output} must lie outside the results store ({store}); give another folder")
+        raise ValueError(f"--output {output} must lie outside the results store ({store}); give another "
+                         f"folder")
     problem = unwritable(output)
     if problem:
         raise ValueError(f"--output cannot be written: {problem}; give a writable folder")
     if output.is_dir() and any(output.iterdir()) and not overwrite:
-        raise ValueError(f"--output {output} is a folder that is not empty; give a new or empty folder, or add "
+        raise ValueError(f"--output {output} is a folder that is not empty; give a new or empty folder, or "
+                         f"add "
                          f"--overwrite to write the notebook and figures into it")
     return output
 
@@ -143,12 +147,13 @@ def timeout_seconds(text: str | None) -> float | None:
 
 
 class TimedOut(BaseException):
-    """The run outlived ``--timeout`` (raised where the main thread is, so ``finally`` blocks end its processes)."""
+    """The run outlived ``--timeout`` (raised in the main thread, so ``finally`` blocks end its processes)."""
 
 
 @contextlib.contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
-    """Within it (in the main thread), :class:`TimedOut` is raised ``seconds`` after it began (None: never)."""
+    """Within it (in the main thread), :class:`TimedOut` is raised ``seconds`` after it began (None:
+    never)."""
     if seconds is None:
         yield
         return

@@ -217,7 +217,8 @@ def stored_parts(page: str, parameters: Mapping[str, object]) -> dict[str, objec
 
 
 def units_to_compute(page: str, parameters: Mapping[str, object]) -> int:
-    """The most units of work (:func:`rankcollapse.experiments.sweep.units`) any one sweep of the page still has
+    """The most units of work (:func:`rankcollapse.experiments.sweep.units`) any one sweep of the page
+    still has
     to compute for ``parameters``: 0 when every result is stored for the model files as they are now."""
     from rankcollapse.experiments import config as experiments
     from rankcollapse.experiments import sweep

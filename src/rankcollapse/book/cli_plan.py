@@ -103,7 +103,7 @@ def _check_finite_as_typed(name: str, text: str, value: object) -> None:
 
 
 def check_nproc(nproc: object, device: str) -> None:
-    """``--nproc``: an integer from 1 to the CPU cores (on ``cpu``) or the GPUs (on ``cuda``) of this machine."""
+    """``--nproc``: an integer from 1 to this machine's CPU cores (on ``cpu``) or GPUs (on ``cuda``)."""
     import torch
 
     from rankcollapse.core import checks
@@ -112,8 +112,8 @@ def check_nproc(nproc: object, device: str) -> None:
     if device.split(":")[0] == "cuda":
         most, what = torch.cuda.device_count(), "GPUs"
     else:
-        most, what = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, \
-            "CPU cores"
+        cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+        most, what = len(cores), "CPU cores"
     if nproc > max(most, 1):
         raise ValueError(f"--nproc {nproc} is more processes than this machine's {most} {what}; give --nproc "
                          f"{max(most, 1)} or less")

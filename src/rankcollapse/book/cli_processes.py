@@ -93,8 +93,9 @@ def _parent_death_kills():
 
 
 def start_owned(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
-    """Start ``command`` in a session of its own (for :func:`end_group`), killed when this process dies (even by
-    SIGKILL) and telling its workers this process's id (``$RANKCOLLAPSE_OWNER_PID``, :func:`watch_owner`)."""
+    """Start ``command`` in a session of its own (for :func:`end_group`), killed when this process dies
+    (even by SIGKILL) and telling its workers this process's id (``$RANKCOLLAPSE_OWNER_PID``,
+    :func:`watch_owner`)."""
     return subprocess.Popen(command, env={**os.environ, **env, OWNER_ENV: str(os.getpid())}, cwd=cwd,
                             start_new_session=True, preexec_fn=_parent_death_kills())
 

@@ -62,7 +62,8 @@ def _stores_of(page: str, parameters: str) -> frozenset[tuple[str, str]]:
 
     try:
         runs = pages.stored_runs(page, json.loads(parameters))
-        return frozenset((run.page or page, rc_store.result_key(run.page or page, stored_parameters(run.config)))
+        return frozenset((run.page or page, rc_store.result_key(run.page or page,
+                                                                stored_parameters(run.config)))
                          for run in runs.values())
     except (ValueError, TypeError, AttributeError):
         return frozenset()
@@ -90,7 +91,7 @@ def _candidates(defaults: dict, stored: dict) -> Iterator[dict]:
 
 
 def _full(defaults: dict, candidate: dict) -> dict:
-    """A candidate over the page's defaults, showing exactly its own parameters (not the largest stored run)."""
+    """A candidate over the page's defaults, showing exactly its own parameters (not the largest stored)."""
     full = {**defaults, **candidate}
     if "show_largest_stored" in full:
         full["show_largest_stored"] = False
@@ -102,13 +103,14 @@ def _recomputing(name: str, defaults: dict, stored: dict, wanted: tuple[str, str
     return (c for c in _candidates(defaults, stored) if wanted in _stores(name, _full(defaults, c)))
 
 
-_CONTEXT = ("model", "n_tokens", "n_layers", "dtype", "overlap", "seed", "device")  # what a page's parts share
+_CONTEXT = ("model", "n_tokens", "n_layers", "dtype", "overlap", "seed", "device")  # shared by a page's parts
 
 
-def _siblings(name: str, defaults: dict, store_page: str, stored: dict, wanted: tuple[str, str]) -> list[dict]:
-    """For each other result stored under ``store_page`` in the same context (model, tokens, layers, dtype, ...):
-    the page parameters (of ``name``) that recompute it, read from its own record's parameters -- where the
-    parameters a damaged part leaves open (a control's main sample count, the number of weight seeds) are found."""
+def _siblings(name: str, defaults: dict, store_page: str, stored: dict,
+              wanted: tuple[str, str]) -> list[dict]:
+    """For each other result stored under ``store_page`` in the same context (model, tokens, layers, dtype,
+    ...): the page parameters (of ``name``) that recompute it, read from its own record's parameters -- where
+    the parameters a damaged part leaves open (a control's main sample count, the weight seeds) are found."""
     store = rc_store.ResultStore()
     found = []
     for key in store.keys(store_page):
@@ -124,7 +126,7 @@ def _siblings(name: str, defaults: dict, store_page: str, stored: dict, wanted: 
 
 
 def _missing(stores: set[tuple[str, str]]) -> int:
-    """How many of ``stores`` the store does not hold: what following a command would compute besides its result."""
+    """How many of ``stores`` the store lacks: what following a command would compute besides its result."""
     store = rc_store.ResultStore()
     return sum(not store.files(page, key)[1].is_file() for page, key in stores)
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from rankcollapse.experiments.provenance import (NoBookError, atomic_write, book_root, git_commit, source_sha256,
-                                                 unwritable)
+from rankcollapse.experiments.provenance import (NoBookError, atomic_write, book_root, git_commit,
+                                                 source_sha256, unwritable)
 from rankcollapse.experiments.store import ResultStore, canonical_parameters, result_key
 from rankcollapse.hf.load import cache_root
 
@@ -69,8 +69,9 @@ def check_writable(store: ResultStore, page: str, folder: Path) -> None:
     store.check_writable(page)
     problem = unwritable(folder)
     if problem:
-        raise ValueError(f"the cache of unfinished runs' checkpoints cannot be written: {problem}, so nothing was "
-                         f"computed; make it writable, or set RANKCOLLAPSE_CACHE to a writable folder")
+        raise ValueError(f"the cache of unfinished runs' checkpoints cannot be written: {problem}, so "
+                         f"nothing was computed; make it writable, or set RANKCOLLAPSE_CACHE to a writable "
+                         f"folder")
 
 
 def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
@@ -112,7 +113,8 @@ def partial_runs(store: ResultStore) -> list[dict]:
             key, _, source = folder.name.rpartition("-")
             runs.append({"page": folder.parent.name, "key": key, "folder": folder, "resumable": source == here,
                          "done": _finished(folder), "units": record.get("units"),
-                         "commit": record.get("git_commit", "unknown"), "started": record.get("started_utc", ""),
+                         "commit": record.get("git_commit", "unknown"),
+                         "started": record.get("started_utc", ""),
                          "stored": store.files(folder.parent.name, key)[1].is_file()})
     return runs
 
@@ -128,13 +130,15 @@ def orphaned_units(folder: Path) -> list[str]:
         if other != folder and other.is_dir() and (done := _finished(other)):
             commit = str(_read_record(other).get("git_commit", "unknown"))
             if commit.endswith("-dirty") or commit == "unknown":
-                how = (f"they were computed by uncommitted source, so nothing resumes them; this run computes them "
-                       f"again and deletes {other.name} once its result is stored")
+                how = (f"they were computed by uncommitted source, so nothing resumes them; this run "
+                       f"computes them again and deletes {other.name} once its result is stored")
             elif here.removesuffix("-dirty") == commit:
-                how = (f"this tree is commit {commit} with local changes to the package's source; undo them (git "
-                       f"stash) to resume them, or this run computes them again and deletes {other.name}")
+                how = (f"this tree is commit {commit} with local changes to the package's source; undo "
+                       f"them (git stash) to resume them, or this run computes them again and deletes "
+                       f"{other.name}")
             else:
-                how = f"check out {commit} to resume them, or this run computes them again and deletes {other.name}"
+                how = (f"check out {commit} to resume them, or this run computes them again and deletes "
+                       f"{other.name}")
             lines.append(f"{done} finished units of this result wait in {other}, from other package source "
                          f"(commit {commit}); they cannot resume here: {how}")
     return lines
@@ -149,8 +153,8 @@ def folder_root() -> Path:
 
 
 def superseded(folder: Path) -> None:
-    """Once a result is stored: remove its partial ``folder`` and every folder of the same result left by other
-    package source (they could only compute what is stored now), and the page folder when it is left empty."""
+    """Once a result is stored: remove its partial ``folder`` and every folder of the same result left by
+    other package source (they could only compute what is stored now), and the page folder when left empty."""
     key = folder.name.rpartition("-")[0]
     for other in [folder, *folder.parent.glob(f"{key}-*")]:
         shutil.rmtree(other, ignore_errors=True)
@@ -171,9 +175,9 @@ def other_block(folder: Path | None, plan: list[Unit], block: int) -> str | None
                 sizes.append(stop - start)
     if not sizes:
         return None
-    return (f"{len(sizes)} finished units in {folder} were cut at {max(sizes)} samples per unit; this run cuts "
-            f"{block} (RANKCOLLAPSE_BLOCK_SAMPLES), so it cannot reuse them and computes their samples again; to "
-            f"resume them instead, stop it and run with RANKCOLLAPSE_BLOCK_SAMPLES={max(sizes)}")
+    return (f"{len(sizes)} finished units in {folder} were cut at {max(sizes)} samples per unit; this run "
+            f"cuts {block} (RANKCOLLAPSE_BLOCK_SAMPLES), so it cannot reuse them and computes their samples "
+            f"again; to resume them instead, stop it and run with RANKCOLLAPSE_BLOCK_SAMPLES={max(sizes)}")
 
 
 def metrics_digest(metrics: dict[str, torch.Tensor], seconds: float) -> str:

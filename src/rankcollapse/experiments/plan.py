@@ -131,15 +131,16 @@ class Plan:
                 f"{self.world} process{'es' if self.world > 1 else ''}\n"
                 f"{self.label}: expected time of the layers {_duration(seconds)}"
                 f"{' or less' if self.settle and seconds >= 1 else ''}"
-                f" (loading the model, drawing the samples and any full-transformer reference come on top) at "
-                f"{self.throughput:,.0f} sample.layer.configs/s per process ({self.throughput_source}"
+                f" (loading the model, drawing the samples and any full-transformer reference come on top) "
+                f"at {self.throughput:,.0f} sample.layer.configs/s per process ({self.throughput_source}"
                 f"{'; every layer counted, curves settled on their floor stop sooner' if self.settle else ''})\n"
                 f"{self.label}: memory {gib(self.need_bytes)} per process (engine block {gib(self.engine_bytes)}), "
                 f"{gib(self.available_bytes)} available")
 
 
 def _duration(seconds: float) -> str:
-    """Seconds in words: ``under 1 s`` (never ``0 s``), ``s`` below two minutes, ``min`` below two hours, ``h``.
+    """Seconds in words: ``under 1 s`` (never ``0 s``), seconds below two minutes, minutes below two
+    hours, else hours.
 
     >>> _duration(0.2), _duration(42.4), _duration(600), _duration(9000)
     ('under 1 s', '42 s', '10 min', '2.5 h')

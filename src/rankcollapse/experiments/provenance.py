@@ -31,8 +31,8 @@ from rankcollapse import __version__
 
 
 class NoBookError(FileNotFoundError):
-    """No book root (``_toc.yml``) at or above a folder: where the book's own results store and pages would be.
-    Its message is one sentence naming the folder and ``RANKCOLLAPSE_RESULTS_DIR``."""
+    """No book root (``_toc.yml``) at or above a folder: where the book's own results store and pages
+    would be. Its message is one sentence naming the folder and ``RANKCOLLAPSE_RESULTS_DIR``."""
 
 
 def book_root(start: Path | None = None) -> Path:
@@ -118,10 +118,10 @@ def _why(err: BaseException) -> str:
 
 
 def unwritable(folder: Path) -> str | None:
-    """Why new files cannot be made in ``folder`` (one not there yet: in the nearest folder above that is), in a
-    few words starting with that folder (``/x is read-only (mode 555)``, ``/x is not a folder``), or None when
-    they can. Creates nothing (a trial file is removed at once); a folder without write permission counts
-    as read-only even for root, who could write it."""
+    """Why new files cannot be made in ``folder`` (one not there yet: in the nearest folder above that is),
+    in a few words starting with that folder (``/x is read-only (mode 555)``, ``/x is not a folder``), or
+    None when they can. Creates nothing (a trial file is removed at once); a folder without write permission
+    counts as read-only even for root, who could write it."""
     there = Path(folder).absolute()
     while not there.exists() and there != there.parent:
         there = there.parent

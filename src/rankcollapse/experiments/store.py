@@ -52,7 +52,8 @@ import pandas as pd
 import torch
 
 from rankcollapse.experiments import samples as rc_samples
-from rankcollapse.experiments.provenance import WriteError, atomic_write, book_root, provenance_record, unwritable
+from rankcollapse.experiments.provenance import (WriteError, atomic_write, book_root, provenance_record,
+                                                 unwritable)
 from rankcollapse.experiments.samples import SampleValues
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
@@ -310,9 +311,9 @@ class ResultStore:
         return StoredResult(table, record, table_path, False, samples)
 
     def check_writable(self, page: str, *folders: Path) -> None:
-        """One ValueError, a sentence naming the folder and ``RANKCOLLAPSE_RESULTS_DIR``, unless new files can be
-        made in ``<root>/<page>`` and each of ``folders`` (:func:`rankcollapse.experiments.provenance.unwritable`).
-        Creates nothing."""
+        """One ValueError, a sentence naming the folder and ``RANKCOLLAPSE_RESULTS_DIR``, unless new files can
+        be made in ``<root>/<page>`` and each of ``folders``
+        (:func:`rankcollapse.experiments.provenance.unwritable`). Creates nothing."""
         for folder in (self.root / page, *folders):
             problem = unwritable(folder)
             if problem:

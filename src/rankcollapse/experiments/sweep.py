@@ -56,8 +56,8 @@ from rankcollapse.engine import AttentionLayer, random_layers, run_san
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
 from rankcollapse.experiments.plan import env_int, make_plan, memory_budget
-from rankcollapse.experiments.checkpoints import (Checkpoints, Unit, check_writable, other_block, partial_folder,
-                                                  superseded, warn_orphans)
+from rankcollapse.experiments.checkpoints import (Checkpoints, Unit, check_writable, other_block,
+                                                  partial_folder, superseded, warn_orphans)
 from rankcollapse.experiments.samples import SampleValues, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
@@ -76,7 +76,8 @@ SETTLE_LAYERS = 3  # a configuration whose every sample of a chunk sat within th
 def block_samples(config: experiments.ExperimentConfig) -> int:
     """Samples per unit: ``$RANKCOLLAPSE_BLOCK_SAMPLES``, else BLOCK_SAMPLES of the device type; at most the
     sweep's samples (a larger block holds no more, and would only be planned for)."""
-    return min(env_int(BLOCK_ENV, BLOCK_SAMPLES[config.device.split(":")[0]], 1, "an integer"), config.n_samples)
+    asked = env_int(BLOCK_ENV, BLOCK_SAMPLES[config.device.split(":")[0]], 1, "an integer")
+    return min(asked, config.n_samples)
 
 
 def settle_layers(config: experiments.ExperimentConfig) -> int | None:
