@@ -487,3 +487,24 @@ def test_the_mpnet_parts_installed_with_pip_target_on_the_python_path_are_found(
     monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path / "cache"))
     folder = load._mpnet_folder()
     assert (folder / "config.json").read_text() == "{}" and folder.is_relative_to(tmp_path / "cache")
+
+
+@pytest.mark.models
+def test_a_disk_that_fills_up_during_a_sweep_is_one_line_naming_the_store(tmp_path, monkeypatch, capsys):
+    """The whole way down: the first checkpoint cannot be written (torch.save patched to meet a full disk);
+    the line names the checkpoint and RANKCOLLAPSE_RESULTS_DIR, whose store keeps the checkpoints."""
+    import torch
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("RANKCOLLAPSE_PROGRESS", "0")
+    argv = ["compute", "fig4", "-p", "n_samples", "2", "-p", "n_tokens", "8", "-p", "n_layers", "1"]
+    status, _, lines = _run(argv, capsys)
+    assert status == 2
+    _one_line(lines, f"{tmp_path / 'results' / '.partial' / 'fig4'}", ".pt: No space left on device; it is "
+              f"in {tmp_path / 'results'}, set by RANKCOLLAPSE_RESULTS_DIR, the results store: free space there",
+              prog="rankcollapse compute")
+    assert not list((tmp_path / "results").rglob("*.pt"))  # nothing half-written
