@@ -504,7 +504,7 @@ def test_a_disk_that_fills_up_during_a_sweep_is_one_line_naming_the_store(tmp_pa
     argv = ["compute", "fig4", "-p", "n_samples", "2", "-p", "n_tokens", "8", "-p", "n_layers", "1"]
     status, _, lines = _run(argv, capsys)
     assert status == 2
-    _one_line(lines, f"{tmp_path / 'results' / '.partial' / 'fig4'}", ".pt: No space left on device; it is "
-              f"in {tmp_path / 'results'}, set by RANKCOLLAPSE_RESULTS_DIR, the results store: free space there",
-              prog="rankcollapse compute")
+    said = (f".pt: No space left on device; it is in {tmp_path / 'results'}, set by "
+            f"RANKCOLLAPSE_RESULTS_DIR, the results store: free space there")
+    _one_line(lines, f"{tmp_path / 'results' / '.partial' / 'fig4'}", said, prog="rankcollapse compute")
     assert not list((tmp_path / "results").rglob("*.pt"))  # nothing half-written
