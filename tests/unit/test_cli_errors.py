@@ -106,8 +106,9 @@ def test_a_cell_past_the_timeout_is_one_sentence(tmp_path):
     done = subprocess.run([sys.executable, "-m", "rankcollapse", "run", "setup", "--timeout", "1", "--output",
                            str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
-    assert done.stderr.splitlines() == ["rankcollapse run: error: a cell of setup ran longer than --timeout 1 s; "
-                                        "give a larger --timeout, or none"]
+    assert done.stderr.splitlines() == ["rankcollapse run: error: setup ran longer than --timeout 1 s "
+                                        "(computing and the notebook together); give a larger --timeout, "
+                                        "or none"]
 
 
 def test_ctrl_c_says_the_same_command_resumes(monkeypatch, capsys, never_executes):
@@ -161,8 +162,9 @@ def test_ctrl_c_while_the_notebook_runs_exits_130_in_one_line(tmp_path):
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
-    assert [line for line in err.splitlines() if line] == [
-        "rankcollapse run: interrupted; run the same command again to resume from its checkpoints"]
+    assert [line for line in err.splitlines() if line] == [  # no checkpoints promised
+        "rankcollapse run: interrupted; theorem1 keeps no checkpoints, so nothing was kept; the same command "
+        "starts it again"]
 
 
 # ---------------------------------------------------------------- the recompute command of every stored result
@@ -214,8 +216,10 @@ def test_a_damaged_result_names_its_pages_command(tmp_path):
     (["compute", "equilibria", "--nproc", "2"], "--nproc applies to the experiment pages"),
     (["run", "theorem1", "--profile", "paper"], "page 'theorem1' has no 'paper' profile; the pages with one: fig2"),
     (["run", "theorem2", "--device", "cpu"], "--device applies to the pages with a device parameter"),
-    (["run", "setup", "--timeout", "-5"], "--timeout must be a positive number of seconds, got -5"),
-    (["run", "setup", "--timeout", "0"], "--timeout must be a positive number of seconds, got 0"),
+    (["run", "setup", "--timeout", "-5"],
+     "--timeout must be a positive number of seconds (fractions allowed), got -5"),
+    (["run", "setup", "--timeout", "0"],
+     "--timeout must be a positive number of seconds (fractions allowed), got 0"),
     (["run", "fig2", "-p", "n_samples", "8", "-p", "n_samples", "16"],
      "parameter 'n_samples' is given twice (-p n_samples 8 and -p n_samples 16); give it once"),
     (["run", "mask_design", "-p", "n_tokens", "8"],

@@ -77,9 +77,11 @@ def test_results_says_which_are_damaged(tmp_path, monkeypatch, capsys):
         shutil.copyfile(STORE.root / "fig2" / f"{key}{suffix}", tmp_path / "fig2" / f"{key}{suffix}")
     (tmp_path / "fig2" / f"{key}.csv.gz").write_bytes(gzip.compress(b"edited\n"))
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
-    assert cli.main(["results", "fig2"]) == 1
-    (line,) = capsys.readouterr().out.splitlines()[1:]
+    assert cli.main(["results", "fig2"]) == 2  # as every damaged stored result (README)
+    out, err = capsys.readouterr()
+    (line,) = out.splitlines()[1:]
     assert line.startswith(f"fig2  {key}") and "damaged: the table is not the one recorded" in line
+    assert err == "rankcollapse results: error: 1 of 1 stored results damaged (their status says why)\n"
 
 
 def test_compute_takes_nproc(monkeypatch, capsys):
@@ -171,7 +173,11 @@ def test_unfinished_runs_are_listed_with_their_progress_and_where_they_resume(mo
     monkeypatch.setattr(checkpoints, "partial_runs", lambda store: runs)
     rows = cli_listing.partial_table()
     assert [(r["page"], r["units done"], r["resume"]) for r in rows] == [
-        ("fig3", "15 of 94", "in commit 31c684e1-dirty (source changed)"), ("fig2", "3 of ?", "here (same source)")]
+        ("fig3", "15 of 94", "nowhere: started from uncommitted source (delete the folder)"),
+        ("fig2", "3 of ?", "here (same source)")]
+    runs[0]["commit"] = "31c684e1f00d"
+    resume = cli_listing.partial_table("fig3")[0]["resume"]
+    assert resume == "in commit 31c684e1 without local changes (source changed)"
     assert [r["page"] for r in cli_listing.partial_table("fig2")] == ["fig2"]
     assert cli_listing.format_table(rows).splitlines()[0].split() == ["page", "key", "units", "done", "commit",
                                                                        "started", "resume", "folder"]

@@ -1,5 +1,6 @@
 """Killing ``rankcollapse run --nproc 2`` (SIGTERM to the command) ends torchrun and both of its workers too,
-and the command says, in one line, that the same command resumes."""
+and the command says, in one line, that the same command resumes; killing ``rankcollapse compute --nproc 2``
+outright (SIGKILL, which runs nothing) ends them too, and they store nothing."""
 
 import os
 import signal
@@ -35,17 +36,7 @@ def test_sigterm_to_the_command_ends_torchrun_and_its_workers(tmp_path):
     parent = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     below: list[int] = []
     try:
-        deadline = time.monotonic() + SETUP_LIMIT
-        while parent.poll() is None and time.monotonic() < deadline:
-            below = _descendants(parent.pid)
-            workers = [p for p in below if "rankcollapse" in _cmdline(p) and "torch.distributed.run" not in _cmdline(p)]
-            if len(workers) >= 2:
-                break
-            time.sleep(0.1)
-        else:
-            if parent.poll() not in (None, 0):
-                pytest.fail(f"the command failed before its workers started: {parent.communicate()[1][-3000:]}")
-            pytest.skip(f"torchrun and its workers did not start within {SETUP_LIMIT} s (or finished first)")
+        below = _workers_of(parent)
         time.sleep(1.0)  # the workers importing torch
         below = sorted(set(below) | set(_descendants(parent.pid)))
         parent.send_signal(signal.SIGTERM)
@@ -59,6 +50,47 @@ def test_sigterm_to_the_command_ends_torchrun_and_its_workers(tmp_path):
             time.sleep(0.1)
         survivors = [(p, _cmdline(p)) for p in below if _alive(p)]
         assert not survivors, survivors
+    finally:
+        _kill_all([parent.pid, *below])
+
+
+def _workers_of(parent: subprocess.Popen) -> list[int]:
+    """torchrun and its two workers below ``parent`` once both workers run (skips when they do not appear)."""
+    deadline = time.monotonic() + SETUP_LIMIT
+    while parent.poll() is None and time.monotonic() < deadline:
+        below = _descendants(parent.pid)
+        workers = [p for p in below if "rankcollapse" in _cmdline(p)
+                   and "torch.distributed.run" not in _cmdline(p)]
+        if len(workers) >= 2:
+            return below
+        time.sleep(0.1)
+    if parent.poll() not in (None, 0):
+        pytest.fail(f"the command failed before its workers started: {parent.communicate()[1][-3000:]}")
+    pytest.skip(f"torchrun and its workers did not start within {SETUP_LIMIT} s (or finished first)")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_sigkill_of_the_command_ends_torchrun_and_its_workers(tmp_path):
+    """Issue 37 row 5: they lived on and stored results 45 s later."""
+    env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path / "results"), sweep.BLOCK_ENV: "1",
+           ranks.PROGRESS_ENV: "0"}
+    command = [sys.executable, "-m", "rankcollapse", "compute", "fig4", "-p", "n_samples", "64",
+               "-p", "n_tokens", "16", "-p", "n_layers", "2", "--nproc", "2"]
+    parent = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    below: list[int] = []
+    try:
+        below = _workers_of(parent)
+        time.sleep(1.0)  # the workers importing torch
+        below = sorted(set(below) | set(_descendants(parent.pid)))
+        parent.kill()
+        parent.communicate(timeout=60)
+        deadline = time.monotonic() + 20
+        while any(_alive(p) for p in below) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        survivors = [(p, _cmdline(p)) for p in below if _alive(p)]
+        assert not survivors, survivors
+        assert not list((tmp_path / "results").glob("fig4/*.json"))
     finally:
         _kill_all([parent.pid, *below])
 

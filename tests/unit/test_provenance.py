@@ -26,8 +26,10 @@ RECORD_FIELDS = {"parameters", "rankcollapse_version", "torch_version", "python_
 def test_book_root_is_found_from_below_and_required(book, tmp_path_factory, monkeypatch):
     assert provenance.book_root() == book
     monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
-    with pytest.raises(FileNotFoundError, match="no _toc.yml"):
+    with pytest.raises(provenance.NoBookError, match=r"no book \(_toc.yml\) at or above .*: run from inside "
+                       r"the book, or set RANKCOLLAPSE_RESULTS_DIR to a results store"):
         provenance.book_root()
+    assert issubclass(provenance.NoBookError, FileNotFoundError)  # what callers outside the book catch
 
 
 def test_figures_and_results_carry_the_same_record(book):

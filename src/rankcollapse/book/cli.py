@@ -1,25 +1,29 @@
 """``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book]
 [--nproc K] [--timeout S]``, ``rankcollapse compute PAGE ...`` (the same, without rendering), ``rankcollapse pages
 [PAGE] [--profile paper]`` (the registry's pages, or one page's parameters: :mod:`rankcollapse.book.cli_listing`),
-``rankcollapse results [PAGE]`` (the results store and the unfinished runs' checkpoints), ``rankcollapse bundle PAGE[:PART] ...`` (a device bundle of
-initialized sweeps: :mod:`rankcollapse.book.cli_bundle`) and ``rankcollapse --version``.
+``rankcollapse results [PAGE]`` (the results store and the unfinished runs' checkpoints, from any folder with
+``RANKCOLLAPSE_RESULTS_DIR``), ``rankcollapse bundle PAGE[:PART] ...`` (a device bundle of initialized sweeps:
+:mod:`rankcollapse.book.cli_bundle`) and ``rankcollapse --version``.
 
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
 ``DIR/<page>.ipynb`` and its exported figures (PNG, SVG, PDF and JSON provenance) to ``DIR/figures/``
-(``DIR`` defaults to a folder of its own, ``runs/<page>-<UTC time>[-k]/``); results land in the results store
-(``results/``), so a later book build shows them, and the closing lines say where. Everything is checked
-before anything runs: the page name, the parameter names (against the page's ``parameters`` cell, each once),
-their types (against the defaults) and their ranges (by the page's configuration in the page registry,
-:mod:`rankcollapse.book.registry`), the device, and that each option applies to the page. ``--add-to-book``
-copies the executed notebook to ``book/runs/`` with its labels made unique. A page's results are computed
-before the notebook runs (:func:`compute_page`: plan, progress bar, resume; :mod:`rankcollapse.experiments.sweep`),
-in one process or in the ranks of ``torchrun --nproc-per-node K -m rankcollapse compute ...`` (its own process
-group, ended with this process); the notebook then loads them.
+(``DIR`` defaults to a folder of its own, ``runs/<page>-<UTC time>[-k]/``; a given ``--output`` must be new or
+empty unless ``--overwrite``, and outside the results store: :mod:`rankcollapse.book.cli_faults`);
+results land in the results store (``results/``), so a later book build shows them, and the closing lines say
+where. Everything is checked before anything runs (:mod:`rankcollapse.book.cli_plan`): the page name, the
+parameter names, types and ranges, the device, ``--nproc`` and that each option applies to the page.
+``--add-to-book`` copies the executed notebook to ``book/runs/`` with its labels made unique. A page's results
+are computed before the notebook runs (:func:`compute_page`: plan, progress bar, resume;
+:mod:`rankcollapse.experiments.sweep`), in one process or in the ranks of ``torchrun --nproc-per-node K -m
+rankcollapse compute ...`` (its own process group, ended with this process, even by SIGKILL; started only when
+a result is missing, with no more processes than units to compute); the notebook then loads them.
+``--timeout S`` bounds the whole run.
 
-Every failure is one sentence on stderr, never a traceback: a refused input or a damaged stored result exits 2,
-a page that fails or runs past ``--timeout`` exits 1 (the executed notebook keeps the traceback), Ctrl-C exits 130
-saying that the same command resumes from its checkpoints, SIGTERM 143; ``rankcollapse results`` exits 1 when a
-stored result is damaged.
+Every failure is one sentence on stderr, never a traceback: a refused input, a damaged stored result (also in
+``rankcollapse results``) or an OSError (a full disk, a read-only folder: the line names the path and the
+option or variable that chose it) exits 2, a page that fails or runs past ``--timeout`` exits 1 (the
+executed notebook keeps the traceback), Ctrl-C exits 130 saying whether the same command resumes from
+checkpoints, SIGTERM 143.
 
 Used by: readers re-running a page, book/reproduce.md, tests/unit/test_cli.py, tests/unit/test_cli_errors.py.
 """
@@ -27,130 +31,31 @@ Used by: readers re-running a page, book/reproduce.md, tests/unit/test_cli.py, t
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import datetime as _dt
 import logging
+import math
 import os
 import shutil
-import subprocess
 import sys
+import time
 from pathlib import Path
 
-from rankcollapse.book import cli_processes
+from rankcollapse.book import cli_faults, cli_processes
+from rankcollapse.book.cli_plan import parse_value, plan_run, shorten  # noqa: F401 -- the CLI's names
 from rankcollapse.book.runner import repo_root
-
-_SHORT = 80  # longest value echoed in a message
-
-
-def parse_value(text: str) -> object:
-    """A command-line value: a Python literal when it parses as one (``12``, ``0.5``, ``[1, 2]``,
-    ``None``), else the string itself.
-
-    >>> parse_value("12"), parse_value("pkg:mpnet"), parse_value("1/64")
-    (12, 'pkg:mpnet', '1/64')
-    """
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):  # TypeError: ``{[1]: 2}``
-        return text
-
-
-def shorten(message: str, texts: list[str]) -> str:
-    """``message`` with every long value of ``texts`` (as given, as parsed, as quoted) cut to _SHORT characters.
-
-    >>> shorten("got " + "9" * 100, ["9" * 100]) == "got " + "9" * 80 + "… (100 characters)"
-    True
-    """
-    for text in texts:
-        value = parse_value(text)
-        for form in sorted({text, repr(text), str(value), repr(value)}, key=len, reverse=True):
-            if len(form) > _SHORT and form in message:
-                message = message.replace(form, f"{form[:_SHORT]}… ({len(form)} characters)")
-    return message
-
-
-def _check_device(device: object) -> None:
-    """``cpu``, ``cuda`` or ``cuda:k`` of a GPU this machine has; one ValueError naming the device otherwise."""
-    from rankcollapse import engine
-
-    try:
-        dev = engine.resolve_device(device)
-    except ValueError as err:
-        if "CUDA is not available" in str(err):
-            raise ValueError(f"device {device!r} was asked for but CUDA is not available here; use --device cpu") \
-                from None
-        raise
-    import torch
-
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        count = torch.cuda.device_count()
-        raise ValueError(f"device {device!r} was asked for but this machine has {count} CUDA device(s) "
-                         f"(cuda:0 to cuda:{count - 1})")
-
-
-def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str = "default",
-             device: str | None = None, nproc: int = 1) -> tuple[Path, dict[str, object]]:
-    """Check everything and return (page file, the parameters to inject); raises one ValueError in one line
-    on bad input (a long value cut short)."""
-    pairs = list(pairs or [])
-    try:
-        return _plan(page, pairs, profile, device, nproc)
-    except ValueError as err:
-        texts = [page, profile, *(x for pair in pairs for x in pair), *([device] if isinstance(device, str) else [])]
-        raise ValueError(shorten(str(err).splitlines()[0] if str(err) else repr(err), texts)) from None
-
-
-def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | None,
-          nproc: int) -> tuple[Path, dict[str, object]]:
-    from rankcollapse.book import registry as pages
-    from rankcollapse.book import runner
-
-    entry = pages.page(page)
-    path = entry.path(repo_root())
-    defaults = runner.page_parameters(path)
-    parameters = pages.profile_parameters(page, profile)
-    if profile != "default" and profile not in entry.profiles:
-        raise ValueError(f"page {page!r} has no {profile!r} profile; the pages with one: "
-                         f"{', '.join(pages.pages_with_profile(profile))}")
-    seen: dict[str, str] = {}
-    for name, text in pairs:
-        if name in seen:
-            raise ValueError(f"parameter {name!r} is given twice (-p {name} {seen[name]} and -p {name} {text}); "
-                             f"give it once")
-        seen[name] = text
-        parameters[name] = parse_value(text)
-    if device is not None:
-        if "device" not in defaults:
-            raise ValueError(f"--device applies to the pages with a device parameter ("
-                             f"{', '.join(n for n in pages.EXPERIMENT_PAGES)}); {page} runs on the CPU")
-        parameters["device"] = device
-    if nproc != 1 and page not in pages.EXPERIMENT_PAGES:
-        raise ValueError(f"--nproc applies to the experiment pages ({', '.join(pages.EXPERIMENT_PAGES)}); "
-                         f"{page} computes in one process")
-    if parameters and "show_largest_stored" in defaults:
-        parameters.setdefault("show_largest_stored", False)  # a re-run shows its own result, not a stored larger one
-    runner.check_parameter_types(defaults, parameters)
-    model = parameters.get("model")
-    if isinstance(model, str) and not model.startswith("pkg:"):
-        with contextlib.suppress(OSError, RuntimeError, ValueError):
-            if Path(model).expanduser().is_dir():  # relative to the working directory, not to the book root
-                parameters["model"] = str(Path(model).expanduser().resolve())
-    pages.configure(page, {**defaults, **parameters})
-    if "device" in parameters:
-        _check_device(parameters["device"])
-    return path, parameters
-
 
 def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True) -> bool:
     """Compute and store every result ``page`` shows for ``parameters`` (its defaults and the reader's;
     nothing for pages that compute in their own module), in ``nproc`` processes (torchrun, in a process
-    group of its own that ends with this process) or in the processes torchrun started this one in;
-    ``show``: print the plan and a progress bar. Returns whether this process should render the page
-    (rank 0, or no process group)."""
+    group of its own that ends with this process, even when this process is killed; never more processes than
+    the most units a sweep still has to compute, and none when every result is stored) or in the processes
+    torchrun started this one in; ``show``: print the plan and a progress bar. Returns whether this process
+    should render the page (rank 0, or no process group)."""
     import torch
 
     from rankcollapse.core import checks
+    from rankcollapse.book import cli_listing
     from rankcollapse.book import registry as pages
     from rankcollapse.book import runner
     from rankcollapse.experiments import ranks
@@ -161,18 +66,15 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     if nproc > 1:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise ValueError("nproc must be 1 inside torchrun (torchrun already started the processes)")
-        pairs = [a for name, value in parameters.items() for a in ("-p", name, repr(value))]
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                   "-m", "rankcollapse", "compute", page, *pairs]
-        env = {**os.environ, ranks.PROGRESS_ENV: "1" if show else "0"}
-        process = subprocess.Popen(command, env=env, cwd=repo_root(), start_new_session=True)
-        try:
-            status = process.wait()
-        finally:
-            cli_processes.end_group(process)
-        if status:
-            raise RuntimeError(f"the {nproc} processes computing {page} failed (exit status {status})")
-        return True
+        # the store looked up before any process starts
+        needed = cli_listing.units_to_compute(page, parameters)
+        if needed < nproc and show:
+            print(f"{page}: {needed} unit{'s' * (needed != 1)} of work to compute, so {max(needed, 1)} "
+                  f"process{'es' * (needed > 1)}, not {nproc}", file=sys.stderr, flush=True)
+        nproc = min(nproc, max(needed, 1))
+    if nproc > 1:
+        return _torchrun(page, parameters, nproc, show)
+    cli_processes.watch_owner()  # a torchrun worker dies with torchrun and with the command that started it
     started = ranks.init_distributed(str(parameters.get("device", "cpu")))
     rank, _ = ranks.rank_and_world()
     try:  # in the book's root, as the page's own kernel: the same store, commit and provenance
@@ -182,6 +84,24 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
         if started:
             torch.distributed.destroy_process_group()
     return rank == 0
+
+
+def _torchrun(page: str, parameters: dict, nproc: int, show: bool) -> bool:
+    """``torchrun --nproc-per-node nproc -m rankcollapse compute page ...``, in a session of its own that dies
+    with this process (:func:`rankcollapse.book.cli_processes.start_owned`); RuntimeError when it fails."""
+    from rankcollapse.experiments import ranks
+
+    pairs = [a for name, value in parameters.items() for a in ("-p", name, repr(value))]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               "-m", "rankcollapse", "compute", page, *pairs]
+    process = cli_processes.start_owned(command, {ranks.PROGRESS_ENV: "1" if show else "0"}, repo_root())
+    try:
+        status = process.wait()
+    finally:
+        cli_processes.end_group(process)
+    if status:
+        raise RuntimeError(f"the {nproc} processes computing {page} failed (exit status {status})")
+    return True
 
 
 def add_to_book(ipynb: Path, page: str, runs_dir: Path, name: str) -> Path:
@@ -227,9 +147,13 @@ def _parser() -> argparse.ArgumentParser:
                          "parameter)")
         sub.add_argument("--nproc", type=int, default=1, help="compute an experiment page's samples in K "
                          "processes (torchrun: NCCL on GPUs, gloo on CPU)")
-    run.add_argument("--output", type=Path, default=None, help="output folder (default: a new runs/<page>-<UTC time>)")
+    run.add_argument("--output", default=None, help="output folder, new or empty (default: a new "
+                     "runs/<page>-<UTC time>)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="write into a --output folder that is not empty")
     run.add_argument("--add-to-book", action="store_true", help="also copy the executed notebook to book/runs/")
-    run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: none)")
+    run.add_argument("--timeout", default=None, help="seconds the whole run may take, computing and the "
+                     "notebook (fractions allowed; default: none)")
     listing = commands.add_parser("pages", help="list the book's pages, or one page's parameters")
     listing.add_argument("page", nargs="?", default=None, help="a page: list its parameters, defaults and ranges")
     listing.add_argument("--profile", default=None, help="only the pages this profile changes")
@@ -257,8 +181,13 @@ def _listing(args: argparse.Namespace) -> int:
         rows, partial = cli_listing.results_table(args.page), cli_listing.partial_table(args.page)
         print(cli_listing.format_table(rows) if rows else "no stored results")
         if partial:
-            print(f"\nunfinished runs (their finished units; the same command resumes them):\n{cli_listing.format_table(partial)}")
-        return 1 if any(r["status"] != "verified" for r in rows) else 0
+            print(f"\nunfinished runs (their finished units; the same command resumes them):\n"
+                  f"{cli_listing.format_table(partial)}")
+        damaged = sum(r["status"] != "verified" for r in rows)
+        if damaged:  # exit 2, as everywhere a stored result is damaged
+            print(f"rankcollapse results: error: {damaged} of {len(rows)} stored results damaged (their "
+                  f"status says why)", file=sys.stderr)
+        return 2 if damaged else 0
     if args.page is not None:
         if args.profile is not None:
             raise ValueError("give a page or --profile, not both")
@@ -269,9 +198,24 @@ def _listing(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``rankcollapse`` command; returns the exit status."""
+    """Entry point of the ``rankcollapse`` command; returns the exit status. An OSError anywhere (a full disk,
+    a read-only folder, no book) is one line naming the path and the option or variable at fault, exit 2."""
+    # no weight-loading bar above a one-line refusal
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = _parser().parse_args(argv)
     prog = f"rankcollapse {args.command}"
+    try:
+        return _main(args, prog)
+    except Exception as err:  # noqa: BLE001 -- only those raised from an OSError are answered here
+        output = getattr(args, "output", None)
+        line = cli_faults.os_error_line(err, Path(output) if output else None)
+        if line is None:
+            raise
+        print(f"{prog}: error: {line}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace, prog: str) -> int:
     if args.command in ("pages", "results", "bundle"):
         try:
             if args.command == "bundle":
@@ -281,10 +225,12 @@ def main(argv: list[str] | None = None) -> int:
                                                  args.samples, args.code, args.fit_mib, args.extra, plan_run)))
                 return 0
             return _listing(args)
+        except OSError:
+            raise
         except ValueError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)
             return 2
-    resumes = "run the same command again to resume from its checkpoints"
+    resumes = _resume_words(args.page)
     try:
         with cli_processes.sigterm_ends_cleanly():
             return _run(args, prog)
@@ -296,6 +242,28 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_abandoned_tasks()
         print(f"{prog}: terminated (SIGTERM); {resumes}", file=sys.stderr)
         return 143
+    except cli_faults.TimedOut:
+        _quiet_abandoned_tasks()
+        print(f"{prog}: error: {_timed_out(args)}", file=sys.stderr)
+        return 1
+
+
+def _resume_words(page: str) -> str:
+    """What Ctrl-C or SIGTERM leaves: an experiment page's finished units resume; other pages start over."""
+    from rankcollapse.book import registry as pages
+
+    try:
+        keeps = any(isinstance(run, pages.Run) for run in pages.runs_at(page, {}).values())
+    except (ValueError, TypeError, OSError):
+        keeps = True
+    if keeps:
+        return "run the same command again to resume from its checkpoints"
+    return f"{page} keeps no checkpoints, so nothing was kept; the same command starts it again"
+
+
+def _timed_out(args: argparse.Namespace) -> str:
+    return (f"{args.page} ran longer than --timeout {args.timeout} s (computing and the notebook together); "
+            f"give a larger --timeout, or none")
 
 
 def _quiet_abandoned_tasks() -> None:
@@ -319,34 +287,39 @@ def _run(args: argparse.Namespace, prog: str) -> int:
 
     recompute.register()
     show = os.environ.get(ranks.PROGRESS_ENV) != "0"
-    output = getattr(args, "output", None)
     try:
-        if getattr(args, "timeout", None) is not None and args.timeout <= 0:
-            raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}")
-        if output is not None and output.exists() and not output.is_dir():
-            raise ValueError(f"--output must be a folder, and {output} is a file")
+        limit = cli_faults.timeout_seconds(getattr(args, "timeout", None))
+        output = cli_faults.check_output(args.output, args.overwrite) if args.command == "run" else None
         path, parameters = plan_run(args.page, args.parameter, args.profile, args.device, args.nproc)
         before = cli_listing.stored_parts(args.page, parameters)
-        if not compute_page(args.page, parameters, args.nproc, show=show):
-            return 0  # a torchrun rank other than 0: rank 0 renders the page and says where the results are
-        after = cli_listing.stored_parts(args.page, parameters)
-        shown = None
-        if args.command == "run" and after and _shows_largest(path, parameters):
-            from rankcollapse.book import report  # a damaged larger result is found here, in one line
+        with cli_faults.time_limit(limit):
+            deadline = None if limit is None else time.monotonic() + limit
+            if not compute_page(args.page, parameters, args.nproc, show=show):
+                # a torchrun rank other than 0: rank 0 renders the page and says where the results are
+                return 0
+            after = cli_listing.stored_parts(args.page, parameters)
+            shown = None
+            if args.command == "run" and after and _shows_largest(path, parameters):
+                from rankcollapse.book import report  # a damaged larger result is found here, in one line
 
-            shown = cli_listing.shown_line(args.page, after, report.largest_stored(after))
+                shown = cli_listing.shown_line(args.page, after, report.largest_stored(after))
+            stored = cli_listing.stored_lines(before, after)
+            if args.command == "compute":
+                print("\n".join(stored) if stored else f"{args.page} computes nothing to store (it computes "
+                      f"as it renders)")
+                return 0
+            return _render(args, prog, path, parameters, shown, stored, output, deadline)
     except (ValueError, RuntimeError) as err:
+        if isinstance(err, OSError) or (isinstance(err, RuntimeError) and cli_faults.os_error_line(err)):
+            raise  # a file that could not be written: main names the option or variable that chose its folder
         print(f"{prog}: error: {str(err) or type(err).__name__}", file=sys.stderr)
         return 2 if isinstance(err, ValueError) else 1
-    stored = cli_listing.stored_lines(before, after)
-    if args.command == "compute":
-        print("\n".join(stored) if stored else f"{args.page} computes nothing to store (it computes as it renders)")
-        return 0
-    return _render(args, prog, path, parameters, shown, stored)
 
 
 def _render(args: argparse.Namespace, prog: str, path: Path, parameters: dict, shown: str | None,
-            stored: list[str]) -> int:
+            stored: list[str], output: Path | None, deadline: float | None) -> int:
+    """Execute the page into ``output`` (else a new run folder) by ``deadline`` (``time.monotonic()``;
+    None: no limit), and say where the notebook, figures and results are."""
     import logging
 
     import papermill
@@ -355,7 +328,8 @@ def _render(args: argparse.Namespace, prog: str, path: Path, parameters: dict, s
     from rankcollapse.book.runner import check_notes, execute_page
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    output = args.output.resolve() if args.output else new_run_folder(Path("runs").resolve(), args.page, stamp)
+    given = output
+    output = output.resolve() if output else new_run_folder(Path("runs").resolve(), args.page, stamp)
     os.environ["RANKCOLLAPSE_FIGURE_DIR"] = str(output / "figures")  # inherited by the papermill kernel
     if shown:
         print(shown, flush=True)
@@ -364,7 +338,8 @@ def _render(args: argparse.Namespace, prog: str, path: Path, parameters: dict, s
     quiet = logging.getLogger("papermill")
     level, quiet.level = quiet.level, logging.CRITICAL  # its log repeats what the sentence below says
     try:
-        execute_page(path, parameters, ipynb, timeout=args.timeout or -1)
+        cell_limit = -1 if deadline is None else max(1, math.ceil(deadline - time.monotonic()))
+        execute_page(path, parameters, ipynb, timeout=cell_limit)
     except papermill.PapermillExecutionError as err:
         if err.ename == "KeyboardInterrupt":
             raise KeyboardInterrupt from None
@@ -376,8 +351,7 @@ def _render(args: argparse.Namespace, prog: str, path: Path, parameters: dict, s
               f"{': ' + evalue[0] if evalue else ''} (the traceback is in {ipynb})", file=sys.stderr)
         return 1
     except CellTimeoutError:
-        print(f"{prog}: error: a cell of {args.page} ran longer than --timeout {args.timeout} s; give a larger "
-              f"--timeout, or none", file=sys.stderr)
+        print(f"{prog}: error: {_timed_out(args)}", file=sys.stderr)
         return 1
     except DeadKernelError as err:
         print(f"{prog}: error: the kernel running {args.page} died ({str(err).splitlines()[0]})", file=sys.stderr)
@@ -388,7 +362,7 @@ def _render(args: argparse.Namespace, prog: str, path: Path, parameters: dict, s
         print(f"note: {note}")
     print(f"executed notebook: {ipynb}\nfigures: {output / 'figures'}")
     if args.add_to_book:
-        label = stamp if args.output else output.name.removeprefix(f"{args.page}-")  # the run folder's own suffix
+        label = stamp if given else output.name.removeprefix(f"{args.page}-")  # the run folder's own suffix
         target = add_to_book(ipynb, args.page, repo_root() / "book" / "runs", label.lower())
         print(f"added to the book: {target} (list book/runs/{target.stem} in _toc.yml under Reproduce)")
     if stored:

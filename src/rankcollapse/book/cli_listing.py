@@ -21,6 +21,27 @@ from rankcollapse.book.runner import repo_root
 _PROBES = {int: -(10**12), float: -1e300, str: "\x00", list: [object()]}  # out of every range of their type
 
 
+def _store():
+    """The results store: ``$RANKCOLLAPSE_RESULTS_DIR`` from any folder, else the book's ``results/``."""
+    import os
+
+    from rankcollapse.experiments.store import ResultStore
+
+    if os.environ.get("RANKCOLLAPSE_RESULTS_DIR"):
+        return ResultStore()
+    with contextlib.chdir(repo_root()):
+        return ResultStore()
+
+
+def short_commit(commit: str) -> str:
+    """A commit's first 8 digits, with ``-dirty`` kept: a dirty tree's source is not the commit's.
+
+    >>> short_commit("0123456789abcdef-dirty"), short_commit("0123456789abcdef")
+    ('01234567-dirty', '01234567')
+    """
+    return commit[:8] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
 def _relative(path: Path) -> str:
     """``path`` from the working directory when it lies below it, else in full."""
     with contextlib.suppress(ValueError):
@@ -102,7 +123,7 @@ def _cell(record: dict, key: str) -> str:
         seconds = compute_seconds(record)
         return "–" if seconds is None else f"{seconds:.0f} s"
     if key == "commit":
-        return str(record.get("git_commit", "–"))[:8]
+        return short_commit(str(record.get("git_commit", "–")))
     return str(record.get(key, p.get(key, "–")))
 
 
@@ -113,10 +134,9 @@ def results_table(page: str | None = None) -> list[dict[str, str]]:
     """One row per stored result (of ``page``, or every page), each verified (:meth:`ResultStore.verify`):
     page, key, scale (samples × tokens), layers, model, dtype, device, commit, compute time, and ``verified``
     or ``damaged: <why>``."""
-    from rankcollapse.experiments.store import DamagedResultError, ResultStore
+    from rankcollapse.experiments.store import DamagedResultError
 
-    with contextlib.chdir(repo_root()):
-        store = ResultStore()
+    store = _store()
     names = sorted(p.name for p in store.root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
         if store.root.is_dir() else []
     rows = []
@@ -140,18 +160,24 @@ def partial_table(page: str | None = None) -> list[dict[str, str]]:
     :func:`rankcollapse.experiments.checkpoints.partial_runs`): page, key, its finished units of all, the commit
     that started it, and whether this checkout resumes it (else the commit to resume it in), its folder."""
     from rankcollapse.experiments.checkpoints import partial_runs
-    from rankcollapse.experiments.store import ResultStore
-
-    with contextlib.chdir(repo_root()):
-        store = ResultStore()
-    def short(commit: str) -> str:  # a dirty tree's commit keeps its suffix: that source is not the commit's
-        return commit[:8] + ("-dirty" if commit.endswith("-dirty") else "")
 
     return [{"page": r["page"], "key": r["key"], "units done": f"{r['done']} of {r['units'] or '?'}",
-             "commit": short(str(r["commit"])), "started": r["started"],
-             "resume": "here (same source)" if r["resumable"] else f"in commit {short(str(r['commit']))} (source changed)",
+             "commit": short_commit(str(r["commit"])), "started": r["started"], "resume": _resume(r),
              "folder": str(r["folder"])}
-            for r in partial_runs(store) if page in (None, r["page"])]
+            for r in partial_runs(_store()) if page in (None, r["page"])]
+
+
+def _resume(run: dict) -> str:
+    """Where an unfinished run resumes: here, in its commit, nowhere (its source was an uncommitted tree), or
+    nowhere since its result is stored (superseded: delete the folder)."""
+    if run.get("stored"):
+        return "superseded: its result is stored (delete the folder)"
+    if run["resumable"]:
+        return "here (same source)"
+    commit = str(run["commit"])
+    if commit.endswith("-dirty") or commit == "unknown":
+        return "nowhere: started from uncommitted source (delete the folder)"
+    return f"in commit {short_commit(commit)} without local changes (source changed)"
 
 
 def format_table(rows: list[dict[str, str]]) -> str:
@@ -164,32 +190,56 @@ def format_table(rows: list[dict[str, str]]) -> str:
                      for r in [{c: c for c in columns}, *rows])
 
 
+def _parts(page: str, parameters: Mapping[str, object]):
+    """``(part, run, stored result or None)`` of every sweep the page computes for ``parameters`` (over its
+    defaults); a damaged stored result raises its DamagedResultError (a ValueError)."""
+    from rankcollapse.book import registry as pages
+    from rankcollapse.book import runner
+    from rankcollapse.experiments import config as experiments
+
+    store = _store()
+    with contextlib.chdir(repo_root()):
+        full = {**runner.page_parameters(pages.page(page).path(repo_root())), **parameters}
+        return [(part, run, store.load(run.page or page, experiments.stored_parameters(run.config),
+                                       experiments.check_table))
+                for part, run in pages.configure(page, full).items()]
+
+
 def stored_parts(page: str, parameters: Mapping[str, object]) -> dict[str, object]:
     """The stored result of every sweep the page computes for ``parameters`` (over its defaults), or None
     for a part not stored yet; {} for a page that computes in its own module. A damaged one raises its
     DamagedResultError (a ValueError)."""
     from rankcollapse.book import registry as pages
-    from rankcollapse.book import runner
-    from rankcollapse.experiments import config as experiments
-    from rankcollapse.experiments.store import ResultStore
 
     if page not in pages.EXPERIMENT_PAGES:
         return {}
-    with contextlib.chdir(repo_root()):
-        full = {**runner.page_parameters(pages.page(page).path(repo_root())), **parameters}
-        store = ResultStore()
-        return {part: store.load(run.page or page, experiments.stored_parameters(run.config), experiments.check_table)
-                for part, run in pages.configure(page, full).items()}
+    return {part: found for part, _, found in _parts(page, parameters)}
+
+
+def units_to_compute(page: str, parameters: Mapping[str, object]) -> int:
+    """The most units of work (:func:`rankcollapse.experiments.sweep.units`) any one sweep of the page
+    still has
+    to compute for ``parameters``: 0 when every result is stored for the model files as they are now."""
+    from rankcollapse.experiments import config as experiments
+    from rankcollapse.experiments import sweep
+
+    most = 0
+    for _, run, found in _parts(page, parameters):
+        if found is None or experiments.identity_mismatch(run.config.model, found.provenance):
+            most = max(most, len(sweep.units(run.config, sweep.block_samples(run.config))))
+    return most
 
 
 def stored_lines(before: Mapping[str, object], after: Mapping[str, object]) -> list[str]:
-    """Where each part's result is: ``stored: <file>`` when this run computed it, ``already stored: <file>``
-    when it was there before."""
+    """Where each part's result is: ``stored: <file>`` when this run computed it (also over a stale result of
+    the same key, e.g. of a model folder whose weights changed), ``already stored: <file>`` when it was there
+    before, unchanged."""
     lines = []
     for part, result in after.items():
         if result is not None:
-            word = "already stored" if before.get(part) is not None else "stored"
-            lines.append(f"{word}: {_relative(result.table_path)}")
+            earlier = before.get(part)
+            same = earlier is not None and earlier.provenance == result.provenance
+            lines.append(f"{'already stored' if same else 'stored'}: {_relative(result.table_path)}")
     return list(dict.fromkeys(lines))
 
 

@@ -1,7 +1,9 @@
 """The processes ``rankcollapse`` starts end with it: torchrun (``--nproc K``) runs in a session of its own, and
 :func:`end_group` ends it and every worker below it (each in a session of its own too) when the command
 ends, is interrupted (Ctrl-C) or is sent SIGTERM (:func:`sigterm_ends_cleanly` makes SIGTERM an exception, so
-``finally`` blocks run).
+``finally`` blocks run). When the command is killed outright (SIGKILL, which runs nothing), torchrun dies with
+it (Linux's parent-death signal, :func:`start_owned`) and each worker watches torchrun and the command and
+ends itself when either is gone (:func:`watch_owner`).
 
 Used by: :mod:`rankcollapse.book.cli`, tests/unit/test_cli_processes.py.
 """
@@ -9,11 +11,18 @@ Used by: :mod:`rankcollapse.book.cli`, tests/unit/test_cli_processes.py.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+OWNER_ENV = "RANKCOLLAPSE_OWNER_PID"  # the command that started torchrun: its workers end when it is gone
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def descendants(pid: int) -> list[int]:
@@ -71,21 +80,64 @@ def end_group(process: subprocess.Popen, grace: float = 10.0) -> None:
         process.wait()
 
 
+def _parent_death_kills():
+    """A ``preexec_fn`` that has the child killed (SIGKILL) when the process that started it dies; None where
+    there is no ``prctl`` (not Linux). Looked up here, not between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def start_owned(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+    """Start ``command`` in a session of its own (for :func:`end_group`), killed when this process dies
+    (even by SIGKILL) and telling its workers this process's id (``$RANKCOLLAPSE_OWNER_PID``,
+    :func:`watch_owner`)."""
+    return subprocess.Popen(command, env={**os.environ, **env, OWNER_ENV: str(os.getpid())}, cwd=cwd,
+                            start_new_session=True, preexec_fn=_parent_death_kills())
+
+
+def watch_owner(interval: float = 0.5) -> bool:
+    """In a torchrun worker (``$WORLD_SIZE`` > 1): a daemon thread that kills this process once its parent
+    (torchrun) or the command that started torchrun (``$RANKCOLLAPSE_OWNER_PID``) is gone. Returns whether it
+    watches."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or not Path("/proc/self/stat").exists():
+        return False
+    parent, owner = os.getppid(), int(os.environ.get(OWNER_ENV, "0") or 0)
+
+    def watch() -> None:
+        while os.getppid() == parent and (not owner or alive(owner)):
+            time.sleep(interval)
+        os.kill(os.getpid(), signal.SIGKILL)  # nothing to save: finished units are checkpointed atomically
+
+    threading.Thread(target=watch, name="rankcollapse-owner", daemon=True).start()
+    return True
+
+
 class Terminated(BaseException):
     """SIGTERM, raised where the process is, so that its ``finally`` blocks end the processes it started."""
 
 
 @contextlib.contextmanager
-def sigterm_ends_cleanly():
-    """Within it (in the main thread), SIGTERM raises :class:`Terminated`; the previous handler after it."""
-    def terminate(signum, frame):
-        raise Terminated
+def signal_raises(signum: int, error: type[BaseException]) -> Iterator[bool]:
+    """Within it (in the main thread), signal ``signum`` raises ``error`` where the process is; the previous
+    handler after it. Yields whether the handler was set (not outside the main thread)."""
+    def handler(signum, frame):
+        raise error
     try:
-        previous = signal.signal(signal.SIGTERM, terminate)
+        previous = signal.signal(signum, handler)
     except ValueError:  # not the main thread
-        yield
+        yield False
         return
     try:
-        yield
+        yield True
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous)
+
+
+def sigterm_ends_cleanly() -> contextlib.AbstractContextManager[bool]:
+    """Within it (in the main thread), SIGTERM raises :class:`Terminated`; the previous handler after it."""
+    return signal_raises(signal.SIGTERM, Terminated)

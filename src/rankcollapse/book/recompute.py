@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
+import json
 from collections.abc import Iterator
 
 from rankcollapse.experiments import store as rc_store
@@ -51,14 +53,20 @@ def _defaults(page: str) -> dict[str, object]:
 
 def _stores(page: str, parameters: dict) -> set[tuple[str, str]]:
     """``{(store page, key)}`` of every sweep page ``page`` computes for ``parameters``; empty when refused."""
+    return set(_stores_of(page, json.dumps(parameters, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _stores_of(page: str, parameters: str) -> frozenset[tuple[str, str]]:
     from rankcollapse.book import registry as pages
 
     try:
-        runs = pages.stored_runs(page, parameters)
-        return {(run.page or page, rc_store.result_key(run.page or page, stored_parameters(run.config)))
-                for run in runs.values()}
+        runs = pages.stored_runs(page, json.loads(parameters))
+        return frozenset((run.page or page, rc_store.result_key(run.page or page,
+                                                                stored_parameters(run.config)))
+                         for run in runs.values())
     except (ValueError, TypeError, AttributeError):
-        return set()
+        return frozenset()
 
 
 def _candidates(defaults: dict, stored: dict) -> Iterator[dict]:
@@ -82,11 +90,54 @@ def _candidates(defaults: dict, stored: dict) -> Iterator[dict]:
                 yield {**{k: v for k, v in shared.items() if k != source}, name: value}
 
 
+def _full(defaults: dict, candidate: dict) -> dict:
+    """A candidate over the page's defaults, showing exactly its own parameters (not the largest stored)."""
+    full = {**defaults, **candidate}
+    if "show_largest_stored" in full:
+        full["show_largest_stored"] = False
+    return full
+
+
+def _recomputing(name: str, defaults: dict, stored: dict, wanted: tuple[str, str]) -> Iterator[dict]:
+    """The candidates (:func:`_candidates`) under which page ``name`` stores the result ``wanted``, lazily."""
+    return (c for c in _candidates(defaults, stored) if wanted in _stores(name, _full(defaults, c)))
+
+
+_CONTEXT = ("model", "n_tokens", "n_layers", "dtype", "overlap", "seed", "device")  # shared by a page's parts
+
+
+def _siblings(name: str, defaults: dict, store_page: str, stored: dict,
+              wanted: tuple[str, str]) -> list[dict]:
+    """For each other result stored under ``store_page`` in the same context (model, tokens, layers, dtype,
+    ...): the page parameters (of ``name``) that recompute it, read from its own record's parameters -- where
+    the parameters a damaged part leaves open (a control's main sample count, the weight seeds) are found."""
+    store = rc_store.ResultStore()
+    found = []
+    for key in store.keys(store_page):
+        try:
+            record = json.loads(store.files(store_page, key)[1].read_text())
+            other = record["parameters"]
+            same = all(other.get(k) == stored.get(k) for k in _CONTEXT if k in stored or k in other)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue
+        if same and (store_page, key) != wanted:
+            found += list(itertools.islice(_recomputing(name, defaults, other, (store_page, key)), 1))
+    return found
+
+
+def _missing(stores: set[tuple[str, str]]) -> int:
+    """How many of ``stores`` the store lacks: what following a command would compute besides its result."""
+    store = rc_store.ResultStore()
+    return sum(not store.files(page, key)[1].is_file() for page, key in stores)
+
+
 def page_parameters_of(store_page: str, stored: dict) -> tuple[str, dict] | None:
     """``(page, the reader's parameters)`` that recompute the result stored under ``store_page`` with the
-    parameters ``stored`` (of the candidates that do, the one with the fewest values off the page's
-    defaults), or None when no page of the registry computes it. A page that stores its own parameters
-    (the data page's counts) recomputes them from those."""
+    parameters ``stored``, or None when no page of the registry computes it. Of the candidates that do
+    (also each combined with the parameters that recompute another stored result of that page, which fill in
+    what the result leaves open), the one under which the page computes the fewest results the store lacks
+    besides it, then the one with the fewest values off the page's defaults. A page that stores its own
+    parameters (the data page's counts) recomputes them from those."""
     from rankcollapse.book import registry as pages
 
     wanted = (store_page, rc_store.result_key(store_page, stored))
@@ -94,16 +145,20 @@ def page_parameters_of(store_page: str, stored: dict) -> tuple[str, dict] | None
     names += [n for n in pages.EXPERIMENT_PAGES if n not in names]
     for name in names:
         defaults = _defaults(name)
-        found = []
-        for candidate in _candidates(defaults, stored):
-            full = {**defaults, **candidate}
-            if "show_largest_stored" in full:
-                full["show_largest_stored"] = False
-            if wanted in _stores(name, full):
-                found.append({k: v for k, v in full.items() if k in candidate and v != defaults[k]})
+        found = list(_recomputing(name, defaults, stored, wanted))
         if found:
-            fewest = min(found, key=len)
-            return name, {**{k: defaults[k] for k in SCALE if k in defaults}, **fewest}
+            siblings = _siblings(name, defaults, store_page, stored, wanted)
+            combined = [{**other, **own} for own in found for other in siblings]
+            scored = []
+            for candidate in found + combined:
+                full = _full(defaults, candidate)
+                stores = _stores(name, full)
+                if wanted in stores:
+                    off = {k: v for k, v in full.items() if k in candidate and v != defaults[k]}
+                    scored.append((_missing(stores - {wanted}), len(off), off))
+            _, _, fewest = min(scored, key=lambda s: s[:2])
+            full = _full(defaults, fewest)
+            return name, {**{k: full[k] for k in SCALE if k in defaults}, **fewest}
         if name == store_page and name not in pages.EXPERIMENT_PAGES and set(stored) <= set(defaults):
             try:
                 pages.configure(name, {**defaults, **stored})

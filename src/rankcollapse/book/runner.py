@@ -17,13 +17,17 @@ import papermill
 
 
 def repo_root() -> Path:
-    """The book root (the folder with ``_toc.yml``), searched from the working directory, then the package."""
+    """The book root (the folder with ``_toc.yml``), searched from the working directory, then the package;
+    else the :class:`rankcollapse.experiments.provenance.NoBookError` naming the working directory."""
     from rankcollapse.experiments.provenance import book_root
 
     try:
         return book_root()
-    except FileNotFoundError:
-        return book_root(Path(__file__).resolve().parent)
+    except FileNotFoundError as outside:
+        try:
+            return book_root(Path(__file__).resolve().parent)
+        except FileNotFoundError:
+            raise outside from None  # the reader's folder, not the package's, is the one to name
 
 
 def execute_page(page: str | Path, parameters: dict, output: Path, timeout: int = 600) -> Path:

