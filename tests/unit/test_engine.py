@@ -10,7 +10,7 @@ from rankcollapse.core import metrics
 from rankcollapse.core import norms
 from rankcollapse import engine
 
-FLOAT_METRICS = ("mu", "relative_mu", "dong_ratio", "norm", "sigma_min", "mean_abs_cosine", "floor")
+FLOAT_METRICS = ("mu", "relative_mu", "norm", "sigma_min", "mean_abs_cosine", "floor")
 
 
 def naive_layer(x: torch.Tensor, layer: engine.AttentionLayer, mask: torch.Tensor, scale: float) -> torch.Tensor:
