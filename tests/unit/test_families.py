@@ -170,7 +170,7 @@ def test_an_initialized_copy_of_fewer_layers_keeps_the_first_layer_types(name):
     """The full transformer of initialized weights at n_layers below the model's depth (the RMSNorm-decoder
     page's reference): the config's per-layer layer_types are cut to those layers (transformers refuses a
     config whose layer_types outnumber its layers)."""
-    from rankcollapse.experiments.config import initialized_model
+    from rankcollapse.experiments.models import initialized_model
 
     model = testing.tiny_model(name)
     fresh = initialized_model(model, 2, seed=0)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book import report, runner
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.book.plotting import logaxis, overlap
@@ -39,7 +39,7 @@ def _draw(page: str, part: str | None, metric: str | None, stem: str, hue: str, 
     glued: dict[str, object] = {}
     with mock.patch.object(plotting, "glue_figure", lambda key, fig, **_: glued.setdefault(key, fig)), \
             mock.patch.object(report, "glue", lambda key, value, display=False: glued.setdefault(key, value)):
-        defaults = runner.page_parameters(pages.page(page).path(runner.repo_root()))
+        defaults = runner.page_parameters(registry.page(page).path(runner.repo_root()))
         _, results = report.start_page(page, defaults)
         if page == "sample_size":
             from rankcollapse.book.pages import sample_size
@@ -92,7 +92,7 @@ def hidden_fractions(fig) -> dict[str, float]:
 
 def _caption(page: str, key: str) -> str:
     """The caption of the ``{glue:figure}`` ``key`` in the page's file."""
-    text = pages.page(page).path(runner.repo_root()).read_text()
+    text = registry.page(page).path(runner.repo_root()).read_text()
     match = re.search(r"```\{glue:figure\} " + re.escape(key) + r"\n(.*?)```", text, re.S)
     assert match, f"no glue:figure {key} on page {page}"
     return match.group(1)

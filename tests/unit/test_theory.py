@@ -11,7 +11,7 @@ import torch
 
 from rankcollapse.theory import counterexample as ce
 from rankcollapse.theory.dynamics import log10_bound_rate
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book.pages import counterexample, data, equilibria, setup, theorem1, theorem2
 from rankcollapse.book.runner import page_parameters
 
@@ -36,8 +36,8 @@ def test_config_defaults_are_the_page_parameters(config_class):
     cell = page_parameters(ROOT / PAGES[config_class])
     defaults = {k: _plain(v) for k, v in asdict(config_class()).items()}
     assert defaults == cell
-    name = next(n for n, page in pages.PAGES.items() if page.source == PAGES[config_class])
-    assert pages.configure(name, cell)["main"] == config_class()  # through the registry; lists become tuples
+    name = next(n for n, page in registry.PAGES.items() if page.source == PAGES[config_class])
+    assert registry.configure(name, cell)["main"] == config_class()  # through the registry; lists: tuples
 
 
 BAD = [

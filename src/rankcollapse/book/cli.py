@@ -103,16 +103,16 @@ def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str
 
 def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | None,
           nproc: int) -> tuple[Path, dict[str, object]]:
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book import runner
 
-    entry = pages.page(page)
+    entry = registry.page(page)
     path = entry.path(repo_root())
     defaults = runner.page_parameters(path)
-    parameters = pages.profile_parameters(page, profile)
+    parameters = registry.profile_parameters(page, profile)
     if profile != "default" and profile not in entry.profiles:
         raise ValueError(f"page {page!r} has no {profile!r} profile; the pages with one: "
-                         f"{', '.join(pages.pages_with_profile(profile))}")
+                         f"{', '.join(registry.pages_with_profile(profile))}")
     seen: dict[str, str] = {}
     for name, text in pairs:
         if name in seen:
@@ -123,10 +123,10 @@ def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | N
     if device is not None:
         if "device" not in defaults:
             raise ValueError(f"--device applies to the pages with a device parameter ("
-                             f"{', '.join(n for n in pages.EXPERIMENT_PAGES)}); {page} runs on the CPU")
+                             f"{', '.join(n for n in registry.EXPERIMENT_PAGES)}); {page} runs on the CPU")
         parameters["device"] = device
-    if nproc != 1 and page not in pages.EXPERIMENT_PAGES:
-        raise ValueError(f"--nproc applies to the experiment pages ({', '.join(pages.EXPERIMENT_PAGES)}); "
+    if nproc != 1 and page not in registry.EXPERIMENT_PAGES:
+        raise ValueError(f"--nproc applies to the experiment pages ({', '.join(registry.EXPERIMENT_PAGES)}); "
                          f"{page} computes in one process")
     if parameters and "show_largest_stored" in defaults:
         parameters.setdefault("show_largest_stored", False)  # a re-run shows its own result, not a stored larger one
@@ -136,7 +136,7 @@ def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | N
         with contextlib.suppress(OSError, RuntimeError, ValueError):
             if Path(model).expanduser().is_dir():  # relative to the working directory, not to the book root
                 parameters["model"] = str(Path(model).expanduser().resolve())
-    pages.configure(page, {**defaults, **parameters})
+    registry.configure(page, {**defaults, **parameters})
     if "device" in parameters:
         _check_device(parameters["device"])
     return path, parameters
@@ -151,12 +151,12 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     import torch
 
     from rankcollapse.core import checks
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book import runner
     from rankcollapse.experiments import ranks
 
     checks.check_int("nproc", nproc, 1, 4096)
-    if page not in pages.EXPERIMENT_PAGES:
+    if page not in registry.EXPERIMENT_PAGES:
         return True
     if nproc > 1:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -177,7 +177,8 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     rank, _ = ranks.rank_and_world()
     try:  # in the book's root, as the page's own kernel: the same store, commit and provenance
         with ranks.progress(show), contextlib.chdir(repo_root()):
-            pages.compute(page, **{**runner.page_parameters(pages.page(page).path(repo_root())), **parameters})
+            cell = runner.page_parameters(registry.page(page).path(repo_root()))
+            registry.compute(page, **{**cell, **parameters})
     finally:
         if started:
             torch.distributed.destroy_process_group()
@@ -249,11 +250,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _listing(args: argparse.Namespace) -> int:
     from rankcollapse.book import cli_listing
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     if args.command == "results":
         if args.page is not None:
-            pages.page(args.page)
+            registry.page(args.page)
         rows, partial = cli_listing.results_table(args.page), cli_listing.partial_table(args.page)
         print(cli_listing.format_table(rows) if rows else "no stored results")
         if partial:
@@ -264,7 +265,7 @@ def _listing(args: argparse.Namespace) -> int:
             raise ValueError("give a page or --profile, not both")
         print(cli_listing.describe_page(args.page))
         return 0
-    print("\n".join(pages.pages_with_profile(args.profile) if args.profile else tuple(pages.PAGES)))
+    print("\n".join(registry.pages_with_profile(args.profile) if args.profile else tuple(registry.PAGES)))
     return 0
 
 

@@ -31,7 +31,7 @@ def _relative(path: Path) -> str:
 def parameter_range(page: str, defaults: Mapping[str, object], name: str) -> str:
     """What the page's configuration allows for ``name`` (at the other parameters' defaults), in the words of
     its refusal of a value out of every range, e.g. ``an integer in [1, 31]``; '' where nothing is refused."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     default = defaults[name]
     probe = _PROBES.get(type(default)) if not isinstance(default, bool) else None
@@ -43,7 +43,7 @@ def parameter_range(page: str, defaults: Mapping[str, object], name: str) -> str
     if "show_largest_stored" in full:
         full["show_largest_stored"] = False
     try:
-        pages.configure(page, full)
+        registry.configure(page, full)
     except (ValueError, TypeError) as err:
         text = str(err).splitlines()[0]
         heads = {f"{name} must be ": "", f"every entry of {name} must be ": "a list, each entry "}
@@ -62,10 +62,10 @@ def parameter_range(page: str, defaults: Mapping[str, object], name: str) -> str
 def describe_page(page: str) -> str:
     """``rankcollapse pages PAGE``: the page's title and file, each parameter with its default, type, range and
     comment (from the parameters cell), its profiles and the options it takes."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book import runner
 
-    entry = pages.page(page)
+    entry = registry.page(page)
     path = entry.path(repo_root())
     defaults = runner.page_parameters(path)
     comments = runner.parameter_comments(path)
@@ -81,7 +81,7 @@ def describe_page(page: str) -> str:
             lines.append(f"      {comments[name]}")
     for profile, values in entry.profiles.items():
         lines.append(f"profile {profile}: " + ", ".join(f"{k} = {v!r}" for k, v in values.items()))
-    if page in pages.EXPERIMENT_PAGES:
+    if page in registry.EXPERIMENT_PAGES:
         lines.append("options: --profile, --device, --nproc K (samples over K processes), --output, --timeout, "
                      "--add-to-book")
     else:
@@ -168,18 +168,19 @@ def stored_parts(page: str, parameters: Mapping[str, object]) -> dict[str, objec
     """The stored result of every sweep the page computes for ``parameters`` (over its defaults), or None
     for a part not stored yet; {} for a page that computes in its own module. A damaged one raises its
     DamagedResultError (a ValueError)."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book import runner
-    from rankcollapse.experiments import config as experiments
+    from rankcollapse.experiments.config import stored_parameters
+    from rankcollapse.experiments.table import check_table
     from rankcollapse.experiments.store import ResultStore
 
-    if page not in pages.EXPERIMENT_PAGES:
+    if page not in registry.EXPERIMENT_PAGES:
         return {}
     with contextlib.chdir(repo_root()):
-        full = {**runner.page_parameters(pages.page(page).path(repo_root())), **parameters}
+        full = {**runner.page_parameters(registry.page(page).path(repo_root())), **parameters}
         store = ResultStore()
-        return {part: store.load(run.page or page, experiments.stored_parameters(run.config), experiments.check_table)
-                for part, run in pages.configure(page, full).items()}
+        return {part: store.load(run.page or page, stored_parameters(run.config), check_table)
+                for part, run in registry.configure(page, full).items()}
 
 
 def stored_lines(before: Mapping[str, object], after: Mapping[str, object]) -> list[str]:

@@ -42,19 +42,19 @@ def value_text(value: object) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _defaults(page: str) -> dict[str, object]:
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book.runner import page_parameters
     from rankcollapse.experiments.provenance import book_root
 
-    return page_parameters(pages.page(page).path(book_root()))
+    return page_parameters(registry.page(page).path(book_root()))
 
 
 def _stores(page: str, parameters: dict) -> set[tuple[str, str]]:
     """``{(store page, key)}`` of every sweep page ``page`` computes for ``parameters``; empty when refused."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     try:
-        runs = pages.stored_runs(page, parameters)
+        runs = registry.stored_runs(page, parameters)
         return {(run.page or page, rc_store.result_key(run.page or page, stored_parameters(run.config)))
                 for run in runs.values()}
     except (ValueError, TypeError, AttributeError):
@@ -87,11 +87,11 @@ def page_parameters_of(store_page: str, stored: dict) -> tuple[str, dict] | None
     parameters ``stored`` (of the candidates that do, the one with the fewest values off the page's
     defaults), or None when no page of the registry computes it. A page that stores its own parameters
     (the data page's counts) recomputes them from those."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     wanted = (store_page, rc_store.result_key(store_page, stored))
-    names = [store_page] if store_page in pages.PAGES else []
-    names += [n for n in pages.EXPERIMENT_PAGES if n not in names]
+    names = [store_page] if store_page in registry.PAGES else []
+    names += [n for n in registry.EXPERIMENT_PAGES if n not in names]
     for name in names:
         defaults = _defaults(name)
         found = []
@@ -104,9 +104,9 @@ def page_parameters_of(store_page: str, stored: dict) -> tuple[str, dict] | None
         if found:
             fewest = min(found, key=len)
             return name, {**{k: defaults[k] for k in SCALE if k in defaults}, **fewest}
-        if name == store_page and name not in pages.EXPERIMENT_PAGES and set(stored) <= set(defaults):
+        if name == store_page and name not in registry.EXPERIMENT_PAGES and set(stored) <= set(defaults):
             try:
-                pages.configure(name, {**defaults, **stored})
+                registry.configure(name, {**defaults, **stored})
             except (ValueError, TypeError):
                 continue
             return name, {k: v for k, v in stored.items() if k in SCALE or v != defaults[k]}

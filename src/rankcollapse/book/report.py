@@ -27,7 +27,7 @@ from rankcollapse.book.plotting.overlap import caption_notes
 from rankcollapse.book.runner import CHECK_HEADING, page_parameters
 from rankcollapse.core.masks import WINDOWED_MASKS
 from rankcollapse.core.norms import NORM_LABELS
-from rankcollapse.experiments.config import check_table
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.provenance import book_root
 from rankcollapse.experiments.store import TABLE_SUFFIX, ResultStore, StoredResult, compute_seconds, run_command
 from rankcollapse.verdicts import claims as rc_claims

@@ -23,7 +23,7 @@ A claim ``expected`` ("collapses" or "stable") about a set of curves **holds** i
 (every curve not on the floor) shows it, **holds partly** if some do, **does not hold** if none does, and is
 **cannot tell: on the rounding floor** if no curve decides. ``.words`` gives glue-able text.
 
-:func:`table_verdicts` reads a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`) and
+:func:`table_verdicts` reads a tidy experiments table (:func:`rankcollapse.experiments.table.summarize`) and
 gives one curve verdict per configuration from the **median over samples** per layer: the median commutes
 with the log and with scaling (so the median floor over the median norm is exactly eps) and is not pulled by
 the few samples that collapse differently. Every claim of every page is decided on this median (never on

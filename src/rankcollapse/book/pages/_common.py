@@ -21,7 +21,7 @@ from rankcollapse.experiments import config as experiments
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts import rules as verdicts
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.verdicts.claims import (Claim, curve_claim, effect_cell, effect_claim, mean_rate, rethreshold,
                                          select_curves)
 from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
@@ -33,8 +33,8 @@ MAX_SAMPLES = 1_000_000  # largest number of random draws a page accepts
 MAX_SEED = 2**63 - 1  # torch.Generator seeds
 PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only, never for computing
 
-# The Fig. 2 and Fig. 3 sweeps' fixed choices (reconstructions named in PAPER.md §3 are parameters, not
-# fixed here). "model": each layer's own norm — the trained γ, β of a pretrained model (Dong et al.'s
+# The Fig. 2 and Fig. 3 sweeps' fixed choices (our reconstructions, marked [recon] in the book, are
+# parameters, not fixed here). "model": each layer's own norm — the trained γ, β of a pretrained model (Dong et al.'s
 # SAN + LN), and LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a fresh model has it.
 FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))

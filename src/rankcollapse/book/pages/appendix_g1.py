@@ -18,8 +18,8 @@ from rankcollapse.book.pages._common import (FIG2, FIG3, against, curves_claim, 
                                               temperature_range, temperature_sides, times_floor)
 from rankcollapse.core.metrics import FLOOR_BAND
 from rankcollapse.engine.exact import EXACT_METRIC
-from rankcollapse.experiments.config import held_from, value
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.table import held_from, value
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
 
 _SHARED = dict(weights=("initialized",))  # both sweeps: initialized weights only

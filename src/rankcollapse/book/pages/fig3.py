@@ -16,8 +16,8 @@ from __future__ import annotations
 import pandas as pd
 
 from rankcollapse.book.pages._common import FIG3, experiment, pretrained_layers_claim, temperature_range, temperature_sides
-from rankcollapse.experiments.config import value
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.table import value
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.verdicts.claims import Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import factor_contrast, late_factor
 from rankcollapse.verdicts.robustness import robust

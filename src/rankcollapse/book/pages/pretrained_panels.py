@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3, pretrained_layers_claim
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.verdicts.claims import Claim
 
 FIXED = {"fig2": FIG2, "fig3": FIG3}

@@ -24,7 +24,8 @@ from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, comp
 from rankcollapse.core.checks import check_ints
 from rankcollapse.core.stats import rank_correlation
 from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import Run, value
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.table import value
 from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Cell, Claim, rethreshold
 from rankcollapse.verdicts.robustness import robust
 

@@ -20,7 +20,8 @@ import pandas as pd
 from rankcollapse.book.pages._common import FIG2, computing
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import STATISTICS, Run
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.table import STATISTICS
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
 

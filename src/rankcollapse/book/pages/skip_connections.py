@@ -14,8 +14,9 @@ import pandas as pd
 from rankcollapse.book.pages._common import against, computing, curves_claim, paired_sides, times_floor
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import Run, held_from, value
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.table import held_from, value
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.verdicts.claims import STABLE, Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import growth, last_value, side
 from rankcollapse.verdicts.robustness import robust
