@@ -4,7 +4,8 @@ Every function takes token states ``X`` of shape ``[..., token, d_model]`` (rows
 dtype) and an optional ``token_mask`` of shape ``[..., token]`` (``False`` marks a padding row, which is
 left out of the mean token, the norms and every pairwise statistic). Results have shape ``[...]``.
 
-The definitions (PAPER.md §1):
+The definitions (μ is the paper's measure of rank collapse, defined in its problem setup; the book states
+it on its setup page, ``book/setup.md``):
 
 * ``mu(X) = ||X - 1 gamma_X||_F`` with ``gamma_X`` the mean of the valid tokens; 0 iff all tokens agree.
 * ``relative_mu = mu / ||X||_F``, scale-free.

@@ -7,7 +7,7 @@ matrices), Q2-width (non-orthogonal W_V as the width grows) compute here, in :fu
 (:func:`limits`). :func:`configure` gives both parts, :func:`claims` the claims rows.
 
 Used by: book/response/reviewers.md (through the page registry, :mod:`rankcollapse.book.registry`),
-tests/unit/test_reviewers.py.
+tests/unit/test_reviewers_samples.py, tests/notebooks/test_reviewers_page.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from rankcollapse.core.checks import check_choice, check_choices, check_int, che
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
 from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import Run, check_table
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.store import ResultStore, StoredResult
 from rankcollapse.theory import counterexample as ce
 from rankcollapse.theory import rates
