@@ -15,7 +15,7 @@ import argparse
 import torch
 
 from rankcollapse.experiments import data
-from rankcollapse.hf import extract as models_extract
+from rankcollapse.hf import extract
 from rankcollapse.hf import load as models
 from rankcollapse.hf.families import FAMILIES
 from rankcollapse.hf.testing import tiny_model
@@ -44,7 +44,7 @@ def main() -> None:
 
 def row(model: torch.nn.Module, ids: torch.Tensor) -> str:
     """The largest errors over layers: attention, own norm and block, each in float32 and float64."""
-    checks = (models_extract.validate_attention, models_extract.validate_norms, models_extract.validate_attention_block)
+    checks = (extract.validate_attention, extract.validate_norms, extract.validate_attention_block)
     e32 = [max(check(model, ids)) for check in checks]
     e64 = [max(check(model.double(), ids)) for check in checks]
     return " | ".join(f"{a:.2e} | {b:.2e}" for a, b in zip(e32, e64))

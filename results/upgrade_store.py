@@ -1,14 +1,14 @@
 """Upgrade a results store written by an earlier version, in place: compress each table ``<key>.csv`` to
 ``<key>.csv.gz`` (after checking its SHA-256 against its record) and record the SHA-256 and row count of tables
 stored before the store recorded them (after checking each parses and has the columns and configurations its
-parameters ask for, ``rankcollapse.experiments.config.check_table``). Results already upgraded are left alone.
+parameters ask for, ``rankcollapse.experiments.table.check_table``). Results already upgraded are left alone.
 Run from anywhere: ``python results/upgrade_store.py [STORE]`` (default: this folder).
 """
 
 import sys
 from pathlib import Path
 
-from rankcollapse.experiments.config import check_table
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.store import ResultStore
 from rankcollapse.experiments.store_upgrade import upgrade_store
 

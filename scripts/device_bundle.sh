@@ -15,5 +15,5 @@ grep -qx '/.device/' "$EXCLUDE" || echo '/.device/' >> "$EXCLUDE"
 rm -rf "$ROOT/.device/bundle" "$ROOT/.device/extra"
 rankcollapse bundle appendix_g1 skip_connections:deep --profile paper --samples 3000 2048 1536 1024 512 \
   --output "$ROOT/.device/bundle" --extra "$ROOT/.device/extra" --code --fit-mib "${FIT_MIB:-63.5}"
-cp scripts/device_run.sh "$ROOT/.device/bundle/"
+cp scripts/device_run.sh benchmarks/engine_throughput.py "$ROOT/.device/bundle/"
 du -sh "$ROOT/.device/bundle" "$ROOT/.device/extra"

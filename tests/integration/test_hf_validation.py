@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rankcollapse import engine
-from rankcollapse.hf import extract as models_extract
+from rankcollapse.hf import extract
 from rankcollapse.hf import load as models
 from rankcollapse.hf.families import FAMILIES
 from rankcollapse.hf.testing import tiny_model
@@ -29,9 +29,9 @@ def _ids() -> torch.Tensor:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_tiny_family_matches_hugging_face(family):
     model = tiny_model(family)
-    err32 = models_extract.validate_attention(model, _ids())
+    err32 = extract.validate_attention(model, _ids())
     assert len(err32) == 3 and max(err32) <= FLOAT32, err32
-    err64 = models_extract.validate_attention(model.double(), _ids())
+    err64 = extract.validate_attention(model.double(), _ids())
     assert max(err64) <= FLOAT64, err64
 
 
@@ -40,12 +40,12 @@ def test_tiny_family_own_norm_matches_hugging_face(family):
     """The extracted trained norm (γ, β, eps; RMSNorm gains) reproduces each HF norm module on the input HF
     feeds it, and the whole block (norm "model" + skip at the layer's own position) reproduces HF's block."""
     model = tiny_model(family)
-    norm32 = models_extract.validate_norms(model, _ids())
-    block32 = models_extract.validate_attention_block(model, _ids())
+    norm32 = extract.validate_norms(model, _ids())
+    block32 = extract.validate_attention_block(model, _ids())
     assert len(norm32) == len(block32) == 3 and max(norm32) <= FLOAT32 and max(block32) <= FLOAT32, (norm32, block32)
     model = model.double()
-    norm64 = models_extract.validate_norms(model, _ids())
-    block64 = models_extract.validate_attention_block(model, _ids())
+    norm64 = extract.validate_norms(model, _ids())
+    block64 = extract.validate_attention_block(model, _ids())
     assert max(norm64) <= FLOAT64 and max(block64) <= FLOAT64, (norm64, block64)
 
 
@@ -53,20 +53,20 @@ def test_float64_reference_lifts_hugging_faces_float32_casts():
     """Without the lifted casts HF's float64 Llama rounds its rotary tables and softmax to float32, and the
     engine's float64 agrees with it only to float32 rounding: the lift is what the float64 check measures."""
     model = tiny_model("llama").double()
-    x_in, y_hf = models_extract.attention_io(model, _ids())[0]  # HF's own forward, float32 casts kept
-    layer = models_extract.extract_layers(model)[0]
-    y = engine.attention_sublayer(x_in, layer, models_extract.model_mask(model, 12))
+    x_in, y_hf = extract.attention_io(model, _ids())[0]  # HF's own forward, float32 casts kept
+    layer = extract.extract_layers(model)[0]
+    y = engine.attention_sublayer(x_in, layer, extract.model_mask(model, 12))
     assert 1e-9 < ((y - y_hf).norm() / y_hf.norm()).item() < FLOAT32
-    assert max(models_extract.validate_attention(model, _ids())) <= FLOAT64
+    assert max(extract.validate_attention(model, _ids())) <= FLOAT64
 
 
 def _change(model, index: int, **dropped) -> float:
     """||engine with ``dropped`` fields replaced - HF||_F / ||HF||_F for layer ``index``: how much a
     feature of the layer matters."""
-    layer = models_extract.extract_layers(model)[index]
-    x_in, y_hf = models_extract.attention_io(model, _ids())[index]
+    layer = extract.extract_layers(model)[index]
+    x_in, y_hf = extract.attention_io(model, _ids())[index]
     y = engine.attention_sublayer(x_in, engine.AttentionLayer(**{**layer.__dict__, **dropped}),
-                                  models_extract.model_mask(model, 12))
+                                  extract.model_mask(model, 12))
     return ((y - y_hf).norm() / y_hf.norm()).item()
 
 
@@ -82,9 +82,9 @@ def test_each_feature_of_a_family_is_used(family, index, dropped):
 
 def test_gemma2_soft_capping_and_gpt_oss_sinks_are_read_from_the_model():
     gemma2 = tiny_model("gemma2")
-    assert {la.softcap for la in models_extract.extract_layers(gemma2)} == {gemma2.config.attn_logit_softcapping}
+    assert {la.softcap for la in extract.extract_layers(gemma2)} == {gemma2.config.attn_logit_softcapping}
     oss = tiny_model("gpt_oss")
-    for layer, module in zip(models_extract.extract_layers(oss), oss.layers):
+    for layer, module in zip(extract.extract_layers(oss), oss.layers):
         torch.testing.assert_close(layer.sinks, module.self_attn.sinks.double(), rtol=0, atol=0)
 
 
@@ -99,14 +99,14 @@ def test_sinks_make_rows_of_a_sum_to_less_than_one():
     hooks = [module.register_forward_pre_hook(lambda m, args, kwargs: captured.update(x=kwargs["hidden_states"]),
                                               with_kwargs=True),
              module.register_forward_hook(lambda m, args, output: captured.update(a=output[1]))]
-    with models_extract.Float64Casts():
+    with extract.Float64Casts():
         model(input_ids=_ids())
     for hook in hooks:
         hook.remove()
-    layer = models_extract.extract_layers(model)[1]
+    layer = extract.extract_layers(model)[1]
     ones = dict(W_V=torch.zeros_like(layer.W_V), b_V=torch.ones(layer.W_V.shape[0], layer.d_head, dtype=torch.float64),
                 W_O=None, b_O=None)
-    mask = models_extract.model_mask(model, 12)
+    mask = extract.model_mask(model, 12)
     sums = engine.attention_sublayer(captured["x"], engine.AttentionLayer(**{**layer.__dict__, **ones}), mask)
     sums = sums.view(3, 12, layer.n_heads, layer.d_head)  # [sample, token, head, d_head]: one value per head
     want = captured["a"].sum(-1).transpose(1, 2)  # [sample, token, head]
@@ -125,7 +125,7 @@ def test_modernbert_local_and_global_layers_have_their_own_rotary_bases():
     """ModernBERT's sliding layers rotate with the local base, its global layers with the global one (the
     config's two rope_theta); swapping them changes the output. Its first layer has no norm of its own."""
     model = tiny_model("modernbert")
-    layers = models_extract.extract_layers(model)
+    layers = extract.extract_layers(model)
     rope = model.rotary_emb
     torch.testing.assert_close(layers[0].rope_inv_freq, rope.full_attention_inv_freq.double())
     torch.testing.assert_close(layers[1].rope_inv_freq, rope.sliding_attention_inv_freq.double())
@@ -136,7 +136,7 @@ def test_modernbert_local_and_global_layers_have_their_own_rotary_bases():
 
 def test_phi3_partial_rotary_rotates_only_part_of_each_head():
     model = tiny_model("phi3")
-    layer = models_extract.extract_layers(model)[0]
+    layer = extract.extract_layers(model)[0]
     factor = model.config.rope_parameters["partial_rotary_factor"]
     assert 2 * layer.rope_inv_freq.numel() == int(layer.d_head * factor) < layer.d_head
 
@@ -144,17 +144,17 @@ def test_phi3_partial_rotary_rotates_only_part_of_each_head():
 def test_own_norm_positions_and_gains():
     """Post-norm encoders keep the LayerNorm after the residual sum; decoders the norm in front of the
     attention; Gemma-3 also its output norm, with gain 1 + w (the stored weight is not the gain)."""
-    positions = {f: [la.norm_position for la in models_extract.extract_layers(tiny_model(f))]
+    positions = {f: [la.norm_position for la in extract.extract_layers(tiny_model(f))]
                  for f in ("bert", "llama")}
     assert positions == {"bert": ["post"] * 3, "llama": ["pre"] * 3}
     model = tiny_model("gemma3_text")
-    layer = models_extract.extract_layers(model)[0]
+    layer = extract.extract_layers(model)[0]
     hf = model.layers[0]
     torch.testing.assert_close(layer.norm.weight, 1 + hf.input_layernorm.weight.double())
     torch.testing.assert_close(layer.output_norm.weight, 1 + hf.post_attention_layernorm.weight.double())
     assert layer.norm.kind == "rms" and layer.norm.eps == model.config.rms_norm_eps
     bert = tiny_model("bert")
-    own = models_extract.extract_layers(bert)[1].norm
+    own = extract.extract_layers(bert)[1].norm
     torch.testing.assert_close(own.bias, bert.encoder.layer[1].attention.output.LayerNorm.bias.double())
     assert own.kind == "layernorm" and own.eps == bert.config.layer_norm_eps
 
@@ -162,15 +162,15 @@ def test_own_norm_positions_and_gains():
 def test_embed_is_the_first_layer_input():
     model = tiny_model("bert")
     input_ids = torch.randint(3, 100, (2, 8), generator=torch.Generator().manual_seed(2))
-    x0 = models_extract.embed(model, input_ids)
-    first_in, _ = models_extract.attention_io(model, input_ids)[0]
+    x0 = extract.embed(model, input_ids)
+    first_in, _ = extract.attention_io(model, input_ids)[0]
     assert x0.shape == (2, 8, 32) and torch.equal(x0, first_in)
 
 
 def test_full_transformer_metrics_match_hidden_states():
     model = tiny_model("gpt2")
     input_ids = torch.randint(3, 100, (5, 10), generator=torch.Generator().manual_seed(3))
-    got = models_extract.full_transformer_metrics(model, input_ids, batch_size=2)
+    got = extract.full_transformer_metrics(model, input_ids, batch_size=2)
     hidden = model(input_ids=input_ids, output_hidden_states=True).hidden_states  # small: fine in a test
     assert got["mu"].shape == (4, 5)
     from rankcollapse.core import metrics
@@ -202,9 +202,9 @@ def test_packaged_model_matches_hugging_face(name, module):
             "Photosynthesis converts light energy into chemical energy stored in sugars."]
     input_ids = loaded.tokenizer(text, return_tensors="pt", padding="max_length", truncation=True,
                                  max_length=16)["input_ids"]
-    errors = models_extract.validate_attention(loaded.model, input_ids)
+    errors = extract.validate_attention(loaded.model, input_ids)
     assert len(errors) == loaded.model.config.num_hidden_layers and max(errors) <= 1e-5, errors
-    norm_errors = models_extract.validate_norms(loaded.model, input_ids)
+    norm_errors = extract.validate_norms(loaded.model, input_ids)
     assert max(norm_errors) <= 1e-6, norm_errors  # the model's own trained norm, per layer
-    block_errors = models_extract.validate_attention_block(loaded.model, input_ids)
+    block_errors = extract.validate_attention_block(loaded.model, input_ids)
     assert max(block_errors) <= 1e-5, block_errors

@@ -1,12 +1,13 @@
 """Notebook tests write their exported figures to a temporary folder, never into the book's _build; the
-``screen_text_px`` fixture measures how large their text reads on the page."""
+``figure_text_px`` fixture measures how large their text reads on the page."""
 
 import json
 
 import pytest
 from PIL import Image
 
-from rankcollapse.book.plotting.common import COLUMN_PX, screen_text_px
+from legibility import screen_text_px
+from rankcollapse.book.plotting.common import COLUMN_PX
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,8 @@ import pytest
 from bs4 import BeautifulSoup
 
 from rankcollapse import __version__
-from rankcollapse.book.plotting.common import MIN_TEXT_PX, screen_text_px
+from legibility import screen_text_px
+from rankcollapse.book.plotting.common import MIN_TEXT_PX
 
 SITE = Path(__file__).resolve().parents[2] / "_build" / "html"
 

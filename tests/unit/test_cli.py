@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from glue import read_glue
 
 from rankcollapse.book import cli
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book import runner
 
 
@@ -73,7 +73,7 @@ def test_fig3_temperatures_are_a_parameter():
 
 def test_pages_lists_the_registry(capsys):
     assert cli.main(["pages", "--profile", "paper"]) == 0
-    assert capsys.readouterr().out.split() == list(pages.EXPERIMENT_PAGES)
+    assert capsys.readouterr().out.split() == list(registry.EXPERIMENT_PAGES)
     assert cli.main(["pages", "--profile", "huge"]) == 2
 
 
@@ -90,8 +90,8 @@ def test_run_writes_notebook_and_figures(tmp_path, monkeypatch):
     assert "(sec-setup-r1)=" in text and ":name: fig-setup-masks-r1" in text and "(sec-setup)=" not in text
 
 
-PAGE_DEFAULTS = {name: runner.page_parameters(p.path(cli.repo_root())) for name, p in pages.PAGES.items()}
-PROFILE_NAMES = list(pages.PROFILE_NAMES)
+PAGE_DEFAULTS = {name: runner.page_parameters(p.path(cli.repo_root())) for name, p in registry.PAGES.items()}
+PROFILE_NAMES = list(registry.PROFILE_NAMES)
 ODD_TEXTS = ["None", "True", "[]", "()", "{}", "{[1]: 2}", "1e999", "-1", "nan", "'a'", "[" * 150 + "]" * 150,
              "9" * 5000, "pkg:minilm", "pkg:unknown", "/nonexistent", "owner/name", "~nosuchuser/x", "~\x00", "cuda", "cuda:abc",
              "", " ", "\n"]
@@ -150,6 +150,6 @@ def test_odd_values_of_every_fig2_parameter_are_planned_or_refused_in_one_line(v
 
 def test_compute_uses_the_page_defaults_under_the_readers_parameters(monkeypatch):
     seen = {}
-    monkeypatch.setattr(pages, "compute", lambda name, **parameters: seen.update(parameters))
+    monkeypatch.setattr(registry, "compute", lambda name, **parameters: seen.update(parameters))
     assert cli.compute_page("fig3", {"n_samples": 3}, show=False)
     assert seen["temperatures"] == [0.015625, 1.0, 64.0] and seen["n_samples"] == 3

@@ -19,7 +19,7 @@ import torch
 
 from rankcollapse.book import cli
 from rankcollapse.book import report  # noqa: F401 -- a page's module: registers the book's recompute command
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book import runner
 from rankcollapse.experiments import ranks, sweep
 from rankcollapse.experiments.config import stored_parameters
@@ -60,8 +60,9 @@ def _copy(results: Path, page: str, *keys: str) -> None:
 def _fig2_store(tmp_path, monkeypatch) -> tuple[Path, str]:
     """A store with Fig. 2's own results at its defaults (the main sweep and its controls) and a larger stored
     run of it (128 x 32), damaged."""
-    defaults = runner.page_parameters(pages.page("fig2").path(ROOT))
-    own = [result_key("fig2", stored_parameters(run.config)) for run in pages.configure("fig2", defaults).values()]
+    defaults = runner.page_parameters(registry.page("fig2").path(ROOT))
+    own = [result_key("fig2", stored_parameters(run.config))
+           for run in registry.configure("fig2", defaults).values()]
     larger = next(r["key"] for r in map(lambda k: json.loads((STORE.root / "fig2" / f"{k}.json").read_text()),
                                         STORE.keys("fig2"))
                   if r["parameters"]["n_samples"] == 128 and r["parameters"]["n_tokens"] == 32)
@@ -185,12 +186,12 @@ def test_the_recompute_command_of_every_stored_result_runs_and_reproduces_it(sto
     assert words[:2] == ["rankcollapse", "run"] and len(words[3:]) % 3 == 0, words
     page, pairs = words[2], [(words[i + 1], words[i + 2]) for i in range(3, len(words), 3)]
     assert all(words[i] == "-p" for i in range(3, len(words), 3)), words
-    defaults = runner.page_parameters(pages.page(page).path(ROOT))
+    defaults = runner.page_parameters(registry.page(page).path(ROOT))
     assert {name for name, _ in pairs} <= set(defaults), (page, pairs)
     _, parameters = cli.plan_run(page, pairs)
     full = {**defaults, **parameters}
-    configs = pages.stored_runs(page, full)
-    if page in pages.EXPERIMENT_PAGES:
+    configs = registry.stored_runs(page, full)
+    if page in registry.EXPERIMENT_PAGES:
         keys = {result_key(run.page or page, stored_parameters(run.config)) for run in configs.values()}
         assert key in keys, (page, pairs)
     else:  # a page storing its own parameters (the data page's counts)
@@ -252,7 +253,7 @@ def test_every_parameters_cell_reads_under_papermill():
     import jupytext
     from papermill.translators import PythonTranslator
 
-    for name, entry in pages.PAGES.items():
+    for name, entry in registry.PAGES.items():
         notebook = jupytext.read(entry.path(ROOT))
         cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
         assert [p.name for p in PythonTranslator.inspect(cell)] == list(runner.page_parameters(entry.path(ROOT))), name

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rankcollapse.book import cli, cli_faults, cli_listing, cli_processes, runner
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.experiments import checkpoints, provenance
 from rankcollapse.experiments.store import ResultStore
 
@@ -376,12 +376,12 @@ def test_the_recompute_command_of_a_damaged_control_computes_that_result_and_not
     words = shlex.split(str(err.value).splitlines()[1].split(" and run: ")[1])
     assert words[:3] == ["rankcollapse", "run", "fig2"], words
     _, parameters = cli.plan_run("fig2", [(words[i + 1], words[i + 2]) for i in range(3, len(words), 3)])
-    defaults = runner.page_parameters(pages.page("fig2").path(ROOT))
+    defaults = runner.page_parameters(registry.page("fig2").path(ROOT))
     from rankcollapse.experiments.config import stored_parameters
     from rankcollapse.experiments.store import result_key
 
     keys = {result_key("fig2", stored_parameters(run.config))
-            for run in pages.stored_runs("fig2", {**defaults, **parameters}).values()}
+            for run in registry.stored_runs("fig2", {**defaults, **parameters}).values()}
     assert key in keys
     assert sorted(k for k in keys if k not in records) == [], words  # nothing else to compute
 
@@ -390,9 +390,9 @@ def test_the_recompute_command_of_a_damaged_control_computes_that_result_and_not
 
 
 def _fig4_config(n_samples: int):
-    defaults = runner.page_parameters(pages.page("fig4").path(ROOT))
+    defaults = runner.page_parameters(registry.page("fig4").path(ROOT))
     parameters = {**defaults, "n_samples": n_samples, "n_tokens": 16, "n_layers": 2}
-    return pages.configure("fig4", parameters)["main"].config
+    return registry.configure("fig4", parameters)["main"].config
 
 
 def test_the_block_is_capped_at_the_samples_there_are(monkeypatch):

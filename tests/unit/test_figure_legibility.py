@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book import report, runner
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.book.plotting import logaxis, overlap
@@ -36,9 +36,9 @@ def _draw(page: str, stem: str, tmp_path, monkeypatch):
     """The figure ``stem`` its page's ``show`` draws from the page's stored results, and its caption words."""
     monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path))
     plotting.set_theme()
-    defaults = runner.page_parameters(pages.page(page).path(runner.repo_root()))
-    results = report.largest_stored(pages.compute(page, **defaults))
-    shown = pages.show(page, results, defaults)
+    defaults = runner.page_parameters(registry.page(page).path(runner.repo_root()))
+    results = report.largest_stored(registry.compute(page, **defaults))
+    shown = registry.show(page, results, defaults)
     figure = next(f for f in shown.figures if f.stem == stem)
     for other in shown.figures:
         if other is not figure:
@@ -46,9 +46,42 @@ def _draw(page: str, stem: str, tmp_path, monkeypatch):
     return figure.figure, overlap.caption_notes(figure.figure)
 
 
+def _distance(points: np.ndarray, path: np.ndarray) -> np.ndarray:
+    """Each point's distance to the polyline ``path``: to each segment by projection, the nearest taken.
+    Shapes: points [point, 2], path [vertex, 2] -> [point]."""
+    if len(path) < 2:
+        far = np.full(len(points), np.inf)
+        return np.linalg.norm(points[:, None] - path[None], axis=2).min(axis=1) if len(path) else far
+    best = np.full(len(points), np.inf)
+    for a, b in zip(path[:-1], path[1:]):
+        t = np.clip((points - a) @ (b - a) / max(float((b - a) @ (b - a)), 1e-12), 0.0, 1.0)  # [point]
+        best = np.minimum(best, np.linalg.norm(points - (a + t[:, None] * (b - a)), axis=1))
+    return best
+
+
+def hidden_fractions(fig) -> dict[str, float]:
+    """Per legend entry, the share of its drawn points (all panels together) within overlap.PIXEL of another
+    entry's line in the same panel: an oracle of what a reader cannot tell apart, beside the plotting layer's
+    own per-pair :func:`overlap.coincidences` that names them."""
+    fig.canvas.draw()
+    counts: dict[str, list[int]] = {}
+    for ax in fig.axes:
+        lines = overlap.entry_lines(ax)
+        for label, own in lines.items():
+            others = [line for other, group in lines.items() if other != label for line in group]
+            for line in own:
+                points = overlap.drawn_pixels(line)
+                near = (np.min([_distance(points, overlap.drawn_pixels(o)) for o in others], axis=0)
+                        <= overlap.PIXEL) if others and len(points) else np.zeros(len(points), bool)
+                tally = counts.setdefault(label, [0, 0])
+                tally[0] += int(near.sum())
+                tally[1] += len(near)
+    return {label: hidden / total for label, (hidden, total) in counts.items() if total}
+
+
 def _caption(page: str, key: str) -> str:
     """The caption of the ``{glue:figure}`` ``key`` in the page's file."""
-    text = pages.page(page).path(runner.repo_root()).read_text()
+    text = registry.page(page).path(runner.repo_root()).read_text()
     match = re.search(r"```\{glue:figure\} " + re.escape(key) + r"\n(.*?)```", text, re.S)
     assert match, f"no glue:figure {key} on page {page}"
     return match.group(1)
@@ -57,7 +90,7 @@ def _caption(page: str, key: str) -> str:
 @pytest.mark.parametrize("page, stem", _FIGURES, ids=[f[1] for f in _FIGURES])
 def test_every_legend_entry_is_visible_or_named_as_coinciding(page, stem, tmp_path, monkeypatch):
     fig, notes = _draw(page, stem, tmp_path, monkeypatch)
-    hidden = {label for label, share in overlap.hidden_fractions(fig).items() if share > overlap.HIDDEN_FRACTION}
+    hidden = {label for label, share in hidden_fractions(fig).items() if share > overlap.HIDDEN_FRACTION}
     named = notes.split("A y axis ends")[0]
     assert all(label in named for label in hidden), f"hidden and not named in the caption: {hidden}"
     key = stem.replace("-", "_")
@@ -76,7 +109,7 @@ def _two_curves(gap: float):
 def test_coinciding_curves_are_found_named_and_restyled_and_separate_ones_are_not():
     plotting.set_theme()
     same = plotting.layer_curve_grid(_two_curves(1.001), "mu", row="weights", col="mask", hue="label")
-    shares = overlap.hidden_fractions(same)
+    shares = hidden_fractions(same)
     assert shares["a"] > 0.9 and shares["b"] > 0.9
     words = overlap.coincidence_words(same)
     assert "a and b in the panel" in words
@@ -85,7 +118,7 @@ def test_coinciding_curves_are_found_named_and_restyled_and_separate_ones_are_no
               if line.get_label() in ("a", "b")}
     assert styles["a"] != styles["b"]
     apart = plotting.layer_curve_grid(_two_curves(100.0), "mu", row="weights", col="mask", hue="label")
-    assert max(overlap.hidden_fractions(apart).values()) == 0 and overlap.coincidence_words(apart) == ""
+    assert max(hidden_fractions(apart).values()) == 0 and overlap.coincidence_words(apart) == ""
     plt.close("all")
 
 
@@ -130,7 +163,7 @@ def test_a_curve_below_the_clamp_is_not_drawn_as_a_plateau_and_is_marked():
 
     falls = torch.tensor([10.0 ** (-12 * t) for t in range(8)], dtype=torch.float64).repeat(4, 1)  # to 1e-84
     run = CollapseSummary(radius=1, epsilon=0.1, mu_exact=falls, mu_direct=falls.clamp(min=1e-16),
-                          floor=torch.full_like(falls, 1e-16), rates=torch.ones(4), bound_rate=None)
+                          floor=torch.full_like(falls, 1e-16), rates=torch.ones(4))
     fig = theory.summary_bands({"panel": {"complete": run}}, exact=True, y_min=1e-40)
     ax = fig.axes[0]
     curve = next(line for line in ax.get_lines() if line.get_label().startswith("complete"))

@@ -4,9 +4,9 @@ through ``device_map="auto"`` (accelerate) on CPU; batched hook metrics; the bad
 import pytest
 import torch
 
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import experiment_config
 from rankcollapse.hf import load as models
-from rankcollapse.hf import extract as models_extract
+from rankcollapse.hf import extract
 from rankcollapse.hf import testing
 
 transformers = pytest.importorskip("transformers")
@@ -35,8 +35,8 @@ def test_llama_spread_by_accelerate_matches_the_plain_load(tmp_path, device_map)
     if isinstance(device_map, dict):
         assert spread.model.hf_device_map == device_map  # placed by accelerate
     ids = torch.randint(0, 64, (5, 12), generator=torch.Generator().manual_seed(1))  # [sample, token]
-    got = models_extract.full_transformer_metrics(spread.model, ids, batch_size=2)
-    want = models_extract.full_transformer_metrics(plain.model, ids, batch_size=5)
+    got = extract.full_transformer_metrics(spread.model, ids, batch_size=2)
+    want = extract.full_transformer_metrics(plain.model, ids, batch_size=5)
     assert set(got) == set(want) and got["mu"].shape == (4, 5)  # [layer + 1, sample]
     for name in want:
         torch.testing.assert_close(got[name].double(), want[name].double(), rtol=1e-5, atol=1e-9)
@@ -45,11 +45,11 @@ def test_llama_spread_by_accelerate_matches_the_plain_load(tmp_path, device_map)
 def test_hook_metrics_run_in_batches_so_memory_is_flat_in_sequences(tmp_path):
     model = models.load_model(_save(tmp_path, transformers.LlamaConfig(**_sizes())), device_map="auto").model
     seen = []
-    handle = models_extract.model_layer(model, 0).register_forward_pre_hook(
+    handle = extract.model_layer(model, 0).register_forward_pre_hook(
         lambda module, args, kwargs: seen.append((args[0] if args else kwargs["hidden_states"]).shape[0]),
         with_kwargs=True)
     try:
-        models_extract.full_transformer_metrics(model, torch.zeros(7, 6, dtype=torch.long), batch_size=3)
+        extract.full_transformer_metrics(model, torch.zeros(7, 6, dtype=torch.long), batch_size=3)
     finally:
         handle.remove()
     assert seen == [3, 3, 1]  # never more than batch_size sequences in one forward
@@ -70,8 +70,8 @@ def test_unsupported_family_is_refused_at_load_before_weights(tmp_path):
 def test_sequence_beyond_the_model_maximum_is_rejected_before_running(tmp_path):
     spec = _save(tmp_path, transformers.LlamaConfig(**_sizes()))
     with pytest.raises(ValueError, match=r"n_tokens must be at most 64 .*max_position_embeddings.*got 65"):
-        experiments.experiment_config({"model": spec, "n_tokens": 65, "masks": ["complete"]})
-    assert experiments.experiment_config({"model": spec, "n_tokens": 64, "masks": ["complete"]}).n_tokens == 64
+        experiment_config({"model": spec, "n_tokens": 65, "masks": ["complete"]})
+    assert experiment_config({"model": spec, "n_tokens": 64, "masks": ["complete"]}).n_tokens == 64
 
 
 def test_the_commands_memory_and_time_follow_from_the_measured_throughput():

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import ExperimentConfig, stored_parameters
 from rankcollapse.book.pages import mask_design
 from rankcollapse.core import masks
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book.plotting import beyond as plotting_beyond
 from rankcollapse.book.plotting import decomposition as plotting_decomposition
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.models  # configure reads the packaged MiniLM's config
 
 
 def test_zoo_parts_are_distinct_and_each_sweep_has_its_one_mask():
-    runs = pages.configure("mask_design", {"n_tokens": 32, "n_samples": 2})
+    runs = registry.configure("mask_design", {"n_tokens": 32, "n_samples": 2})
     assert list(runs) == [z.part for z in mask_design.ZOO] and len(set(runs)) == len(mask_design.ZOO)
     dilated = runs["dilated_window-w2-dilation2"].config
     assert dilated.masks == ("dilated_window",) and dict(dilated.mask_options) == {"dilation": 2}
@@ -28,7 +28,7 @@ def test_zoo_parts_are_distinct_and_each_sweep_has_its_one_mask():
 
 def test_a_window_wider_than_the_sequence_is_refused_before_running():
     with pytest.raises(ValueError, match=r"n_tokens must be an integer in \[9, 8192\] on this page \(its zoo holds windows of up to 8 tokens\), got 8"):
-        pages.configure("mask_design", {"n_tokens": 8})
+        registry.configure("mask_design", {"n_tokens": 8})
 
 
 @pytest.mark.parametrize("mask, options, words", [
@@ -38,16 +38,16 @@ def test_a_window_wider_than_the_sequence_is_refused_before_running():
 ])
 def test_mask_options_that_do_not_fit_are_refused(mask, options, words):
     with pytest.raises(ValueError, match=words):
-        experiments.ExperimentConfig(masks=mask, mask_options=options)
+        ExperimentConfig(masks=mask, mask_options=options)
 
 
 def test_mask_options_read_back_from_json_are_pairs_again():
-    config = experiments.ExperimentConfig(masks=("dilated_window",), window=2, mask_options=(["dilation", 2],))
+    config = ExperimentConfig(masks=("dilated_window",), window=2, mask_options=(["dilation", 2],))
     assert config.mask_options == (("dilation", 2),) and hash(config)
 
 
 def test_empty_mask_options_leave_stored_keys_unchanged():
-    seen = experiments.stored_parameters(experiments.ExperimentConfig(masks=("complete",)))
+    seen = stored_parameters(ExperimentConfig(masks=("complete",)))
     assert "mask_options" not in seen and seen["masks"] == ("complete",)
 
 
@@ -214,14 +214,15 @@ def test_layers_on_the_floor_are_left_out_of_the_shares():
 
 def test_decomposition_runs_record_attention_stats_under_keys_of_their_own():
     parameters = {"n_tokens": 32, "n_samples": 2}
-    zoo, decomposed = pages.configure("mask_design", parameters), mask_design.decomposition_runs(parameters)
+    zoo = registry.configure("mask_design", parameters)
+    decomposed = mask_design.decomposition_runs(parameters)
     assert len(decomposed) == len(mask_design.DECOMPOSED)
     for part, run in decomposed.items():
         original = zoo[part.removeprefix(mask_design.DECOMPOSITION_PREFIX)].config
         assert run.config.attention_stats and not original.attention_stats
-        stored = experiments.stored_parameters(run.config)
-        assert stored.pop("attention_stats") is True and stored == experiments.stored_parameters(original)
-    assert "attention_stats" not in experiments.stored_parameters(zoo["complete"].config)
+        stored = stored_parameters(run.config)
+        assert stored.pop("attention_stats") is True and stored == stored_parameters(original)
+    assert "attention_stats" not in stored_parameters(zoo["complete"].config)
 
 
 def test_decomposition_figure_names_the_masks_below_its_axis():

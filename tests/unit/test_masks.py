@@ -88,10 +88,38 @@ def test_centers_radius_diameter_of_standard_masks():
     assert glob.radius == 1 and 0 in glob.centers
 
 
+def naive_hops(mask: torch.Tensor) -> list[list[int | None]]:
+    """hops[s][t]: the fewest steps along information flow (j -> i where i attends to j) from s to t, by
+    boolean matrix powers rather than the package's BFS (None: unreachable)."""
+    n = mask.shape[0]
+    flow = mask.T.to(torch.int64)  # flow[j, i] = 1: one step j -> i
+    reach, hops = torch.eye(n, dtype=torch.int64), [[0 if s == t else None for t in range(n)] for s in range(n)]
+    for step in range(1, n):
+        reach = ((reach @ flow) > 0).to(torch.int64)  # reachable in exactly `step` steps (self-loops: at most)
+        for s, t in zip(*torch.nonzero(reach).T.tolist()):
+            if hops[s][t] is None:
+                hops[s][t] = step
+    return hops
+
+
+@pytest.mark.parametrize("mask", [masks.causal_mask(3), masks.causal_sliding_window_mask(4, 1),
+                                  masks.sliding_window_mask(7, 2), masks.strided_mask(9, 3),
+                                  masks.dilated_window_mask(8, 2, 2), masks.global_window_mask(10, 1),
+                                  masks.random_mask(9, 0.2, seed=3), masks.self_mask(3)])
+def test_centers_and_radius_follow_information_flow(mask):
+    # centers and radius against a naive reachability by matrix powers, not the package's BFS
+    hops = naive_hops(mask)
+    centers = tuple(s for s, row in enumerate(hops) if None not in row)
+    graph = masks.describe_mask(mask)
+    assert graph.centers == centers
+    assert graph.radius == min((max(hops[c]) for c in centers), default=None) == masks.graph_radius(mask)
+
+
 def test_hop_distances_follow_information_flow():
-    # token 0 is seen by everybody in the causal mask; token 2 reaches nobody else.
-    assert masks.hop_distances(masks.causal_mask(3), 0) == [0, 1, 1]
-    assert masks.hop_distances(masks.causal_sliding_window_mask(4, 1), 0) == [0, 1, 2, 3]
+    # token 0 is seen by everybody in the causal mask (one hop); a window of 1 passes it on one token a layer
+    assert masks.describe_mask(masks.causal_mask(3)).centers == (0,)
+    uni = masks.describe_mask(masks.causal_sliding_window_mask(4, 1))
+    assert uni.centers == (0,) and uni.radius == 3 and uni.diameter == 3
 
 
 def test_not_quasi_strongly_connected_mask_has_no_center():
@@ -102,7 +130,7 @@ def test_not_quasi_strongly_connected_mask_has_no_center():
     graph = masks.describe_mask(masks.mask_from_matrix(block))
     assert graph.centers == () and graph.radius is None and not graph.quasi_strongly_connected
     assert graph.diameter == 1
-    assert masks.center_nodes(masks.mask_from_matrix(torch.zeros(3, 3, dtype=torch.bool))) == []
+    assert masks.describe_mask(masks.mask_from_matrix(torch.zeros(3, 3, dtype=torch.bool))).centers == ()
 
 
 @pytest.mark.parametrize(

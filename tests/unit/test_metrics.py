@@ -36,12 +36,6 @@ def test_mu_hand_example():
     assert metrics.relative_mu(X).item() == pytest.approx(math.sqrt(14 / 29), rel=1e-15)
 
 
-def test_dong_ratio_hand_example():
-    X = torch.tensor([[2.0, 0.0], [0.0, 0.0]], dtype=f64)
-    # residual [[1,0],[-1,0]]: ||.||_1 = 2 (column), ||.||_inf = 1 (row) -> sqrt 2; X: 2 and 2 -> 2
-    assert metrics.dong_ratio(X).item() == pytest.approx(math.sqrt(2) / 2, rel=1e-15)
-
-
 def test_numerical_rank_tolerance_follows_dtype():
     X = torch.tensor([[1.0, 0.0], [0.0, 1e-9]], dtype=f64)
     assert metrics.numerical_rank(X).item() == 2  # 1e-9 > 2 * eps64
@@ -83,7 +77,6 @@ def test_batched_leading_axes_match_per_item_and_all_metrics_agree():
         for s in range(4):
             x, k = X[c, s][keep[c, s]], None
             assert out["mu"][c, s].item() == pytest.approx(metrics.mu(x, k).item(), rel=1e-12)
-            assert out["dong_ratio"][c, s].item() == pytest.approx(metrics.dong_ratio(x).item(), rel=1e-12)
             assert out["sigma_min"][c, s].item() == pytest.approx(_sigma_min(x).item(), rel=1e-10)
             assert out["numerical_rank"][c, s].item() == metrics.numerical_rank(x).item()
             assert out["mean_abs_cosine"][c, s].item() == pytest.approx(metrics.mean_abs_cosine(x).item(), rel=1e-12)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from rankcollapse.hf import load as models
-from rankcollapse.hf import extract as models_extract
+from rankcollapse.hf import extract
+from rankcollapse.hf.families import family_of
 from rankcollapse import engine
 
 
@@ -111,11 +112,11 @@ def test_local_folder_spec_loads_and_extracts(tmp_path):
                                                   [f"w{i}" for i in range(45)]))
     loaded = models.load_model(str(tmp_path))
     assert loaded.source.location == str(tmp_path) and not loaded.source.quantized
-    layers = models_extract.extract_layers(loaded.model)
+    layers = extract.extract_layers(loaded.model)
     assert len(layers) == 2 and layers[0].W_Q.shape == (2, 16, 8) and layers[0].W_Q.dtype == torch.float64
     assert torch.equal(layers[1].b_O.float(), loaded.model.encoder.layer[1].attention.output.dense.bias)
     double = loaded.model.double()  # .to(float64) of a float64 parameter is the parameter itself
-    copies = models_extract.extract_layers(double)
+    copies = extract.extract_layers(double)
     assert not copies[0].W_O.requires_grad and copies[0].b_O.data_ptr() != double.encoder.layer[0].attention.output.dense.bias.data_ptr()
     grad_layer = engine.AttentionLayer(**{**copies[0].__dict__, "W_Q": copies[0].W_Q.clone().requires_grad_()})
     out = engine.run_san(torch.randn(2, 4, 16, dtype=torch.float64), [grad_layer] * 3, [engine.SANConfig()])
@@ -127,7 +128,7 @@ def test_unsupported_family_is_named():
         config = type("C", (), {"model_type": "t5"})()
 
     with pytest.raises(ValueError, match="bert, mpnet, gpt2, llama, gemma3_text"):
-        models_extract.model_family(Fake())
+        family_of(Fake())
 
 
 @pytest.mark.parametrize("name", list(models.PACKAGED_MAX_TOKENS))

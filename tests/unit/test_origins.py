@@ -3,9 +3,10 @@
 import pandas as pd
 
 from rankcollapse.book import origins
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book.runner import page_parameters
-from rankcollapse.experiments.config import STATISTICS, TABLE_COLUMNS, stored_parameters
+from rankcollapse.experiments.config import stored_parameters
+from rankcollapse.experiments.table import STATISTICS, TABLE_COLUMNS
 from rankcollapse.experiments.provenance import book_root
 from rankcollapse.experiments.store import ResultStore
 
@@ -24,11 +25,11 @@ def test_a_page_loads_what_is_stored_for_its_defaults_and_names_the_commit(tmp_p
     store = ResultStore(tmp_path)
     assert origins.page_origin("theorem1", store) == origins.COMPUTED
     assert origins.page_origin("fig3", store) == f"{origins.COMPUTED} (its defaults are not stored)"
-    defaults = page_parameters(pages.page("fig3").path(book_root()))
-    (run,) = pages.configure("fig3", defaults).values()
+    defaults = page_parameters(registry.page("fig3").path(book_root()))
+    (run,) = registry.configure("fig3", defaults).values()
     _save(store, "fig3", run.config, "67f324776d9ae82e", 1202.4)
     assert origins.page_origin("fig3", store) == (f"loaded: results/fig3/{store.keys('fig3')[0]}.csv.gz, computed at "
                                                   "commit 67f324776d9a (1202 s)")
     table = origins.origins_table(store)
-    assert list(table["page"]) == list(pages.PAGES) and table.set_index("page").loc["fig2"].iloc[-1].startswith(
-        origins.COMPUTED)
+    assert list(table["page"]) == list(registry.PAGES)
+    assert table.set_index("page").loc["fig2"].iloc[-1].startswith(origins.COMPUTED)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book import runner
 from rankcollapse.book.pages import fig2
 
@@ -23,38 +23,39 @@ def _toc_files() -> set[str]:
 
 
 def test_every_registered_page_exists_and_every_toc_page_is_registered():
-    registered = {str(Path(p.source).with_suffix("")) for p in pages.PAGES.values()}
+    registered = {str(Path(p.source).with_suffix("")) for p in registry.PAGES.values()}
     assert registered == _toc_files() - NOT_PAGES
-    for entry in pages.PAGES.values():
+    for entry in registry.PAGES.values():
         assert runner.page_parameters(entry.path(ROOT)), entry.name
 
 
-@pytest.mark.parametrize("name", list(pages.PAGES))
+@pytest.mark.parametrize("name", list(registry.PAGES))
 def test_defaults_and_profiles_pass_the_checks(name):
-    entry = pages.PAGES[name]
+    entry = registry.PAGES[name]
     defaults = runner.page_parameters(entry.path(ROOT))
-    for profile in pages.PROFILE_NAMES:
-        overrides = pages.profile_parameters(name, profile)
+    for profile in registry.PROFILE_NAMES:
+        overrides = registry.profile_parameters(name, profile)
         runner.check_parameter_types(defaults, overrides)
-        assert pages.configure(name, {**defaults, **overrides})
+        assert registry.configure(name, {**defaults, **overrides})
 
 
 def test_experiment_pages_keep_their_fixed_choices_and_take_the_readers_parameters():
-    runs = pages.configure("fig3", {"temperatures": [0.5, 2], "n_samples": 3})
+    runs = registry.configure("fig3", {"temperatures": [0.5, 2], "n_samples": 3})
     config = runs["main"].config
     assert config.temperatures == (0.5, 2) and config.norms == ("none",) and config.n_samples == 3
-    g1 = pages.configure("appendix_g1", {"temperatures": [0.5]})
+    g1 = registry.configure("appendix_g1", {"temperatures": [0.5]})
     assert g1["fig3"].config.temperatures == (0.5,) and g1["fig2"].config.temperatures == (None,)
     assert g1["fig2"].config.weights == ("initialized",) and g1["fig2"].config.norms == fig2.FIXED["norms"]
-    skip = pages.configure("skip_connections", {"n_layers": 6, "n_layers_deep": 40, "show_largest_stored": True})
+    skip = registry.configure("skip_connections",
+                              {"n_layers": 6, "n_layers_deep": 40, "show_largest_stored": True})
     assert skip["shallow"].config.n_layers == 6 and skip["deep"].config.n_layers == 40
     assert skip["deep"].config.weights == ("initialized",) and skip["shallow"].config.skips == (False, True)
-    pair = pages.configure("sample_size", {"n_samples": 64, "n_samples_small": 8})
+    pair = registry.configure("sample_size", {"n_samples": 64, "n_samples_small": 8})
     assert pair["large"].page == pair["small"].page == "fig2"  # Fig. 2's very sweeps, stored as Fig. 2's
-    assert replace(pair["small"].config, n_samples=64) == pair["large"].config == pages.configure(
+    assert replace(pair["small"].config, n_samples=64) == pair["large"].config == registry.configure(
         "fig2", {"n_samples": 64, "n_tokens": 32, "n_layers": 12})["main"].config
     assert pair["small"].config.n_samples == 8
-    panels = pages.configure("pretrained_panels", {})
+    panels = registry.configure("pretrained_panels", {})
     assert panels["fig2"].page == "fig2" and panels["fig3"].page == "fig3" and g1["fig2"].page is None
 
 
@@ -68,15 +69,16 @@ def test_experiment_pages_keep_their_fixed_choices_and_take_the_readers_paramete
 ])
 def test_bad_parameters_are_refused_with_one_message(name, parameters, words):
     with pytest.raises(ValueError, match=words):
-        pages.configure(name, parameters)
+        registry.configure(name, parameters)
 
 
 def test_paper_profile_lists_the_experiment_pages():
-    assert pages.pages_with_profile("paper") == pages.EXPERIMENT_PAGES
-    assert {"fig2", "sample_size", "appendix_g1"} <= set(pages.EXPERIMENT_PAGES)
-    assert all(e.profiles["paper"]["n_samples"] == 3000 for e in pages.PAGES.values()
+    assert registry.pages_with_profile("paper") == registry.EXPERIMENT_PAGES
+    assert {"fig2", "sample_size", "appendix_g1"} <= set(registry.EXPERIMENT_PAGES)
+    assert all(e.profiles["paper"]["n_samples"] == 3000 for e in registry.PAGES.values()
                if e.profiles and e.name != "sliding_window_model")  # its long samples: about 1000 in the corpus
-    assert pages.profile_parameters("sliding_window_model", "paper")["n_samples"] == pages.WINDOW_PAPER_SAMPLES
+    paper = registry.profile_parameters("sliding_window_model", "paper")
+    assert paper["n_samples"] == registry.WINDOW_PAPER_SAMPLES
 
 
 def _module_name(path: Path) -> str:

@@ -11,6 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
+from legibility import screen_text_px
+
 from rankcollapse.core import masks
 from rankcollapse.book.plotting import common as plotting
 
@@ -79,8 +81,8 @@ def test_layer_curve_grid_is_column_wide_wrapped_and_legible():
     assert "dtype floor" in labels and any("of its floor" in label for label in labels)  # crosses on the complete mask
     info = plotting.legibility(fig)
     assert info["min_font_pt"] >= 11 and info["inline_dpi"] == plotting.SCREEN_DPI
-    shown = plotting.screen_text_px(info["min_font_pt"], info["inline_dpi"], info["width_in"] * info["inline_dpi"],
-                                    plotting.COLUMN_PX)
+    shown = screen_text_px(info["min_font_pt"], info["inline_dpi"], info["width_in"] * info["inline_dpi"],
+                           plotting.COLUMN_PX)
     assert shown >= plotting.MIN_TEXT_PX
     for ax in axes:  # the shared y range spans every panel's curves and the shaded floor
         low, high = ax.get_ylim()
@@ -99,9 +101,9 @@ def test_legibility_finds_the_smallest_visible_text():
 
 
 def test_screen_text_px_scales_with_the_shown_width():
-    assert plotting.screen_text_px(9, 144, 1000, 500) == pytest.approx(9.0)
+    assert screen_text_px(9, 144, 1000, 500) == pytest.approx(9.0)
     with pytest.raises(ValueError, match="shown_px"):
-        plotting.screen_text_px(9, 110, 1000, 0)
+        screen_text_px(9, 110, 1000, 0)
 
 
 def test_axis_label_uses_math_and_names_allowed_metrics():

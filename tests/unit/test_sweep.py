@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from rankcollapse.book import cli
-from rankcollapse.experiments import config as experiments
-from rankcollapse.book import registry as pages
+from rankcollapse.experiments.config import ExperimentConfig, stored_parameters
+from rankcollapse.book import registry
 from rankcollapse.experiments import checkpoints, plan, ranks, sweep
 from rankcollapse.experiments.provenance import source_sha256
 from rankcollapse.experiments.store import ResultStore
@@ -33,7 +33,7 @@ TINY_FIG4 = {k: v for k, v in TINY.items() if k not in ("n_samples_controls", "n
 
 def _compute(page: str, root: Path, **parameters):
     """The page's one sweep, computed (or loaded) in the store at ``root``."""
-    run = pages.configure(page, parameters)["main"]
+    run = registry.configure(page, parameters)["main"]
     return sweep.run_experiment(page, run.config, ResultStore(root))
 
 def _environment(results: Path, block: int) -> dict[str, str]:
@@ -184,7 +184,7 @@ def test_a_budget_that_cannot_hold_one_block_is_refused(tmp_path, monkeypatch, c
 
 
 def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameters(tmp_path):
-    config = experiments.ExperimentConfig(n_samples=10, full_transformer=True)
+    config = ExperimentConfig(n_samples=10, full_transformer=True)
     plan = sweep.units(config, 4)
     assert [(u.start, u.stop) for u in plan if u.weights == "pretrained" and not u.full] == [(0, 4), (4, 8), (8, 10)]
     assert len(plan) == 3 * 2 * 2 and len({u.name for u in plan}) == len(plan)
@@ -206,7 +206,7 @@ def test_bad_settings_name_the_variable(variable, value, words, monkeypatch):
     monkeypatch.setenv(variable, value)
     read = {sweep.BLOCK_ENV: sweep.block_samples, sweep.SETTLE_ENV: sweep.settle_layers}
     with pytest.raises(ValueError, match=words):
-        read.get(variable, lambda c: plan.memory_budget())(experiments.ExperimentConfig())
+        read.get(variable, lambda c: plan.memory_budget())(ExperimentConfig())
 
 
 def test_nproc_must_be_a_positive_integer(capsys):
@@ -286,7 +286,7 @@ def test_a_local_model_whose_files_changed_is_computed_again_never_loaded(tmp_pa
     calls, real = [], sweep.compute
     monkeypatch.setattr(sweep, "compute", lambda *a, **k: calls.append(1) or real(*a, **k))
     argv = ["compute", "fig2", *_pairs({**TINY, "model": spec})]
-    parts = len(pages.configure("fig2", {**TINY, "model": spec}))  # Fig. 2's main sweep and its controls
+    parts = len(registry.configure("fig2", {**TINY, "model": spec}))  # Fig. 2's main sweep and its controls
     assert cli.main(argv) == 0 and len(calls) == parts
     before, first, csv = _stored(tmp_path / "results", "fig2")
     assert len(first["model_files_sha256"]) == len(first["tokenizer_sha256"]) == 64
@@ -317,21 +317,21 @@ def test_a_local_model_whose_files_changed_is_computed_again_never_loaded(tmp_pa
 
 def test_the_memory_check_refuses_from_the_shapes_before_building_layers_or_drawing_samples(
         tmp_path, monkeypatch, capsys):
-    """4096 layers x 5000 samples needs ~73 GiB: refused from the shapes alone, so the refusal allocates
+    """4096 layers x 5000 samples needs ~69 GiB: refused from the shapes alone, so the refusal allocates
     nothing (it used to build 4096 float64 layers, ~20 GB, before saying so)."""
     from rankcollapse.hf import extract
 
     def never(*args, **kwargs):
         raise AssertionError("nothing may be built or drawn before the memory check")
 
-    for owner, name in ((sweep, "random_layers"), (extract, "extract_layers"), (experiments, "samples")):
+    for owner, name in ((sweep, "random_layers"), (extract, "extract_layers"), (sweep, "text_samples")):
         monkeypatch.setattr(owner, name, never)
     monkeypatch.setattr(plan, "available_memory", lambda device: 2**30)  # tight, whatever the machine
     _quiet_store(monkeypatch, tmp_path)
     argv = ["compute", "fig2", "-p", "n_layers", "4096", "-p", "n_samples", "5000", "-p", "n_tokens", "16"]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "rankcollapse compute: error: fig2 needs about 72.89 GiB per process but 1.00 GiB are available on cpu; "
+        "rankcollapse compute: error: fig2 needs about 69.22 GiB per process but 1.00 GiB are available on cpu; "
         "use fewer samples or layers, or a larger machine")
     assert not tmp_path.joinpath("fig2").exists() and not tmp_path.joinpath(".partial").exists()
 
@@ -377,8 +377,8 @@ def test_a_corrupt_checkpoint_is_named_moved_aside_and_its_unit_computed_again(t
     moved to <name>.corrupt, recomputed."""
     monkeypatch.setenv(sweep.BLOCK_ENV, "2")
     monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
-    config = pages.configure("fig2", TINY)["main"].config
-    partial = checkpoints.partial_folder(ResultStore(tmp_path), "fig2", experiments.stored_parameters(config))
+    config = registry.configure("fig2", TINY)["main"].config
+    partial = checkpoints.partial_folder(ResultStore(tmp_path), "fig2", stored_parameters(config))
     whole, _ = sweep.compute(config, label="fig2", partial=partial)  # 2 blocks x 2 weight sources, all kept
     truncated, edited = partial / "pretrained-san-2-4.pt", partial / "initialized-san-0-2.pt"
     truncated.write_bytes(truncated.read_bytes()[:truncated.stat().st_size // 2])
@@ -411,7 +411,7 @@ def test_the_measured_throughput_is_scaled_to_the_runs_sequence_length(tmp_path,
     (tmp_path / "throughput.json").write_text(json.dumps(table))
     monkeypatch.setattr(plan, "THROUGHPUT_FILE", tmp_path / "throughput.json")
     monkeypatch.setattr(plan, "device_kind", lambda device: "cpu-2")
-    work = sweep._Work(experiments.ExperimentConfig(n_tokens=32, dtype="float64"))  # MiniLM: width 384
+    work = sweep._Work(ExperimentConfig(n_tokens=32, dtype="float64"))  # MiniLM: width 384
     rate, source = plan.measured_throughput(work, torch.device("cpu"), 4, 2**30)
     expected = 100.0 * engine.attention_flop(384, 128) / engine.attention_flop(384, 32)
     assert rate == pytest.approx(expected) and 3.5 < rate / 100.0 < 4.5
@@ -429,8 +429,8 @@ def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_th
     monkeypatch.delenv("RANKCOLLAPSE_RESULTS_DIR", raising=False)
     monkeypatch.setenv(sweep.BLOCK_ENV, "2")
     monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
-    config = pages.configure("fig2", TINY)["main"].config
-    parameters = experiments.stored_parameters(config)
+    config = registry.configure("fig2", TINY)["main"].config
+    parameters = stored_parameters(config)
     for module in (store_module, checkpoints):
         monkeypatch.setattr(module, "book_root", lambda: tmp_path / "first-clone")
     partial = checkpoints.partial_folder(ResultStore(), "fig2", parameters)

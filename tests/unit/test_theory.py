@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from rankcollapse.theory import counterexample as ce
-from rankcollapse.book import registry as pages
+from rankcollapse.theory.dynamics import log10_bound_rate
+from rankcollapse.book import registry
 from rankcollapse.book.pages import counterexample, data, equilibria, setup, theorem1, theorem2
 from rankcollapse.book.runner import page_parameters
 
@@ -35,8 +36,8 @@ def test_config_defaults_are_the_page_parameters(config_class):
     cell = page_parameters(ROOT / PAGES[config_class])
     defaults = {k: _plain(v) for k, v in asdict(config_class()).items()}
     assert defaults == cell
-    name = next(n for n, page in pages.PAGES.items() if page.source == PAGES[config_class])
-    assert pages.configure(name, cell)["main"] == config_class()  # through the registry; lists become tuples
+    name = next(n for n, page in registry.PAGES.items() if page.source == PAGES[config_class])
+    assert registry.configure(name, cell)["main"] == config_class()  # through the registry; lists: tuples
 
 
 BAD = [
@@ -74,9 +75,9 @@ def test_bad_parameter_is_named(config_class, change, message):
 
 def test_log10_bound_rate_survives_underflow():
     # epsilon^r = 1.1e-313 is subnormal: the old table printed the rate 2.76e-314; the log is exact
-    assert theorem1.log10_bound_rate(5.763252e-79, 4) == pytest.approx(4 * math.log10(5.763252e-79) - math.log10(4))
-    assert theorem1.log10_bound_rate(0.5, 1) == pytest.approx(math.log10(math.log(2)))
-    assert math.isnan(theorem1.log10_bound_rate(0.5, None)) and math.isnan(theorem1.log10_bound_rate(0.0, 2))
+    assert log10_bound_rate(5.763252e-79, 4) == pytest.approx(4 * math.log10(5.763252e-79) - math.log10(4))
+    assert log10_bound_rate(0.5, 1) == pytest.approx(math.log10(math.log(2)))
+    assert math.isnan(log10_bound_rate(0.5, None)) and math.isnan(log10_bound_rate(0.0, 2))
 
 
 def test_setup_radius_table():

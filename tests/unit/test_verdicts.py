@@ -106,12 +106,15 @@ def test_claim_verdicts_and_their_flips():
     assert set(V.CLAIM_VERDICTS) == {"holds", "holds partly", "does not hold", "cannot tell: on the rounding floor"}
 
 
-def test_ordering_slowest_first():
-    curves = {r: V.curve_verdict(geometric(r), EPS) for r in (0.3, 0.1, 0.6)}
-    curves["floor at 3"] = V.curve_verdict([0.9, 1e-3, 1e-9, 1e-16] + [1e-16] * 9, EPS)
-    curves["floor at 1"] = V.curve_verdict([0.9] + [1e-16] * 12, EPS)
-    curves["on floor"] = V.curve_verdict([1e-16] * 13, EPS)
-    assert V.ordering(curves) == [0.1, 0.3, 0.6, "floor at 3", "floor at 1"]
+def test_speed_of_a_collapse_is_its_rate_or_the_layer_it_reaches_the_floor():
+    # what a page compares two curves by: the fitted late rate, or the first layer on the floor
+    rates = {r: V.curve_verdict(geometric(r), EPS) for r in (0.3, 0.1, 0.6)}
+    assert [rates[r].rate for r in (0.1, 0.3, 0.6)] == pytest.approx([0.1, 0.3, 0.6], rel=1e-6)
+    assert all(c.floor_layer is None for c in rates.values())
+    at3 = V.curve_verdict([0.9, 1e-3, 1e-9, 1e-16] + [1e-16] * 9, EPS)
+    at1 = V.curve_verdict([0.9] + [1e-16] * 12, EPS)
+    assert (at3.floor_layer, at1.floor_layer) == (3, 1) and at3.collapses and at1.collapses
+    assert V.curve_verdict([1e-16] * 13, EPS).verdict == "on the floor"
 
 
 def _tidy(curves: dict[str, list[float]], eps: float) -> pd.DataFrame:

@@ -55,13 +55,12 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     import torch
 
     from rankcollapse.core import checks
-    from rankcollapse.book import cli_listing
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import cli_listing, registry
     from rankcollapse.book import runner
     from rankcollapse.experiments import ranks
 
     checks.check_int("nproc", nproc, 1, 4096)
-    if page not in pages.EXPERIMENT_PAGES:
+    if page not in registry.EXPERIMENT_PAGES:
         return True
     if nproc > 1:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -79,7 +78,8 @@ def compute_page(page: str, parameters: dict, nproc: int = 1, show: bool = True)
     rank, _ = ranks.rank_and_world()
     try:  # in the book's root, as the page's own kernel: the same store, commit and provenance
         with ranks.progress(show), contextlib.chdir(repo_root()):
-            pages.compute(page, **{**runner.page_parameters(pages.page(page).path(repo_root())), **parameters})
+            cell = runner.page_parameters(registry.page(page).path(repo_root()))
+            registry.compute(page, **{**cell, **parameters})
     finally:
         if started:
             torch.distributed.destroy_process_group()
@@ -173,11 +173,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _listing(args: argparse.Namespace) -> int:
     from rankcollapse.book import cli_listing
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     if args.command == "results":
         if args.page is not None:
-            pages.page(args.page)
+            registry.page(args.page)
         rows, partial = cli_listing.results_table(args.page), cli_listing.partial_table(args.page)
         print(cli_listing.format_table(rows) if rows else "no stored results")
         if partial:
@@ -193,7 +193,7 @@ def _listing(args: argparse.Namespace) -> int:
             raise ValueError("give a page or --profile, not both")
         print(cli_listing.describe_page(args.page))
         return 0
-    print("\n".join(pages.pages_with_profile(args.profile) if args.profile else tuple(pages.PAGES)))
+    print("\n".join(registry.pages_with_profile(args.profile) if args.profile else tuple(registry.PAGES)))
     return 0
 
 
@@ -250,10 +250,10 @@ def _main(args: argparse.Namespace, prog: str) -> int:
 
 def _resume_words(page: str) -> str:
     """What Ctrl-C or SIGTERM leaves: an experiment page's finished units resume; other pages start over."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     try:
-        keeps = any(isinstance(run, pages.Run) for run in pages.runs_at(page, {}).values())
+        keeps = any(isinstance(run, registry.Run) for run in registry.runs_at(page, {}).values())
     except (ValueError, TypeError, OSError):
         keeps = True
     if keeps:

@@ -10,13 +10,17 @@ not ignored files of the git repository holding ``DIR``) fit ``M`` MiB; with ``-
 moves the token ids and embedding rows only they need to ``DIR2``, to travel in an earlier call to the same
 machine (scripts/device_run.sh).
 
-Used by: :mod:`rankcollapse.book.cli` (the ``bundle`` verb), scripts/device_bundle.sh.
+On the device, ``python -m rankcollapse.book.cli_bundle FOLDER --store DIR ...`` runs the bundle
+(:func:`device_main`, scripts/device_run.sh).
+
+Used by: :mod:`rankcollapse.book.cli` (the ``bundle`` verb), scripts/device_bundle.sh, scripts/device_run.sh.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +31,7 @@ def bundled_runs(targets: list[str], pairs: list[tuple[str, str]], profile: str,
     """The initialized sweeps of ``PAGE`` or ``PAGE:PART`` targets, in the pages' parameters; one ValueError
     for an unknown part or a named part with pretrained weights. ``plan_run``: the CLI's
     :func:`rankcollapse.book.cli.plan_run` (passed in: the CLI imports this module)."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.experiments.bundle import BundledRun
     from rankcollapse.experiments.config import stored_parameters
 
@@ -35,7 +39,7 @@ def bundled_runs(targets: list[str], pairs: list[tuple[str, str]], profile: str,
     for target in targets:
         page, _, wanted = target.partition(":")
         _, parameters = plan_run(page, pairs, profile)
-        configured = pages.runs_at(page, parameters)
+        configured = registry.runs_at(page, parameters)
         if wanted and wanted not in configured:
             raise ValueError(f"page {page} has no part {wanted!r}; its parts: {', '.join(configured)}")
         for part, run in configured.items():
@@ -103,3 +107,51 @@ def write(targets: list[str], pairs: list[tuple[str, str]], profile: str, output
     if fit_mib is not None and size + tree > fit_mib * 2**20:
         raise ValueError(f"{lines[1]}: over {fit_mib} MiB even at {held[0]} samples; bundle fewer samples")
     return lines
+
+
+def device_main(argv: list[str] | None = None) -> int:
+    """``python -m rankcollapse.book.cli_bundle FOLDER --store DIR [--samples N ...] [--dtypes float32 ...]
+    [--device cuda] [--budget-s S] [--archive FILE] [--report FILE]``: run a bundle on the device
+    (:func:`rankcollapse.experiments.bundle.run_bundle`; the entry point of scripts/device_run.sh); prints its
+    report as JSON lines as it goes."""
+    import argparse
+    import json
+
+    from rankcollapse.experiments.bundle import EXTRA_FILE, open_bundle, run_bundle
+    from rankcollapse.experiments.store import ResultStore
+
+    parser = argparse.ArgumentParser(prog="python -m rankcollapse.book.cli_bundle",
+                                     description="Run a device bundle")
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--store", type=Path, required=True, help="results store root to write")
+    parser.add_argument("--extra", type=Path, default=None,
+                        help="folder that may hold the bundle's extra rows")
+    parser.add_argument("--samples", type=int, nargs="+", default=None, help="sample counts to choose from "
+                        "(default: every count the bundle holds)")
+    parser.add_argument("--dtypes", nargs="+", default=["float32"])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--budget-s", type=float, default=float("inf"), help="seconds for the whole run")
+    parser.add_argument("--stand-in", action="store_true", help="only try the device: random tokens and "
+                        "embeddings (bundle.json alone) and the probes, nothing stored")
+    parser.add_argument("--probe", type=int, nargs=2, default=[64, 4], metavar=("SAMPLES", "LAYERS"))
+    parser.add_argument("--archive", type=Path, default=None,
+                        help=".tar.gz of the results, rewritten after each")
+    parser.add_argument("--report", type=Path, default=None, help="JSON report of the runs' timings")
+    args = parser.parse_args(argv)
+    bundle = open_bundle(args.folder, args.extra, stand_in=args.stand_in)
+    samples = tuple(k for k in args.samples or bundle.sample_counts if k in bundle.sample_counts)
+    found = args.extra is not None and (args.extra / EXTRA_FILE).is_file()
+    print(f"bundle: sample counts {bundle.sample_counts} (extra rows {'found' if found else 'not found'}); "
+          f"running {samples}", flush=True)
+    report = run_bundle(bundle, ResultStore(args.store), samples=samples, dtypes=tuple(args.dtypes),
+                        device=args.device, budget_s=0.0 if args.stand_in else args.budget_s,
+                        probe=tuple(args.probe), archive=args.archive, log=lambda line: print(line, flush=True))
+    text = json.dumps(report, indent=1)
+    print(text, flush=True)
+    if args.report is not None:
+        args.report.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(device_main())

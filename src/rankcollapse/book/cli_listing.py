@@ -52,7 +52,7 @@ def _relative(path: Path) -> str:
 def parameter_range(page: str, defaults: Mapping[str, object], name: str) -> str:
     """What the page's configuration allows for ``name`` (at the other parameters' defaults), in the words of
     its refusal of a value out of every range, e.g. ``an integer in [1, 31]``; '' where nothing is refused."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     default = defaults[name]
     probe = _PROBES.get(type(default)) if not isinstance(default, bool) else None
@@ -64,7 +64,7 @@ def parameter_range(page: str, defaults: Mapping[str, object], name: str) -> str
     if "show_largest_stored" in full:
         full["show_largest_stored"] = False
     try:
-        pages.configure(page, full)
+        registry.configure(page, full)
     except (ValueError, TypeError) as err:
         text = str(err).splitlines()[0]
         heads = {f"{name} must be ": "", f"every entry of {name} must be ": "a list, each entry "}
@@ -83,10 +83,10 @@ def parameter_range(page: str, defaults: Mapping[str, object], name: str) -> str
 def describe_page(page: str) -> str:
     """``rankcollapse pages PAGE``: the page's title and file, each parameter with its default, type, range and
     comment (from the parameters cell), its profiles and the options it takes."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book import runner
 
-    entry = pages.page(page)
+    entry = registry.page(page)
     path = entry.path(repo_root())
     defaults = runner.page_parameters(path)
     comments = runner.parameter_comments(path)
@@ -102,7 +102,7 @@ def describe_page(page: str) -> str:
             lines.append(f"      {comments[name]}")
     for profile, values in entry.profiles.items():
         lines.append(f"profile {profile}: " + ", ".join(f"{k} = {v!r}" for k, v in values.items()))
-    if page in pages.EXPERIMENT_PAGES:
+    if page in registry.EXPERIMENT_PAGES:
         lines.append("options: --profile, --device, --nproc K (samples over K processes), --output, --timeout, "
                      "--add-to-book")
     else:
@@ -193,39 +193,39 @@ def format_table(rows: list[dict[str, str]]) -> str:
 def _parts(page: str, parameters: Mapping[str, object]):
     """``(part, run, stored result or None)`` of every sweep the page computes for ``parameters`` (over its
     defaults); a damaged stored result raises its DamagedResultError (a ValueError)."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book import runner
-    from rankcollapse.experiments import config as experiments
+    from rankcollapse.experiments.config import stored_parameters
+    from rankcollapse.experiments.table import check_table
 
     store = _store()
     with contextlib.chdir(repo_root()):
-        full = {**runner.page_parameters(pages.page(page).path(repo_root())), **parameters}
-        return [(part, run, store.load(run.page or page, experiments.stored_parameters(run.config),
-                                       experiments.check_table))
-                for part, run in pages.configure(page, full).items()]
+        full = {**runner.page_parameters(registry.page(page).path(repo_root())), **parameters}
+        return [(part, run, store.load(run.page or page, stored_parameters(run.config),
+                                       check_table))
+                for part, run in registry.configure(page, full).items()]
 
 
 def stored_parts(page: str, parameters: Mapping[str, object]) -> dict[str, object]:
     """The stored result of every sweep the page computes for ``parameters`` (over its defaults), or None
     for a part not stored yet; {} for a page that computes in its own module. A damaged one raises its
     DamagedResultError (a ValueError)."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
-    if page not in pages.EXPERIMENT_PAGES:
+    if page not in registry.EXPERIMENT_PAGES:
         return {}
     return {part: found for part, _, found in _parts(page, parameters)}
 
 
 def units_to_compute(page: str, parameters: Mapping[str, object]) -> int:
-    """The most units of work (:func:`rankcollapse.experiments.sweep.units`) any one sweep of the page
-    still has
-    to compute for ``parameters``: 0 when every result is stored for the model files as they are now."""
-    from rankcollapse.experiments import config as experiments
+    """The most units of work (:func:`rankcollapse.experiments.sweep.units`) any one sweep of the page still
+    has to compute for ``parameters``: 0 when every result is stored for the model files as they are now."""
     from rankcollapse.experiments import sweep
+    from rankcollapse.experiments.models import identity_mismatch
 
     most = 0
     for _, run, found in _parts(page, parameters):
-        if found is None or experiments.identity_mismatch(run.config.model, found.provenance):
+        if found is None or identity_mismatch(run.config.model, found.provenance):
             most = max(most, len(sweep.units(run.config, sweep.block_samples(run.config))))
     return most
 

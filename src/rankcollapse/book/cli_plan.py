@@ -121,16 +121,16 @@ def check_nproc(nproc: object, device: str) -> None:
 
 def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | None,
           nproc: int) -> tuple[Path, dict[str, object]]:
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book import runner
 
-    entry = pages.page(page)
+    entry = registry.page(page)
     path = entry.path(repo_root())
     defaults = runner.page_parameters(path)
-    parameters = pages.profile_parameters(page, profile)
+    parameters = registry.profile_parameters(page, profile)
     if profile != "default" and profile not in entry.profiles:
         raise ValueError(f"page {page!r} has no {profile!r} profile; the pages with one: "
-                         f"{', '.join(pages.pages_with_profile(profile))}")
+                         f"{', '.join(registry.pages_with_profile(profile))}")
     seen: dict[str, str] = {}
     for name, text in pairs:
         if name in seen:
@@ -142,10 +142,10 @@ def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | N
     if device is not None:
         if "device" not in defaults:
             raise ValueError(f"--device applies to the pages with a device parameter ("
-                             f"{', '.join(n for n in pages.EXPERIMENT_PAGES)}); {page} runs on the CPU")
+                             f"{', '.join(n for n in registry.EXPERIMENT_PAGES)}); {page} runs on the CPU")
         parameters["device"] = device
-    if nproc != 1 and page not in pages.EXPERIMENT_PAGES:
-        raise ValueError(f"--nproc applies to the experiment pages ({', '.join(pages.EXPERIMENT_PAGES)}); "
+    if nproc != 1 and page not in registry.EXPERIMENT_PAGES:
+        raise ValueError(f"--nproc applies to the experiment pages ({', '.join(registry.EXPERIMENT_PAGES)}); "
                          f"{page} computes in one process")
     if parameters and "show_largest_stored" in defaults:
         parameters.setdefault("show_largest_stored", False)  # a re-run shows its own result, not a stored larger one
@@ -155,7 +155,7 @@ def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | N
         with contextlib.suppress(OSError, RuntimeError, ValueError):
             if Path(model).expanduser().is_dir():  # relative to the working directory, not to the book root
                 parameters["model"] = str(Path(model).expanduser().resolve())
-    pages.configure(page, {**defaults, **parameters})
+    registry.configure(page, {**defaults, **parameters})
     if "device" in parameters:
         _check_device(parameters["device"])
     if nproc != 1:

@@ -9,12 +9,16 @@ mask pictures, bar labels), :mod:`rankcollapse.book.plotting.beyond` (group name
 
 from __future__ import annotations
 
+from rankcollapse.core.masks import PAPER_MASKS, WINDOWED_MASKS
+
 MASK_LABELS = {"complete": "complete", "causal": "causal", "sliding_window": "sliding window",
                "causal_sliding_window": "uni-directional window", "strided": "strided",
                "dilated_window": "dilated window", "global_window": "global + window", "random": "random sparse",
                "self": "no mixing (self only)",
                "model": "the model's own mask"}  # "model": a pretrained model's own mask (its full transformer)
-_WINDOW_MASKS = ("sliding_window", "causal_sliding_window")  # masks whose title names their window w
+# Masks whose panel title names the window w: the paper's windowed masks (the mask-design zoo's windowed masks
+# are drawn by their own figure, each with a window of its own, never under one page-wide w).
+_TITLED_WINDOW_MASKS = tuple(m for m in PAPER_MASKS if m in WINDOWED_MASKS)
 
 
 def mask_label(mask: str) -> str:
@@ -32,4 +36,4 @@ def mask_title(mask: str, window: int | None) -> str:
     >>> mask_title("sliding_window", 4), mask_title("model", None)
     ('sliding window, w = 4', "the model's own mask")
     """
-    return f"{mask_label(mask)}, w = {window}" if mask in _WINDOW_MASKS else mask_label(mask)
+    return f"{mask_label(mask)}, w = {window}" if mask in _TITLED_WINDOW_MASKS else mask_label(mask)

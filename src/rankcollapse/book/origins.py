@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book import registry as pages
+from rankcollapse.book import registry
 from rankcollapse.book.report import largest_stored
 from rankcollapse.book.runner import page_parameters
-from rankcollapse.experiments.config import check_table, stored_parameters
+from rankcollapse.experiments.config import stored_parameters
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.provenance import book_root
 from rankcollapse.experiments.store import TABLE_SUFFIX, ResultStore, compute_seconds
 
@@ -43,14 +44,14 @@ def _loaded_words(records: list[dict]) -> str:
 def page_origin(name: str, store: ResultStore | None = None) -> str:
     """Where what page ``name`` shows at its defaults comes from: :data:`COMPUTED`, or the stored results
     it loads with their commits."""
-    entry = pages.page(name)
+    entry = registry.page(name)
     store = store or ResultStore()
-    if name not in pages.EXPERIMENT_PAGES:  # it may still read a stored part (the data page's token counts)
+    if name not in registry.EXPERIMENT_PAGES:  # it may still read a stored part (the data page's counts)
         kept = store.entries(name) if (store.root / name).is_dir() else []
         return COMPUTED + (f"; it reads its stored parts where they exist ({_loaded_words(kept)})" if kept else "")
     defaults = page_parameters(entry.path(book_root()))
     stored = {part: store.load(run.page or name, stored_parameters(run.config), check_table)
-              for part, run in pages.configure(name, defaults).items()}
+              for part, run in registry.configure(name, defaults).items()}
     if any(result is None for result in stored.values()):
         return f"{COMPUTED} (its defaults are not stored)"
     if defaults.get("show_largest_stored", False):
@@ -61,4 +62,4 @@ def page_origin(name: str, store: ResultStore | None = None) -> str:
 def origins_table(store: ResultStore | None = None) -> pd.DataFrame:
     """One row per page, in book order: page, title and where what it shows comes from (:func:`page_origin`)."""
     return pd.DataFrame([{"page": name, "title": entry.title, "what the build does": page_origin(name, store)}
-                         for name, entry in pages.PAGES.items()])
+                         for name, entry in registry.PAGES.items()])

@@ -44,11 +44,11 @@ def value_text(value: object) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _defaults(page: str) -> dict[str, object]:
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
     from rankcollapse.book.runner import page_parameters
     from rankcollapse.experiments.provenance import book_root
 
-    return page_parameters(pages.page(page).path(book_root()))
+    return page_parameters(registry.page(page).path(book_root()))
 
 
 def _stores(page: str, parameters: dict) -> set[tuple[str, str]]:
@@ -58,10 +58,10 @@ def _stores(page: str, parameters: dict) -> set[tuple[str, str]]:
 
 @functools.lru_cache(maxsize=4096)
 def _stores_of(page: str, parameters: str) -> frozenset[tuple[str, str]]:
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     try:
-        runs = pages.stored_runs(page, json.loads(parameters))
+        runs = registry.stored_runs(page, json.loads(parameters))
         return frozenset((run.page or page, rc_store.result_key(run.page or page,
                                                                 stored_parameters(run.config)))
                          for run in runs.values())
@@ -138,11 +138,11 @@ def page_parameters_of(store_page: str, stored: dict) -> tuple[str, dict] | None
     what the result leaves open), the one under which the page computes the fewest results the store lacks
     besides it, then the one with the fewest values off the page's defaults. A page that stores its own
     parameters (the data page's counts) recomputes them from those."""
-    from rankcollapse.book import registry as pages
+    from rankcollapse.book import registry
 
     wanted = (store_page, rc_store.result_key(store_page, stored))
-    names = [store_page] if store_page in pages.PAGES else []
-    names += [n for n in pages.EXPERIMENT_PAGES if n not in names]
+    names = [store_page] if store_page in registry.PAGES else []
+    names += [n for n in registry.EXPERIMENT_PAGES if n not in names]
     for name in names:
         defaults = _defaults(name)
         found = list(_recomputing(name, defaults, stored, wanted))
@@ -159,9 +159,9 @@ def page_parameters_of(store_page: str, stored: dict) -> tuple[str, dict] | None
             _, _, fewest = min(scored, key=lambda s: s[:2])
             full = _full(defaults, fewest)
             return name, {**{k: full[k] for k in SCALE if k in defaults}, **fewest}
-        if name == store_page and name not in pages.EXPERIMENT_PAGES and set(stored) <= set(defaults):
+        if name == store_page and name not in registry.EXPERIMENT_PAGES and set(stored) <= set(defaults):
             try:
-                pages.configure(name, {**defaults, **stored})
+                registry.configure(name, {**defaults, **stored})
             except (ValueError, TypeError):
                 continue
             return name, {k: v for k, v in stored.items() if k in SCALE or v != defaults[k]}

@@ -50,6 +50,8 @@ class Page:
     fixed: Mapping[str, object] = field(default_factory=dict)  # choices the page is about (not reader parameters)
     profiles: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # profile -> parameters over defaults
     grows_own_counts: bool = False  # parts on their own sample count are shown at the largest one stored (report)
+    # parameters -> {part: Run}: sweeps the page stores beside its configure parts (the page computes them)
+    extra_runs: Callable[[dict], Mapping[str, object]] | None = None
 
     def path(self, root: Path) -> Path:
         """The page's file under the book root."""
@@ -124,7 +126,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
     Page("reviewers", "book/response/reviewers.md", "Response: the reviewers' questions, computed",
          reviewers.configure, _in_module_and_runs(reviewers.compute)),
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
-         fixed=mask_design.FIXED, profiles=_PAPER, **_E),
+         fixed=mask_design.FIXED, profiles=_PAPER, extra_runs=mask_design.decomposition_runs, **_E),
     Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",
          rmsnorm_decoders.configure, fixed=rmsnorm_decoders.FIXED,
          profiles={"paper": {**PAPER_SCALE, "model": "pkg:smollm2"}}, **_E),
@@ -177,11 +179,12 @@ def configure(name: str, parameters: Mapping[str, object]) -> Mapping[str, objec
 
 
 def stored_runs(name: str, parameters: Mapping[str, object]) -> dict[str, object]:
-    """Every sweep a page stores at ``parameters``: its :func:`configure` parts and, for the mask-design page,
-    its decomposition runs (a group outside configure, which the page computes too)."""
+    """Every sweep a page stores at ``parameters``: its :func:`configure` parts and its ``extra_runs`` (the
+    mask-design page's decomposition runs: a group outside configure, which the page computes too)."""
     runs = dict(configure(name, parameters))
-    if name == "mask_design":
-        runs.update(mask_design.decomposition_runs(dict(parameters)))
+    extra = page(name).extra_runs
+    if extra is not None:
+        runs.update(extra(dict(parameters)))
     return runs
 
 

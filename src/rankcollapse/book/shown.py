@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from matplotlib.figure import Figure
 
 from rankcollapse.book.runner import CHECK_HEADING
-from rankcollapse.experiments.config import check_table
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.store import (TABLE_SUFFIX, ResultStore, StoredResult, compute_seconds,
                                            run_command)
 from rankcollapse.verdicts.claims import Claim

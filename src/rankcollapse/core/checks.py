@@ -1,8 +1,9 @@
 """Parameter checks shared by the configuration dataclasses: one rule per kind of parameter, one error each.
 
 Every error names the parameter and what is allowed, so a reader who mistypes a page parameter learns
-the fix from one line. Used by: :mod:`rankcollapse.theory.dynamics`, :mod:`rankcollapse.engine`,
-:mod:`rankcollapse.experiments.config`, :mod:`rankcollapse.book.registry`.
+the fix from one line. Used by: :mod:`rankcollapse.theory.dynamics`, :mod:`rankcollapse.engine` (layers, run),
+:mod:`rankcollapse.experiments.config`, :mod:`rankcollapse.book.cli` and the page modules' configs
+(:mod:`rankcollapse.book.pages`).
 """
 
 from __future__ import annotations

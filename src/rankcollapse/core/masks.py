@@ -228,31 +228,9 @@ def _bfs(successors: list[list[int]], source: int) -> list[int | None]:
     return dist
 
 
-def hop_distances(mask: torch.Tensor, source: int) -> list[int | None]:
-    """Hop distance from ``source`` to every token along information flow (None = unreachable).
-
-    >>> hop_distances(causal_mask(3), 2)
-    [None, None, 0]
-    """
-    _check_mask(mask)
-    if not 0 <= source < mask.shape[0]:
-        raise ValueError(f"source must be in [0, {mask.shape[0] - 1}], got {source}")
-    return _bfs(_successors(mask), source)
-
-
 def _eccentricities(mask: torch.Tensor) -> list[list[int | None]]:
     succ = _successors(mask)
     return [_bfs(succ, s) for s in range(mask.shape[0])]
-
-
-def center_nodes(mask: torch.Tensor) -> list[int]:
-    """Tokens from which every token is reachable; empty when the mask is not quasi-strongly connected.
-
-    >>> center_nodes(causal_mask(4))
-    [0]
-    """
-    _check_mask(mask)
-    return [s for s, dist in enumerate(_eccentricities(mask)) if None not in dist]
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,13 @@ Every function takes token states ``X`` of shape ``[..., token, d_model]`` (rows
 dtype) and an optional ``token_mask`` of shape ``[..., token]`` (``False`` marks a padding row, which is
 left out of the mean token, the norms and every pairwise statistic). Results have shape ``[...]``.
 
-The definitions (PAPER.md §1):
+The definitions (μ is the paper's measure of rank collapse, defined in its problem setup; the book states
+it on its setup page, ``book/setup.md``):
 
 * ``mu(X) = ||X - 1 gamma_X||_F`` with ``gamma_X`` the mean of the valid tokens; 0 iff all tokens agree.
 * ``relative_mu = mu / ||X||_F``, scale-free.
-* ``dong_ratio = ||X - 1 gamma_X||_{1,inf} / ||X||_{1,inf}`` with the composite norm
-  ``||M||_{1,inf} = sqrt(||M||_1 ||M||_inf)`` of Dong et al. (2021); ``||M||_1`` is the largest absolute
-  column sum and ``||M||_inf`` the largest absolute row sum. Dong et al. subtract the best ``1 x^T``; we
-  subtract the mean token, an upper bound on their residual, and say so in the book.
+* Dong et al. (2021) divide the same residual by ``||X||`` in a composite l1-l_inf norm; the book reports
+  ``mu`` and ``relative_mu`` instead (``book/setup.md``), so that ratio is not computed here.
 * ``numerical_rank``: singular values above ``rtol * sigma_max``; by default
   ``rtol = max(n_tokens, d_model) * eps(dtype)`` of the dtype the states were computed in (NumPy's
   ``matrix_rank`` rule), because rounding in float32 states looks like extra rank in a float64 SVD.
@@ -49,7 +48,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-METRIC_NAMES = ("mu", "relative_mu", "dong_ratio", "norm", "numerical_rank", "sigma_min", "mean_abs_cosine", "floor",
+METRIC_NAMES = ("mu", "relative_mu", "norm", "numerical_rank", "sigma_min", "mean_abs_cosine", "floor",
                 "relative_floor", "sigma_min_floor")
 NORM_METRIC_NAMES = ("mu", "relative_mu", "norm", "floor", "relative_floor")  # norm_metrics: no SVD, no cosines
 FLOOR_OF = {"mu": "floor", "relative_mu": "relative_floor", "sigma_min": "sigma_min_floor"}  # metric -> its floor
@@ -125,24 +124,6 @@ def frobenius_norm(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> t
 def relative_mu(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
     """``mu(X) / ||X||_F`` (0 when X = 0).  Shapes: [..., token, d_model] -> [...]."""
     return norm_metrics(X, token_mask)["relative_mu"]
-
-
-def _composite_norm(M: torch.Tensor) -> torch.Tensor:
-    """``sqrt(||M||_1 ||M||_inf)``.  Shapes: [..., token, d_model] -> [...]."""
-    magnitude = M.abs()  # [..., token, d_model]
-    col = magnitude.sum(-2).amax(-1)  # [...] largest column sum
-    row = magnitude.sum(-1).amax(-1)  # [...] largest row sum
-    return (col * row).sqrt()
-
-
-def dong_ratio(X: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Dong et al.'s composite-norm residual ratio (mean-token residual).  Shapes: [..., token, d_model] -> [...].
-
-    >>> round(dong_ratio(torch.tensor([[2.0, 0.0], [0.0, 0.0]])).item(), 6)
-    0.707107
-    """
-    X, valid = _prepare(X, token_mask)
-    return _composite_norm(_centred(X, valid)) / _composite_norm(X).clamp_min(torch.finfo(torch.float64).tiny)
 
 
 @contextlib.contextmanager
@@ -406,7 +387,6 @@ def all_metrics(
     sv, rank = _singular_spectrum(Xp, valid, rtol, dtype, token_gram=gram)  # [..., k], [...]
     values = _norm_values(Xp, centred, dtype)
     values.update({
-        "dong_ratio": _composite_norm(centred) / _composite_norm(Xp).clamp_min(torch.finfo(torch.float64).tiny),
         "numerical_rank": rank,
         "sigma_min": _sigma_min_from_sv(sv, valid),
         "sigma_min_floor": rtol * sv[..., 0],

@@ -9,10 +9,12 @@
 | ``model`` | the layer's own trained norm (:class:`TrainedNorm`: LayerNorm with γ, β or RMSNorm with its gain), at the layer's own position | set by γ |
 
 The scale matters: attention logits are quadratic in X, so a norm of sqrt(d) instead of 1 is a factor d in
-effective temperature (PAPER.md §4). ``model`` is what Dong et al.'s "SAN + LN" keeps in a pretrained
-model (their BERT surgery keeps LayerNorm(dense(attn)) with the trained γ, β); the engine reads it from
-each layer (:class:`rankcollapse.engine.AttentionLayer`), where it also says whether the norm sits after the
-attention (post-norm, BERT) or before it (pre-norm, Llama, Gemma-3). A freshly initialized layer's own
+effective temperature (the paper's LayerNorm analysis uses the unit-norm ``D``; the scale of the other
+norms is our reconstruction, marked [recon] in the book: ``book/theory/theorem2.md``,
+``book/experiments/fig2.md``). ``model`` is what Dong et al.'s "SAN + LN" keeps in a pretrained model (their
+BERT surgery keeps LayerNorm(dense(attn)) with the trained γ, β); the engine reads it from each layer
+(:class:`rankcollapse.engine.AttentionLayer`), where it also says whether the norm sits after the attention
+(post-norm, BERT) or before it (pre-norm, Llama, Gemma-3). A freshly initialized layer's own
 norm is LayerNorm with γ = 1, β = 0 (:func:`fresh_layernorm`), so ``model`` equals ``layernorm`` there.
 The first four need no weights (``FIXED_NORM_NAMES``): they are the ones the theory systems accept.
 

@@ -15,21 +15,19 @@ same key and table as ``rankcollapse compute``, with the real model's weight has
 Files: ``bundle.json`` (runs, config, provenance, the sample counts it holds with their text hashes) and
 ``tensors.zlib`` (``torch.save`` bytes, zlib'd; floating tables as byte planes, lossless, about 85 % of raw).
 
-``python -m rankcollapse.experiments.bundle FOLDER --store DIR [--samples N ...] [--dtypes float32 ...]
-[--device cuda] [--budget-s S] [--archive FILE] [--report FILE]`` runs a bundle (scripts/device_run.sh): it
-times the engine, probes each sweep at a small scale (which also tries the device), takes the largest sample
-count whose estimated time fits the budget, and stores each result (and the archive) as soon as it is done.
+:func:`run_bundle` runs a bundle on the device: it probes each sweep at a small scale (which also tries the
+device), takes the largest sample count whose estimated time fits the budget, and stores each result (and the
+archive) as soon as it is done. Its command line, ``python -m rankcollapse.book.cli_bundle FOLDER --store DIR
+...``, is :func:`rankcollapse.book.cli_bundle.device_main` (scripts/device_run.sh).
 
-Used by: :mod:`rankcollapse.book.cli_bundle` (``rankcollapse bundle``), scripts/device_run.sh,
+Used by: :mod:`rankcollapse.book.cli_bundle` (``rankcollapse bundle`` and the device script's command line),
 tests/unit/test_bundle.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
-import sys
 import tempfile
 import time
 import zlib
@@ -38,10 +36,11 @@ from pathlib import Path
 
 import torch
 
-from rankcollapse.engine import attention_flop, random_layers, resolve_device, run_san, SANConfig
-from rankcollapse.experiments import config as experiments
+from rankcollapse.engine import resolve_device
+from rankcollapse.experiments.config import ExperimentConfig
 from rankcollapse.experiments import data as rc_data
-from rankcollapse.experiments import plan, sweep
+from rankcollapse.experiments import sweep
+from rankcollapse.experiments.models import loaded_model, model_identity, text_samples, weight_hash
 from rankcollapse.experiments.provenance import atomic_write, book_root, git_commit, write_archive
 from rankcollapse.experiments.store import ResultStore, canonical_parameters
 
@@ -55,7 +54,7 @@ class BundledRun:
 
     page: str  # the page it is stored under
     part: str  # the page's name for it ("fig2", "deep", ...)
-    parameters: dict  # experiments.config.stored_parameters of its config
+    parameters: dict  # rankcollapse.experiments.config.stored_parameters of its config
 
 
 # ---------------------------------------------------------------- writing
@@ -160,8 +159,8 @@ def write_bundle(folder: Path, runs: list[BundledRun], sample_counts: tuple[int,
     if len(shared) != 1:
         raise ValueError(f"the runs of a bundle must share model, n_tokens, seed and overlap; got {sorted(shared)}")
     (spec, n_tokens, seed, overlap), = shared
-    loaded = experiments.loaded_model(spec)
-    drawn = experiments.samples(spec, max(sample_counts), n_tokens, seed, overlap)
+    loaded = loaded_model(spec)
+    drawn = text_samples(spec, max(sample_counts), n_tokens, seed, overlap)
     held = drawn.input_ids if split is None else drawn.input_ids[:split]  # [sample, token]
     tensors = captured_tensors(loaded.model, held)
     record = {"split": None if split is None else int(split),
@@ -171,8 +170,8 @@ def write_bundle(folder: Path, runs: list[BundledRun], sample_counts: tuple[int,
         "texts_sha256": {str(k): rc_data.texts_sha256(drawn.texts[:k]) for k in sorted(set(sample_counts))},
         "provenance": {"model_spec": spec, "model_description": loaded.source.description,
                        "model_quantized": loaded.source.quantized,
-                       "weight_sha256": experiments.weight_hash(loaded.model),
-                       **experiments.model_identity(spec, loaded.source.location),
+                       "weight_sha256": weight_hash(loaded.model),
+                       **model_identity(spec, loaded.source.location),
                        "git_commit": git_commit(book_root()), "computed_from": "device bundle (X(0) ingredients)"}}
     files = {folder / TENSORS_FILE: _encode(tensors, held),
              folder / RECORD_FILE: (json.dumps(record, indent=1, sort_keys=True, default=str) + "\n").encode()}
@@ -253,45 +252,11 @@ def open_bundle(folder: Path, extra: Path | None = None, stand_in: bool = False)
     return Bundle(record, runs, input_ids, LoadedModel(model=model, tokenizer=None, source=source))
 
 
-def run_config(run: BundledRun, n_samples: int, dtype: str, device: str, **scale) -> experiments.ExperimentConfig:
+def run_config(run: BundledRun, n_samples: int, dtype: str, device: str, **scale) -> ExperimentConfig:
     """The config of a bundled run at ``n_samples``, ``dtype`` and ``device`` (``scale``: e.g. fewer layers
     for a probe)."""
     values = {**run.parameters, "n_samples": n_samples, "dtype": dtype, "device": device, **scale}
-    return experiments.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
-
-
-def engine_throughput(device: str, dtype: str, n_samples: int = 512, n_layers: int = 8) -> dict[str, float]:
-    """The engine's speed on one configuration (complete mask, the paper's D, no exact tracking) at MPNet's
-    width and 128 tokens: sample.layers per second and the attention's TFLOP/s (engine.attention_flop), beside
-    the device's own matrix product of the projections' shape ([sample * token, d] @ [d, 3d], best of 3)."""
-    d, tokens, dt = 768, 128, getattr(torch, dtype)
-    layers = random_layers(n_layers, d, 12, seed=0)
-    x0 = torch.randn(n_samples, tokens, d, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    config = (SANConfig(norm="unit", exact_mu=False),)
-    run_san(x0[:8], layers[:1], config, dtype=dt, device=device)  # warm-up: kernels, cuBLAS handles
-    _sync(device)
-    start = time.perf_counter()
-    run_san(x0, layers, config, dtype=dt, device=device, memory_budget=plan.memory_budget(),
-            metric_names=("mu", "norm"))
-    _sync(device)
-    seconds = time.perf_counter() - start
-    rate = n_samples * n_layers / seconds
-    a = torch.randn(n_samples * tokens, d, dtype=dt, device=device)
-    b = torch.randn(d, 3 * d, dtype=dt, device=device)
-    best = float("inf")
-    for _ in range(3):
-        _sync(device)
-        t0 = time.perf_counter()
-        a @ b
-        _sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return {"sample_layers_per_s": rate, "tflop_per_s": rate * attention_flop(d, tokens) / 1e12, "seconds": seconds,
-            "matmul_tflop_per_s": 2 * a.shape[0] * d * 3 * d / best / 1e12}
-
-
-def _sync(device: str) -> None:
-    if resolve_device(device).type == "cuda":
-        torch.cuda.synchronize()
+    return ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
 def _probe(bundle: Bundle, run: BundledRun, n: int, depth: int, dtype: str, device: str, scratch: Path) -> float:
@@ -317,24 +282,22 @@ def _archive(store: ResultStore, keys: list[tuple[str, str]], path: Path) -> Non
 
 def run_bundle(bundle: Bundle, store: ResultStore, *, samples: tuple[int, ...], dtypes: tuple[str, ...] = ("float32",),
                device: str = "cpu", budget_s: float = float("inf"), probe: tuple[int, int] = (64, 4),
-               engine: tuple[int, int] = (512, 8), archive: Path | None = None, log=print) -> dict:
+               archive: Path | None = None, log=print) -> dict:
     """Compute the bundled runs for each dtype in turn, page by page (a page's parts at one sample count, so it
     shows them together), each page at the largest of ``samples`` whose time, estimated from a probe of each run
     (:func:`_probe` at ``probe`` samples x layers, which also tries the device), fits what is left of ``budget_s``;
     a page none fits is skipped. Each result is stored at once (and the archive rewritten). Returns a report:
-    the engine's throughput per dtype (:func:`engine_throughput` at ``engine`` samples x layers), each run's
-    estimate and wall time. One ValueError for a sample count the bundle does not hold."""
+    each run's estimate and wall time (the engine's own throughput is ``benchmarks/engine_throughput.py``'s,
+    which the device script runs beside). One ValueError for a sample count the bundle does not hold."""
     unknown = sorted(set(samples) - set(bundle.sample_counts))
     if not samples or unknown:
         raise ValueError(f"samples must be sample counts the bundle holds ({', '.join(map(str, bundle.sample_counts))}); "
                          f"got {list(samples)}")
-    started, report = time.perf_counter(), {"device": device, "runs": [], "engine": {}, "skipped": []}
+    started, report = time.perf_counter(), {"device": device, "runs": [], "skipped": []}
     if resolve_device(device).type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(resolve_device(device))
     report["torch"], stored = torch.__version__, []
     for dtype in dtypes:
-        report["engine"][dtype] = engine_throughput(device, dtype, *engine)
-        log(f"engine {dtype}: {report['engine'][dtype]}")
         with tempfile.TemporaryDirectory() as scratch:
             per_sample = [_probe(bundle, run, min(probe[0], max(samples)), probe[1], dtype, device, Path(scratch))
                           for run in bundle.runs]  # estimated seconds per sample of each run
@@ -374,42 +337,3 @@ def _run_page(bundle: Bundle, store: ResultStore, runs: list[tuple[BundledRun, f
         if archive is not None:
             _archive(store, stored + new, archive)
     return new
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run a bundle (the device script's entry point); prints its report as JSON lines as it goes."""
-    parser = argparse.ArgumentParser(prog="python -m rankcollapse.experiments.bundle", description=__doc__.split("\n")[0])
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--store", type=Path, required=True, help="results store root to write")
-    parser.add_argument("--extra", type=Path, default=None, help="folder that may hold the bundle's extra rows")
-    parser.add_argument("--samples", type=int, nargs="+", default=None, help="sample counts to choose from "
-                        "(default: every count the bundle holds)")
-    parser.add_argument("--dtypes", nargs="+", default=["float32"])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--budget-s", type=float, default=float("inf"), help="seconds for the whole run")
-    parser.add_argument("--stand-in", action="store_true", help="only try the device: random tokens and embeddings "
-                        "(bundle.json alone), the engine timing and the probes, nothing stored")
-    parser.add_argument("--probe", type=int, nargs=2, default=[64, 4], metavar=("SAMPLES", "LAYERS"))
-    parser.add_argument("--engine", type=int, nargs=2, default=[512, 8], metavar=("SAMPLES", "LAYERS"),
-                        help="size of the engine timing")
-    parser.add_argument("--archive", type=Path, default=None, help=".tar.gz of the results, rewritten after each")
-    parser.add_argument("--report", type=Path, default=None, help="JSON report of timings and throughput")
-    args = parser.parse_args(argv)
-    bundle = open_bundle(args.folder, args.extra, stand_in=args.stand_in)
-    samples = tuple(k for k in args.samples or bundle.sample_counts if k in bundle.sample_counts)
-    found = args.extra is not None and (args.extra / EXTRA_FILE).is_file()
-    print(f"bundle: sample counts {bundle.sample_counts} (extra rows {'found' if found else 'not found'}); running "
-          f"{samples}", flush=True)
-    report = run_bundle(bundle, ResultStore(args.store), samples=samples, dtypes=tuple(args.dtypes),
-                        device=args.device, budget_s=0.0 if args.stand_in else args.budget_s, probe=tuple(args.probe),
-                        engine=tuple(args.engine), archive=args.archive,
-                        log=lambda line: print(line, flush=True))
-    text = json.dumps(report, indent=1)
-    print(text, flush=True)
-    if args.report is not None:
-        args.report.write_text(text + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

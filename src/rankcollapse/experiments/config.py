@@ -1,41 +1,36 @@
-"""The experiment sweeps: an :class:`ExperimentConfig` -> a tidy table of per-layer sample statistics.
+"""The experiment sweeps' configuration: an :class:`ExperimentConfig`, checked once, and the parameters it is
+stored under.
 
 The experiment and author-response pages reach this module through the page registry
-(:mod:`rankcollapse.book.registry`, which holds each page's fixed choices); :func:`rankcollapse.experiments.sweep.run_experiment`
-loads the stored result with exactly these parameters from the results store (:mod:`rankcollapse.experiments.store`)
-or computes it (in units of sample blocks, resumable, over the ranks of a process group) and stores it.
+(:mod:`rankcollapse.book.registry`, which holds each page's fixed choices; each page's sweep is a
+:class:`Run`); :func:`rankcollapse.experiments.sweep.run_experiment` loads the stored result with exactly
+these parameters from the results store (:mod:`rankcollapse.experiments.store`) or computes it (in units of
+sample blocks, resumable, over the ranks of a process group) and stores it as a tidy table
+(:mod:`rankcollapse.experiments.table`).
 
 Protocol (Dong et al.'s, with our [recon] choices as parameters): real Wikipedia text cut to exactly
-``n_tokens`` tokens by the pretrained model's tokenizer; X(0) = that model's own embedding output
-(shared by *initialized* and *pretrained* runs, so only the attention weights differ); *pretrained* =
-the model's attention sublayers (its first ``min(n_layers, model depth)``, never cycled); *initialized* = fresh layers of the
-same sizes, PyTorch's nn.Linear default U(-1/sqrt(d), 1/sqrt(d)) (the authors' response), seeded (``weight_seed``,
-else ``seed``); *initialized_nobias* = the very same draws with every bias dropped (a control: the theory's SAN
-has none). The
-optional *full transformer* reference is the Hugging Face forward (hooks), pretrained or freshly
-initialized by Hugging Face (N(0, 0.02)).
+``n_tokens`` tokens by the pretrained model's tokenizer; X(0) = that model's own embedding output (shared by
+*initialized* and *pretrained* runs, so only the attention weights differ); *pretrained* = the model's
+attention sublayers (its first ``min(n_layers, model depth)``, never cycled); *initialized* = fresh layers of
+the same sizes, PyTorch's nn.Linear default U(-1/sqrt(d), 1/sqrt(d)) (the authors' response), seeded
+(``weight_seed``, else ``seed``); *initialized_nobias* = the very same draws with every bias dropped (a
+control: the theory's SAN has none). The optional *full transformer* reference is the Hugging Face forward
+(hooks), pretrained or freshly initialized by Hugging Face (N(0, 0.02)).
 
-The table is tidy: one row per weights x configuration x layer x metric, columns ``mean, std, median,
-q10, q90, min, max`` over samples; the metric ``full_rank`` is 1 for a sample at full numerical rank,
-so its mean is the fraction at full rank.
+``MAX_SAMPLES`` and ``MAX_TOKENS`` bound a sweep's text samples and their length; the theory pages' random
+systems have bounds of their own (``rankcollapse.book.pages._common``: up to 10^6 random draws of at most 4096
+tokens), which are not text samples.
 
-Used by: :mod:`rankcollapse.book.registry`, ``benchmarks/``, tests/unit/test_experiments.py.
+Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.experiments.plan`,
+:mod:`rankcollapse.experiments.bundle`, the page registry and the page modules, ``book/cli_listing.py``,
+``book/recompute.py``, ``book/origins.py``.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
-from types import SimpleNamespace
-
-import numpy as np
-import pandas as pd
-import torch
 
 from rankcollapse.experiments import data as rc_data
-from rankcollapse.experiments.provenance import TOKENIZER_FILES, files_sha256, folder_files
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse import engine
@@ -48,12 +43,7 @@ from rankcollapse.core.norms import NORM_NAMES
 WEIGHT_SOURCES = ("initialized", "pretrained", "initialized_nobias")
 DEFAULT_WEIGHTS = ("initialized", "pretrained")  # what a sweep runs unless told (results' keys depend on it)
 INITIALIZED = ("initialized", "initialized_nobias")  # the freshly initialized weight sources
-STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
-TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
-                 "sigma_min", "sigma_min_floor", "mean_abs_cosine",  # "exact": 1 where mu is tracked below the floor
-                 engine.SETTLED_METRIC,  # the share of samples not computed at a layer, settled on the floor
-                 *rc_metrics.ATTENTION_METRIC_NAMES)  # only in sweeps with attention_stats
-MAX_SAMPLES = 5000  # the packaged Wikipedia leads give a few thousand samples of 128 tokens
+MAX_SAMPLES = 5000  # text samples of a sweep: the packaged Wikipedia leads give a few thousand of 128 tokens
 MAX_TOKENS = 8192  # longest sequence of a sweep (a model's own limit is checked by experiment_config)
 
 
@@ -141,235 +131,6 @@ class ExperimentConfig:
         pairs = tuple((m, self.window if m in rc_masks.WINDOWED_MASKS else None) for m in self.masks)
         grid = engine.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms, skips=self.skips)
         return tuple(replace(c, mask_options=self.mask_options) for c in grid) if self.mask_options else grid
-
-
-# ---------------------------------------------------------------- model and text
-
-
-def _folder_stamp(spec: str, names: tuple[str, ...] | None = None) -> tuple | None:
-    """(name, inode, size, mtime) of a local folder's files (only ``names`` when given): what the caches below
-    are also keyed by, so a folder whose files change is loaded again; None for a packaged model or a hub id."""
-    folder = Path(spec).expanduser()
-    if spec.startswith("pkg:") or not folder.is_dir():
-        return None
-    stamps = []
-    for path in folder.iterdir():
-        if path.is_file() and (names is None or path.name in names):
-            stat = path.stat()
-            stamps.append((path.name, stat.st_ino, stat.st_size, stat.st_mtime_ns))
-    return tuple(sorted(stamps))
-
-
-def loaded_model(spec: str):
-    """The model and tokenizer of a spec (:func:`rankcollapse.hf.load.load_model`), cached per process."""
-    return _loaded_model(spec, _folder_stamp(spec))
-
-
-@functools.lru_cache(maxsize=2)
-def _loaded_model(spec: str, stamp: tuple | None):
-    from rankcollapse.hf.load import load_model
-
-    return load_model(spec)
-
-
-def samples(spec: str, n_samples: int, n_tokens: int, seed: int, overlap: str) -> rc_data.TextSamples:
-    """The Wikipedia samples of a sweep, tokenized by the model's tokenizer (cached per process).
-
-    Shapes: ``.input_ids`` [sample, token]; the first k of a larger draw are the draw of k.
-    """
-    return _samples(spec, n_samples, n_tokens, seed, overlap, _folder_stamp(spec, TOKENIZER_FILES))
-
-
-@functools.lru_cache(maxsize=4)
-def _samples(spec: str, n_samples: int, n_tokens: int, seed: int, overlap: str, stamp: tuple | None):
-    return rc_data.sample_token_ids(loaded_model(spec).tokenizer, n_samples, n_tokens, seed, overlap)
-
-
-def model_identity(spec: str, location: str | None = None) -> dict[str, str | None]:
-    """What a result records about its model's files and compares before it is reused, without loading
-    weights: a packaged model's installed package (``model_package``); a folder's SHA-256 of its config and
-    weight files (``model_files_sha256``) and of its tokenizer files (``tokenizer_sha256``); a hub id's
-    cached commit (``model_revision``) and tokenizer files. ``location``: the folder the model was loaded
-    from, to hash a packaged model's tokenizer files too (when recording)."""
-    from rankcollapse.hf.load import hub_snapshot, packaged_version
-
-    local = Path(spec).expanduser()
-    if spec.startswith("pkg:"):
-        identity, folder = {"model_package": packaged_version(spec)}, Path(location) if location else None
-    elif local.is_dir():
-        identity, folder = {"model_files_sha256": files_sha256(folder_files(local)[0])}, local
-    else:
-        folder = hub_snapshot(spec)
-        identity = {"model_revision": None if folder is None else folder.name}
-    tokenizer = folder_files(folder)[1] if folder is not None and folder.is_dir() else None
-    return {**identity, "tokenizer_sha256": None if tokenizer is None else files_sha256(tokenizer)}
-
-
-def identity_mismatch(spec: str, provenance: dict) -> str | None:
-    """Why a stored result of ``spec`` no longer fits its model's files (:func:`model_identity` against what
-    the result recorded), in a few words; None when it fits. A folder's result must have recorded its
-    hashes; a packaged model's or hub id's is compared where it recorded the version (results stored before
-    these were recorded keep loading), and only while the package is installed or the hub id cached."""
-    local = not spec.startswith("pkg:") and Path(spec).expanduser().is_dir()
-    for name, now in model_identity(spec).items():
-        if now is None or (name not in provenance and not local):
-            continue
-        if name not in provenance:
-            return f"it records no {name} of the folder {spec} (stored before the folder's files were hashed)"
-        if provenance[name] != now:
-            what = {"model_package": "the installed model package", "model_revision": "the cached hub revision",
-                    "model_files_sha256": "the folder's config or weight files",
-                    "tokenizer_sha256": "the tokenizer files"}[name]
-            short = (lambda v: f"{str(v)[:16]}...") if name.endswith("sha256") else str
-            return f"{what} changed since it was computed ({name} {short(provenance[name])} -> {short(now)})"
-    return None
-
-
-def weight_hash(model: torch.nn.Module) -> str:
-    """sha256 of every parameter tensor in name order (names, shapes and float32 bytes)."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(f"{name}{tuple(tensor.shape)}".encode())
-        digest.update(tensor.detach().to(torch.float32).contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
-def layer_shapes(config: ExperimentConfig, model_config) -> dict[str, tuple[int, SimpleNamespace]]:
-    """Each weight source's depth and layer shape (``d_model``, ``n_heads``, ``d_head``), from the model's
-    Hugging Face config alone: what a sweep's memory check needs before any layer is built."""
-    d, heads = int(model_config.hidden_size), int(model_config.num_attention_heads)
-    own = int(getattr(model_config, "head_dim", None) or d // heads)
-    shapes = {}
-    for kind in config.weights:
-        pretrained = kind == "pretrained"
-        depth = min(config.n_layers, int(model_config.num_hidden_layers)) if pretrained else config.n_layers
-        shapes[kind] = (depth, SimpleNamespace(d_model=d, n_heads=heads, d_head=own if pretrained else d // heads))
-    return shapes
-
-
-def initialized_model(model: torch.nn.Module, n_layers: int, seed: int) -> torch.nn.Module:
-    """A freshly initialized copy of the architecture with ``n_layers`` layers (HF's own init; a config's
-    per-layer ``layer_types`` cut to those layers), from a forked, seeded RNG (the global RNG state is restored)."""
-    from transformers import AutoModel
-
-    own = model.config.to_dict()
-    per_layer = {"layer_types": own["layer_types"][:n_layers]} if own.get("layer_types") else {}
-    config = model.config.__class__.from_dict({**own, "num_hidden_layers": n_layers, **per_layer})
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        fresh = AutoModel.from_config(config, attn_implementation="eager")
-    return fresh.eval()
-
-
-# ---------------------------------------------------------------- sweep and summary
-
-
-def check_finite(metrics: dict[str, torch.Tensor], labels: list[dict], dtype: str) -> None:
-    """One ValueError when a unit's metrics hold inf or NaN: its hidden states overflowed (e.g. pretrained
-    SmolLM2 without any norm grows about 15x a layer and leaves float32's range after 17 layers). The
-    message names the first such configuration and layer and, for float32, the dtype that holds them.
-
-    Shapes: metrics each [layer + 1, config, sample]; labels one dict per config.
-    """
-    for name, values in metrics.items():
-        bad = ~torch.isfinite(values)
-        if bad.any():
-            layer, config, _ = (int(i) for i in bad.nonzero()[0])
-            what = ", ".join(f"{k} {v}" for k, v in labels[config].items() if v is not None)
-            advice = "; run it with -p dtype float64" if dtype == "float32" else ""
-            raise ValueError(f"{what}: {name} is not finite from layer {layer} on (the hidden states overflowed "
-                             f"in {dtype}){advice}")
-
-
-def summarize(metrics: dict[str, torch.Tensor], labels: list[dict], n_tokens: int, d_model: int) -> pd.DataFrame:
-    """Sample statistics of every metric, tidy.
-
-    Shapes: each metrics[name] [layer + 1, config, sample]; labels has one dict per config.
-    """
-    values = {k: metrics[k] for k in TABLE_METRICS if k in metrics}
-    if "numerical_rank" in metrics:
-        values["full_rank"] = (metrics["numerical_rank"] == min(n_tokens, d_model)).to(torch.float64)
-    n_layers1, n_configs, n_samples = metrics["mu"].shape  # [layer + 1, config, sample]
-    frames = []
-    for name in (k for k in TABLE_METRICS if k in values):
-        x = values[name].to(torch.float64).numpy()  # [layer + 1, config, sample]
-        q10, median, q90 = np.quantile(x, [0.1, 0.5, 0.9], axis=-1)  # each [layer + 1, config]
-        stats = {"mean": x.mean(-1), "std": x.std(-1), "median": median, "q10": q10, "q90": q90,
-                 "min": x.min(-1), "max": x.max(-1)}  # each [layer + 1, config]
-        layer, config = np.meshgrid(np.arange(n_layers1), np.arange(n_configs), indexing="ij")
-        frame = pd.DataFrame({"layer": layer.ravel(), "config": config.ravel(), "metric": name,
-                              **{k: v.ravel() for k, v in stats.items()}})
-        frames.append(frame)
-    table = pd.concat(frames, ignore_index=True)
-    label_frame = pd.DataFrame(labels).reset_index(names="config")
-    table = label_frame.merge(table, on="config").drop(columns="config")
-    table["n_samples"] = n_samples
-    return table
-
-
-def config_labels(configs: tuple[engine.SANConfig, ...], weights: str) -> list[dict]:
-    return [{"weights": weights, "variant": "SAN", "mask": c.mask, "window": c.window,
-             "temperature": c.temperature, "norm": c.norm, "skip": c.skip} for c in configs]
-
-
-def value(table: pd.DataFrame, metric: str, *, layer: int | str = "last", stat: str = "mean", **labels) -> float:
-    """One number of a tidy table: ``stat`` of ``metric`` at ``layer`` (an integer or ``"last"``, the
-    configuration's deepest layer) for the one configuration matching ``labels`` (column=value).
-
-    Shapes: ``table`` is a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`).
-    """
-    rows = _rows(table, metric, labels)
-    rows = rows[rows["layer"] == (rows["layer"].max() if layer == "last" else layer)]
-    if len(rows) != 1:
-        raise ValueError(f"{len(rows)} rows of {metric!r} at layer {layer} match {labels}; name one configuration")
-    return float(rows[stat].iloc[0])
-
-
-def held_from(table: pd.DataFrame, **labels) -> int | None:
-    """The first layer a sweep did not compute for the configurations matching ``labels`` because they had
-    settled on their rounding floor (metric ``engine.SETTLED_METRIC`` above 0: some samples held, their last
-    computed values repeated); None where every layer was computed (or the sweep never stops).
-
-    Shapes: ``table`` is a tidy experiments table.
-    """
-    rows = _rows(table, engine.SETTLED_METRIC, labels)
-    held = rows.loc[rows["mean"] > 0, "layer"]
-    return int(held.min()) if len(held) else None
-
-
-def _rows(table: pd.DataFrame, metric: str, labels: dict) -> pd.DataFrame:
-    """The rows of ``metric`` whose columns equal ``labels`` (column=value)."""
-    rows = table[table["metric"] == metric]
-    for column, wanted in labels.items():
-        rows = rows[rows[column] == wanted]
-    return rows
-
-
-TABLE_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip", "layer", "metric",
-                 *STATISTICS, "n_samples")
-
-
-def check_table(table: pd.DataFrame, parameters: dict) -> None:
-    """Raise ValueError unless a stored table has the tidy columns and exactly the configurations
-    (weights, variant, mask, temperature, norm, skip) and sample counts its stored ``parameters`` ask for.
-
-    Shapes: ``table`` is a tidy experiments table; ``parameters`` the stored (canonical) parameters.
-    """
-    if tuple(table.columns) != TABLE_COLUMNS:
-        raise ValueError(f"its columns are {', '.join(map(str, table.columns))}; expected {', '.join(TABLE_COLUMNS)}")
-    p = parameters
-    expected = {(w, "SAN", m, t, n, s) for w in p["weights"] for m in p["masks"] for t in p["temperatures"]
-                for n in p["norms"] for s in p["skips"]}
-    if p["full_transformer"]:
-        expected |= {(w, "full transformer", "model", None, "model", True) for w in p["weights"]}
-    present = {(w, v, m, None if pd.isna(t) else float(t), n, str(s) == "True")
-               for w, v, m, t, n, s in table[["weights", "variant", "mask", "temperature", "norm", "skip"]].itertuples(index=False)}
-    if present != expected:
-        missing, extra = sorted(map(str, expected - present)), sorted(map(str, present - expected))
-        raise ValueError(f"{len(missing)} configurations missing{(' (first: ' + missing[0] + ')') if missing else ''}, "
-                         f"{len(extra)} not asked for{(' (first: ' + extra[0] + ')') if extra else ''}")
-    if set(table["n_samples"]) != {p["n_samples"]}:
-        raise ValueError(f"sample counts {sorted(set(table['n_samples']))}, expected {p['n_samples']}")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ else a quick timing of one small block) and the memory it needs, and refuses wit
 budget (``$RANKCOLLAPSE_MEMORY_BUDGET`` bytes, default 1 GiB) cannot hold one block or the machine cannot hold
 the run (estimated from the shapes, before any layer is built or sample drawn).
 
-Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.experiments.bundle`,
-:mod:`rankcollapse.book.pages.large_models`, ``benchmarks/bench_san.py``, tests/unit/test_sweep.py.
+Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.book.pages.large_models`, ``benchmarks/``
+(``bench_san.py``, ``gpu_throughput.py``, ``engine_throughput.py``), tests/unit/test_sweep.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import torch
 
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.engine import AttentionLayer, attention_flop, bytes_per_sample, resolve_device, run_san, samples_per_chunk
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import ExperimentConfig
+from rankcollapse.experiments.models import layer_shapes
 from rankcollapse.experiments.checkpoints import Unit
 from rankcollapse.experiments.ranks import rank_and_world
 
@@ -36,7 +37,7 @@ THROUGHPUT_FILE = Path(__file__).resolve().parents[3] / "benchmarks" / "throughp
 class Work(Protocol):
     """What a plan reads of a sweep's work (:class:`rankcollapse.experiments.sweep._Work`)."""
 
-    config: experiments.ExperimentConfig
+    config: ExperimentConfig
     configs: tuple
     names: tuple[str, ...] | None
     loaded: object
@@ -151,12 +152,12 @@ def _duration(seconds: float) -> str:
 
 def make_plan(work: Work, label: str, plan_units: list[Unit], block: int, budget: int, timed: bool = True) -> Plan:
     """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run,
-    estimated from the shapes (:func:`rankcollapse.experiments.config.layer_shapes`) before any layer is
+    estimated from the shapes (:func:`rankcollapse.experiments.models.layer_shapes`) before any layer is
     built or sample drawn. ``timed=False`` skips the throughput (NaN) when nobody will read the expected time."""
     c, (_, world) = work.config, rank_and_world()
     device = resolve_device(c.device)
     dtype = rc_metrics.DTYPES[c.dtype]
-    shapes = experiments.layer_shapes(c, work.loaded.model.config)
+    shapes = layer_shapes(c, work.loaded.model.config)
     depths = {kind: depth for kind, (depth, _) in shapes.items()}
     widest = max((shape for _, shape in shapes.values()), key=lambda s: bytes_per_sample(c.n_tokens, s, dtype))
     per_sample = bytes_per_sample(c.n_tokens, widest, dtype)

@@ -7,7 +7,8 @@ the parameters, the rankcollapse, PyTorch and Python versions, the git commit, t
 hardware. A long run's checkpoints are keyed by the package's source instead (:func:`source_sha256`). This module imports neither matplotlib nor pandas, so the results store and the command line
 need no plotting stack.
 
-Used by: :mod:`rankcollapse.book.plotting.common`, :mod:`rankcollapse.experiments.store`, :mod:`rankcollapse.book.cli`,
+Used by: the experiments' ``store``, ``store_upgrade``, ``sweep``, ``checkpoints``, ``models`` and ``bundle``;
+the book's ``plotting.common``, ``report``, ``runner``, ``origins``, ``recompute`` and ``sphinx_figures``;
 ``tests/unit/test_provenance.py``.
 """
 

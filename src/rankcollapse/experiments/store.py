@@ -6,30 +6,30 @@ A result is identified by its page name and its *complete* parameter set. It liv
 travels to a GPU machine beside a device bundle) and ``results/<page>/<key>.json`` (provenance: every
 parameter, package versions, git commit, model spec and weight hash, sample hash, dtype, device, hardware,
 wall time, and the SHA-256 and row count of the CSV text), and, for results stored since per-sample values
-are kept, a third, ``results/<page>/<key>.samples.npz`` (:mod:`rankcollapse.experiments.samples`, its SHA-256
-in the JSON as ``samples_sha256``, verified like the table's), where ``key`` is a hash of the canonical
-JSON of ``{page, parameters}``. A lookup matches only when the stored parameters are *exactly* the ones
-asked for, so a stored number can never stand in for a different setting.
+are kept, a third, ``results/<page>/<key>.samples.npz`` (:mod:`~rankcollapse.experiments.sample_values`, its
+SHA-256 in the JSON as ``samples_sha256``, verified like the table's), where ``key`` is a hash of the
+canonical JSON of ``{page, parameters}``. A lookup matches only when the stored parameters are *exactly* the
+ones asked for, so a stored number can never stand in for a different setting.
 
 A stored result is never read or listed without checking it: both files present, the JSON readable and
 for this key, the table decompressing, the CSV's SHA-256 and row count equal to the recorded ones, and (when
-the caller passes a ``check``, as :mod:`rankcollapse.experiments.config` does) the table's columns and
-configurations those the parameters ask for. Anything else raises one :class:`DamagedResultError` naming
-the file and the command that recomputes it -- never a silent partial figure.
+the caller passes a ``check``: a sweep passes :func:`rankcollapse.experiments.table.check_table`) the table's
+columns and configurations those the parameters ask for. Anything else raises one :class:`DamagedResultError`
+naming the file and the command that recomputes it -- never a silent partial figure.
 
 Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last); a write
 that fails (a full disk) raises one :class:`rankcollapse.experiments.provenance.WriteError` naming the file and
 leaves neither half of the result, and a sweep refuses a store it cannot write before it computes anything
 (:meth:`ResultStore.check_writable`). A sweep stores each entry as soon as it is computed, so an interrupted
 sweep resumes at the first entry that is missing. An experiment's result is reused only while its model's
-files are those it recorded (:func:`rankcollapse.experiments.config.identity_mismatch`, checked by
+files are those it recorded (:func:`rankcollapse.experiments.models.identity_mismatch`, checked by
 :func:`rankcollapse.experiments.sweep.run_experiment`).
 
 A store of an earlier version (``<key>.csv`` tables, records without hashes) is refused naming
 ``results/upgrade_store.py`` (:mod:`rankcollapse.experiments.store_upgrade`), which upgrades it in place.
 
-Used by: :mod:`rankcollapse.experiments.config` (every experiment page), book/reproduce.md (:func:`summary_table`),
-:mod:`rankcollapse.experiments.store_upgrade` and ``tests/unit/test_results.py``.
+Used by: the experiments' ``sweep`` (every experiment page's results), ``checkpoints``, ``bundle``,
+``store_upgrade``; the book's registry, report, origins, recompute, CLI listing and pages; book/reproduce.md.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from rankcollapse.experiments import samples as rc_samples
+from rankcollapse.experiments import sample_values
 from rankcollapse.experiments.provenance import (WriteError, atomic_write, book_root, provenance_record,
                                                  unwritable)
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.sample_values import SampleValues
 
 KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
 TABLE_SUFFIX = ".csv.gz"  # a result's table: results/<page>/<key>.csv.gz
@@ -271,7 +271,7 @@ class ResultStore:
                 raise damaged(f"the table does not match its parameters: {err}", stored) from None
         samples = None
         if "samples_sha256" in record:  # results stored before per-sample values were kept have none
-            samples_path = self.root / page / f"{key}{rc_samples.SAMPLES_SUFFIX}"
+            samples_path = self.root / page / f"{key}{sample_values.SAMPLES_SUFFIX}"
             if not samples_path.is_file():
                 raise damaged(f"its per-sample values {samples_path.name} are missing", stored)
             data = samples_path.read_bytes()
@@ -279,7 +279,7 @@ class ResultStore:
                 raise damaged(f"its per-sample values {samples_path.name} are not the ones recorded (SHA-256 "
                               f"differs): edited, truncated or replaced", stored)
             try:
-                samples = rc_samples.from_bytes(data)
+                samples = sample_values.from_bytes(data)
             except ValueError as err:
                 raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}", stored) from None
         return StoredResult(table, record, table_path, True, samples)
@@ -290,9 +290,9 @@ class ResultStore:
         with the SHA-256 and row count of the CSV and the SHA-256 of the per-sample values)."""
         table_path, json_path = self.paths(page, parameters)
         key = result_key(page, parameters)
-        samples_path = table_path.with_name(key + rc_samples.SAMPLES_SUFFIX)
+        samples_path = table_path.with_name(key + sample_values.SAMPLES_SUFFIX)
         data = _table_text(table)
-        packed = None if samples is None else rc_samples.to_bytes(samples)
+        packed = None if samples is None else sample_values.to_bytes(samples)
         record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": key,
                   "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
         if packed is not None:

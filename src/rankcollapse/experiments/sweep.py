@@ -24,7 +24,8 @@ one call over all samples gives, so the summary table does not depend on how the
   computes every layer): its later layers hold the last computed values and the table's metric ``settled``
   says so (:func:`rankcollapse.engine.run_san`'s ``settle``; recorded as ``settle_layers`` in the provenance).
 * **Stale results**: a stored result is reused only while its model's files are those it recorded
-  (:func:`rankcollapse.experiments.config.identity_mismatch`); else it is computed again, saying so in one line.
+  (:func:`rankcollapse.experiments.models.identity_mismatch`); else it is computed again, saying so in one
+  line.
 * **Progress**: a tqdm bar over blocks x configurations with an ETA, on stderr, when reporting is on
   (:mod:`rankcollapse.experiments.ranks`): asked by the command line (``rankcollapse run`` and
   ``rankcollapse compute``), or ``$RANKCOLLAPSE_PROGRESS=1``, or stderr is a terminal; never inside a
@@ -50,15 +51,18 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import check_finite
+from rankcollapse.experiments.config import ExperimentConfig, stored_parameters
+from rankcollapse.experiments.data import TextSamples
+from rankcollapse.experiments.models import (identity_mismatch, initialized_model, loaded_model,
+                                             model_identity, text_samples, weight_hash)
+from rankcollapse.experiments.table import check_finite, check_table, config_labels, summarize
 from rankcollapse.engine import AttentionLayer, random_layers, run_san
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import provenance_record, source_sha256
 from rankcollapse.experiments.plan import env_int, make_plan, memory_budget
 from rankcollapse.experiments.checkpoints import (Checkpoints, Unit, check_writable, other_block,
                                                   partial_folder, superseded, warn_orphans)
-from rankcollapse.experiments.samples import SampleValues, from_metrics
+from rankcollapse.experiments.sample_values import SampleValues, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
 
@@ -73,21 +77,21 @@ SETTLE_LAYERS = 3  # a configuration whose every sample of a chunk sat within th
 # ---------------------------------------------------------------- units of work
 
 
-def block_samples(config: experiments.ExperimentConfig) -> int:
+def block_samples(config: ExperimentConfig) -> int:
     """Samples per unit: ``$RANKCOLLAPSE_BLOCK_SAMPLES``, else BLOCK_SAMPLES of the device type; at most the
     sweep's samples (a larger block holds no more, and would only be planned for)."""
     asked = env_int(BLOCK_ENV, BLOCK_SAMPLES[config.device.split(":")[0]], 1, "an integer")
     return min(asked, config.n_samples)
 
 
-def settle_layers(config: experiments.ExperimentConfig) -> int | None:
+def settle_layers(config: ExperimentConfig) -> int | None:
     """After how many consecutive layers on its rounding floor a configuration stops (``engine.run_san``'s
     ``settle``): ``$RANKCOLLAPSE_SETTLE_LAYERS``, else SETTLE_LAYERS; 0, or a sweep with ``attention_stats``
     (whose decomposition is per layer): never (None)."""
     return None if config.attention_stats else env_int(SETTLE_ENV, SETTLE_LAYERS, 0, "a number of layers") or None
 
 
-def units(config: experiments.ExperimentConfig, block: int) -> list[Unit]:
+def units(config: ExperimentConfig, block: int) -> list[Unit]:
     """Every unit of a sweep, block by block (so consecutive units share their samples' X(0))."""
     parts = (False, True) if config.full_transformer else (False,)
     return [Unit(kind, full, start, min(start + block, config.n_samples))
@@ -101,16 +105,16 @@ class Inputs:
     layers, the samples, and the provenance fields that replace those read from the model."""
 
     loaded: object  # a rankcollapse.hf.load.LoadedModel
-    drawn: experiments.rc_data.TextSamples  # exactly the sweep's n_samples
+    drawn: TextSamples  # exactly the sweep's n_samples
     record: dict  # e.g. the real model's weight_sha256 and the commit of the bundled code
 
 
 class _Work:
     """What the units of one sweep share in a process: model, samples, layers, the current block's X(0)."""
 
-    def __init__(self, config: experiments.ExperimentConfig, inputs: Inputs | None = None) -> None:
+    def __init__(self, config: ExperimentConfig, inputs: Inputs | None = None) -> None:
         self.config = config
-        self.loaded = experiments.loaded_model(config.model) if inputs is None else inputs.loaded
+        self.loaded = loaded_model(config.model) if inputs is None else inputs.loaded
         self.record = {} if inputs is None else inputs.record
         if inputs is not None:
             self.drawn = inputs.drawn  # instead of the cached property's draw
@@ -126,20 +130,20 @@ class _Work:
         return int(self.loaded.model.config.hidden_size)
 
     @functools.cached_property
-    def drawn(self) -> experiments.rc_data.TextSamples:
+    def drawn(self) -> TextSamples:
         """The sweep's text samples, drawn on first use (after the plan's memory check)."""
         c = self.config
-        return experiments.samples(c.model, c.n_samples, c.n_tokens, c.seed, c.overlap)
+        return text_samples(c.model, c.n_samples, c.n_tokens, c.seed, c.overlap)
 
     def layers(self, kind: str) -> list[AttentionLayer]:
         """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh from
         the config's ``initial_seed``, without biases for "initialized_nobias": the same draws, biases dropped)."""
-        from rankcollapse.hf import extract as models_extract
+        from rankcollapse.hf import extract
 
         if kind not in self._layers:
             c, model = self.config, self.loaded.model
             if kind == "pretrained":
-                self._layers[kind] = models_extract.extract_layers(model, n_tokens=c.n_tokens)[:c.n_layers]
+                self._layers[kind] = extract.extract_layers(model, n_tokens=c.n_tokens)[:c.n_layers]
             else:
                 self._layers[kind] = random_layers(c.n_layers, self.d_model, model.config.num_attention_heads,
                                                    init=c.init, seed=c.initial_seed,
@@ -151,7 +155,7 @@ class _Work:
         if kind not in self._references:
             model = self.loaded.model
             if kind != "pretrained":
-                model = experiments.initialized_model(model, self.config.n_layers, self.config.initial_seed)
+                model = initialized_model(model, self.config.n_layers, self.config.initial_seed)
             elif self.config.device != "cpu":
                 model = copy.deepcopy(model)  # the cached CPU model still gives X(0)
             self._references[kind] = model.to(self.config.device)
@@ -159,21 +163,21 @@ class _Work:
 
     def x0(self, start: int, stop: int) -> torch.Tensor:
         """X(0) of samples [start, stop), float64.  Shapes: -> [sample, token, d_model]."""
-        from rankcollapse.hf import extract as models_extract
+        from rankcollapse.hf import extract
 
         if self._x0 is None or self._x0[0] != (start, stop):
             ids = self.drawn.input_ids[start:stop]  # [sample, token]
-            self._x0 = ((start, stop), models_extract.embed(self.loaded.model, ids).to(torch.float64))
+            self._x0 = ((start, stop), extract.embed(self.loaded.model, ids).to(torch.float64))
         return self._x0[1]
 
     def compute(self, unit: Unit, memory_budget: int) -> dict[str, torch.Tensor]:
         """One unit's per-sample metrics.  Shapes: each [layer + 1, config, stop - start], on the CPU."""
-        from rankcollapse.hf import extract as models_extract
+        from rankcollapse.hf import extract
 
         c = self.config
         if unit.full:
             ids = self.drawn.input_ids[unit.start:unit.stop].to(c.device)  # [sample, token]
-            full = models_extract.full_transformer_metrics(self.reference(unit.weights), ids)  # [layer + 1, sample]
+            full = extract.full_transformer_metrics(self.reference(unit.weights), ids)  # [layer + 1, sample]
             metrics = {k: v[:c.n_layers + 1, None].cpu() for k, v in full.items()
                        if self.names is None or k in self.names}
             check_finite(metrics, [{"weights": unit.weights, "variant": "full transformer"}], c.dtype)
@@ -182,7 +186,7 @@ class _Work:
                          dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
                          memory_budget=memory_budget, use_model_windows=c.model_windows,
                          attention_stats=c.attention_stats, settle=self.settle)
-        check_finite(result.metrics, experiments.config_labels(self.configs, unit.weights), c.dtype)
+        check_finite(result.metrics, config_labels(self.configs, unit.weights), c.dtype)
         return result.metrics
 
     def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> tuple[pd.DataFrame, SampleValues]:
@@ -191,7 +195,7 @@ class _Work:
         c, frames, curves = self.config, [], []
         blocks = sorted({(u.start, u.stop) for u in plan})
         for kind in c.weights:
-            parts = [(False, experiments.config_labels(self.configs, kind))]
+            parts = [(False, config_labels(self.configs, kind))]
             if c.full_transformer:
                 parts.append((True, [{"weights": kind, "variant": "full transformer", "mask": "model",
                                       "window": None, "temperature": None, "norm": "model", "skip": True}]))
@@ -199,7 +203,7 @@ class _Work:
                 pieces = [computed[Unit(kind, full, *b).name] for b in blocks]
                 metrics = {name: torch.cat([p[name] for p in pieces], dim=-1)  # [layer + 1, config, sample]
                            for name in pieces[0]}
-                frames.append(experiments.summarize(metrics, labels, c.n_tokens, self.d_model))
+                frames.append(summarize(metrics, labels, c.n_tokens, self.d_model))
                 curves.append((labels, metrics))
         return pd.concat(frames, ignore_index=True), from_metrics(curves)
 
@@ -207,7 +211,7 @@ class _Work:
 # ---------------------------------------------------------------- computing and storing
 
 
-def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", partial: Path | None = None,
+def compute(config: ExperimentConfig, *, label: str = "sweep", partial: Path | None = None,
             inputs: Inputs | None = None, run: dict | None = None) -> tuple[pd.DataFrame, dict] | None:
     """The sweep's tidy table and the provenance the store adds to it, its per-sample values under ``"samples"``
     (stored beside the table): this rank's units, resumed from ``partial``, gathered to rank 0 (None on the others).
@@ -226,7 +230,7 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
     checkpoints = Checkpoints(partial, {"parameters": parameters, "torch": torch.__version__, "block": block,
                                          "settle": work.settle,
                                          "folder": None if partial is None else partial.name,
-                                         "model": experiments.model_identity(config.model)},
+                                         "model": model_identity(config.model)},
                               run and {**run, "parameters": parameters, "units": len(plan_units)})
     mine = plan_units[rank::world]
     resumed = {u.name: found for u in mine if (found := checkpoints.load(u)) is not None}
@@ -253,8 +257,8 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
     table, per_sample = work.assemble(plan_units, {k: v for part, _, _ in gathered for k, v in part.items()})
     ids, model = work.drawn.input_ids, work.loaded.model
     extra = {"model_spec": config.model, "model_description": work.loaded.source.description,
-             "model_quantized": work.loaded.source.quantized, "weight_sha256": experiments.weight_hash(model),
-             **experiments.model_identity(config.model, work.loaded.source.location),
+             "model_quantized": work.loaded.source.quantized, "weight_sha256": weight_hash(model),
+             **model_identity(config.model, work.loaded.source.location),
              "sample_ids_sha256": hashlib.sha256(ids.numpy().tobytes()).hexdigest(),
              "sample_texts_sha256": work.drawn.texts_hash, "samples_available": work.drawn.n_available,
              "dtype": config.dtype, "device": config.device,
@@ -267,17 +271,17 @@ def compute(config: experiments.ExperimentConfig, *, label: str = "sweep", parti
     return table, extra
 
 
-def run_experiment(page: str, config: experiments.ExperimentConfig, store: ResultStore | None = None,
+def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | None = None,
                    inputs: Inputs | None = None) -> StoredResult:
     """The stored result of ``page`` for exactly ``config``, verified
-    (:func:`rankcollapse.experiments.config.check_table`); else computed (:func:`compute`: resumable from its
+    (:func:`rankcollapse.experiments.table.check_table`); else computed (:func:`compute`: resumable from its
     checkpoints, shared over the ranks of a process group, from ``inputs`` when given) and stored by rank 0
     with its provenance. Every rank returns rank 0's result."""
     store = store or ResultStore()
-    parameters = experiments.stored_parameters(config)
+    parameters = stored_parameters(config)
     rank, _ = rank_and_world()
-    found = store.load(page, parameters, experiments.check_table) if rank == 0 else None
-    stale = found and experiments.identity_mismatch(config.model, found.provenance)
+    found = store.load(page, parameters, check_table) if rank == 0 else None
+    stale = found and identity_mismatch(config.model, found.provenance)
     if stale:  # e.g. a local folder's weights rewritten since: never answer from the old numbers
         print(f"{page}: not using the stored result {found.table_path}: {stale}; computing it again", file=sys.stderr)
     found = broadcast(None if stale else found)

@@ -41,11 +41,6 @@ class _Stop(Exception):
     """Raised by a hook to end a forward pass early."""
 
 
-def model_family(model: torch.nn.Module) -> str:
-    """``config.model_type``, checked against the records (:func:`~rankcollapse.hf.families.family_of`)."""
-    return family_of(model).model_type
-
-
 def model_mask(model: torch.nn.Module, n_tokens: int) -> torch.Tensor:
     """The mask the model itself uses (before its own sliding windows).  Shapes: -> [token, token] bool."""
     return rc_masks.causal_mask(n_tokens) if family_of(model).causal else rc_masks.complete_mask(n_tokens)

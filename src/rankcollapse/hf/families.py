@@ -79,9 +79,9 @@ The decoders (``gpt2``, ``llama``, ``gemma3_text``, ``mistral``, ``qwen2``, ``qw
 
 >>> family_of(type("Config", (), {"model_type": "gpt2"})()).causal
 True
->>> family_of(type("Config", (), {"model_type": "t5"})())
+>>> family_of(type("Config", (), {"model_type": "t5"})())  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-ValueError: model family must be one of bert, mpnet, gpt2, llama, gemma3_text, mistral, qwen2, qwen3, phi3, gemma2, modernbert, gpt_oss; got 't5'
+ValueError: model family must be one of bert, mpnet, gpt2, ...; got 't5'
 """
 
 from __future__ import annotations

@@ -239,6 +239,22 @@ def run_system(mask: Tensor, system: SystemConfig, dynamics: DynamicsConfig = Dy
     return simulate(X0, mask, W_Q, W_K, W_V, system.n_layers, dynamics)
 
 
+def log10_bound_rate(epsilon: float, radius: int | None) -> float:
+    """log10 of the rate ``-log(1 - epsilon^r) / r`` Theorem 1's bound guarantees, without underflow.
+
+    ``epsilon^r`` underflows to subnormal numbers (e.g. 2.76e-314) for sharp softmaxes, so the value is
+    computed in log space; NaN without a center node or when epsilon is 0.
+
+    >>> round(log10_bound_rate(1e-100, 4), 3)  # epsilon^4 = 1e-400 is not a float64
+    -400.602
+    """
+    if radius is None or not epsilon > 0:
+        return math.nan
+    log_power = radius * math.log(epsilon)  # log(epsilon^r)
+    rate = -math.log1p(-math.exp(log_power)) if log_power > -30 else math.exp(log_power)  # ~ epsilon^r
+    return (math.log10(rate) if log_power > -30 else log_power / math.log(10)) - math.log10(radius)
+
+
 def theorem1_bound(X0: Tensor, epsilon: float, radius: int, n_layers: int) -> Tensor:
     """A rigorous upper bound on mu(X(t)) for pure attention with orthogonal W_V.
 
@@ -274,7 +290,8 @@ def linear_rate(mask: Tensor) -> float:
 
 @dataclass(frozen=True)
 class CollapseSummary:
-    """One mask's run (Theorem 1 and 2 pages): curves, measured rate, epsilon, radius and the bound.
+    """One mask's run (Theorem 1 and 2 pages): curves, measured rate, epsilon and radius (the rate Theorem 1's
+    bound guarantees for pure attention: :func:`log10_bound_rate` of the two).
 
     Shapes: mu_exact, mu_direct, floor ``[sample, layer + 1]``; rates ``[sample]``.
     """
@@ -285,7 +302,6 @@ class CollapseSummary:
     mu_direct: Tensor  # mu of X itself (stalls at the rounding floor)
     floor: Tensor  # eps(dtype) * ||X||_F
     rates: Tensor  # per-sample rate fitted where mu_direct > floor_margin * floor (and on t <= 1)
-    bound_rate: float | None  # -log(1 - epsilon^r) / r (Theorem 1 only), None without a center or with a norm
 
     @property
     def rate(self) -> float:
@@ -315,6 +331,4 @@ def summarize_collapse(
     rates = torch.tensor([fit_decay_rate(log_mu[s], valid[s]) for s in range(system.n_samples)], dtype=torch.float64)
     radius = masks.graph_radius(mask)
     epsilon = float(trajectory.attention_min.min())
-    theorem1 = radius is not None and dynamics.norm == "none"
-    bound_rate = -math.log1p(-(epsilon**radius)) / radius if theorem1 else None
-    return CollapseSummary(radius, epsilon, log_mu.exp(), mu_direct, floor, rates, bound_rate)
+    return CollapseSummary(radius, epsilon, log_mu.exp(), mu_direct, floor, rates)

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rankcollapse.core.stats import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, mean_decay_rate
-from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.verdicts import rules
 from rankcollapse.verdicts.effects import NO_INTERVAL, OUTCOMES, SAME_SCALE, Effect, outcome
 
-HOLDS, PARTLY, FAILS, FLOOR = verdicts.CLAIM_VERDICTS
-COLLAPSES, STABLE = verdicts.EXPECTATIONS
+HOLDS, PARTLY, FAILS, FLOOR = rules.CLAIM_VERDICTS
+COLLAPSES, STABLE = rules.EXPECTATIONS
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Claim:
     claim: str  # the claim, as the paper or the response states it
     source: str  # where it is stated ("Fig. 2 caption", "response W1", ...)
     measured: str  # what we measure to decide it
-    verdict: str  # one of verdicts.CLAIM_VERDICTS
+    verdict: str  # one of rules.CLAIM_VERDICTS
     number: str  # the deciding number(s), formatted
     cells: tuple[Cell, ...] = ()  # per mask or part; none: the row has only its ``number``
     robustness: str = ""  # "robust" or "borderline — flips when ..." (:mod:`rankcollapse.verdicts.robustness`)
@@ -64,7 +64,7 @@ def combine(cells: Iterable[Cell]) -> str:
 
 
 def effect_cell(column: str, effect: Effect, direction: int,
-                thresholds: verdicts.Thresholds = verdicts.DEFAULTS) -> Cell:
+                thresholds: rules.Thresholds = rules.DEFAULTS) -> Cell:
     """The cell of an effect: its outcome for a claim expecting ``direction`` (:func:`effects.outcome`)."""
     result = outcome(effect, direction, thresholds)
     return Cell(column, result, effect.text, f"{result}: {effect.words}")
@@ -76,10 +76,10 @@ def effect_claim(claim: str, source: str, measured: str, cells: list[Cell]) -> C
                  tuple(cells))
 
 
-def select_curves(table: pd.DataFrame, thresholds: verdicts.Thresholds = verdicts.DEFAULTS,
+def select_curves(table: pd.DataFrame, thresholds: rules.Thresholds = rules.DEFAULTS,
                   **labels) -> pd.DataFrame:
     """Curve verdicts of μ/‖X‖_F for the configurations matching ``labels`` (column=value)."""
-    curves = verdicts.table_verdicts(table, thresholds=thresholds)
+    curves = rules.table_verdicts(table, thresholds=thresholds)
     for column, wanted in labels.items():
         curves = curves[curves[column] == wanted]
     if curves.empty:
@@ -87,12 +87,12 @@ def select_curves(table: pd.DataFrame, thresholds: verdicts.Thresholds = verdict
     return curves
 
 
-def rethreshold(curves: pd.DataFrame, thresholds: verdicts.Thresholds) -> pd.DataFrame:
+def rethreshold(curves: pd.DataFrame, thresholds: rules.Thresholds) -> pd.DataFrame:
     """Curve verdicts (:func:`select_curves`, or a table with their ``values`` and ``floor`` columns) decided
     again under ``thresholds``: ``curve, verdict, words, ratio, floor_layer``, the rate (``rate`` or
     ``late rate``) and ``mean rate`` where present."""
     out = curves.copy()
-    out["curve"] = [verdicts.curve_verdict(v, f, thresholds) for v, f in zip(curves["values"], curves["floor"])]
+    out["curve"] = [rules.curve_verdict(v, f, thresholds) for v, f in zip(curves["values"], curves["floor"])]
     for column in ("verdict", "words", "ratio"):
         out[column] = [getattr(c, column) for c in out["curve"]]
     out["floor_layer"] = pd.array([c.floor_layer for c in out["curve"]], dtype="Int64")
@@ -104,7 +104,7 @@ def rethreshold(curves: pd.DataFrame, thresholds: verdicts.Thresholds) -> pd.Dat
 
 def count_curves(curves: pd.DataFrame, expected: str, what: str) -> tuple[str, str]:
     """The claim verdict for "every curve ``expected``" and the deciding numbers, per mask."""
-    claim = verdicts.claim_verdict(expected, list(curves["curve"]))
+    claim = rules.claim_verdict(expected, list(curves["curve"]))
     per_mask = "; ".join(f"{r.mask}: {r.words}" for r in curves.itertuples())
     return claim.verdict, f"{claim.n_agree} of {claim.n_deciding} {what} ({per_mask})"
 
@@ -118,13 +118,13 @@ def curve_claim(claim: str, source: str, measured: str, curves: pd.DataFrame, ex
     return Claim(claim, source, measured, verdict, number, cells)
 
 
-def _curve_outcome(curve: verdicts.CurveVerdict, expected: str) -> str:
+def _curve_outcome(curve: rules.CurveVerdict, expected: str) -> str:
     if curve.verdict == "on the floor":
         return "cannot tell"
     return "holds" if curve.verdict == expected else "does not hold"
 
 
-def _curve_text(curve: verdicts.CurveVerdict) -> str:
+def _curve_text(curve: rules.CurveVerdict) -> str:
     """Compact words for a curve: ``"floor at 3"``, ``"rate 0.69"`` or ``"rate 0, ×0.31"``."""
     if curve.verdict == "on the floor":
         return "on the floor"
@@ -134,11 +134,11 @@ def _curve_text(curve: verdicts.CurveVerdict) -> str:
     return f"rate {rate}" if curve.verdict == COLLAPSES else f"rate {rate}, ×{curve.ratio:.2g}"
 
 
-def mean_rate(curve: verdicts.CurveVerdict) -> float:
+def mean_rate(curve: rules.CurveVerdict) -> float:
     """Average decay per layer of a curve from the first layer to the last one read (its floor, if it hits
     it): ``-log(ratio) / layers``; comparable between curves that reach the floor and curves that do not."""
     last = curve.floor_layer if curve.floor_layer is not None else curve.n_layers
-    return mean_decay_rate(curve.ratio, last - verdicts.EARLY_LAYER)
+    return mean_decay_rate(curve.ratio, last - rules.EARLY_LAYER)
 
 
 def escape(text: str) -> str:
@@ -150,7 +150,7 @@ def escape(text: str) -> str:
     return " ".join(str(text).replace("|", "\\|").split())
 
 
-def legend(thresholds: verdicts.Thresholds = verdicts.DEFAULTS) -> str:
+def legend(thresholds: rules.Thresholds = rules.DEFAULTS) -> str:
     """The symbols of the claims matrices, in one line."""
     meaning = {"holds": "holds", "holds partly": "holds partly", "does not hold": "does not hold (the opposite, or the curve does not show it)",
                "tiny": f"a tiny effect (within ×{thresholds.tiny_effect:g} of none)",

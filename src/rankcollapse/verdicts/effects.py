@@ -3,7 +3,7 @@
 A comparative claim ("LayerNorm slows collapse", "a smaller temperature slows collapse") is decided on an
 **effect**, a ratio between a configuration and its *baseline* on the same samples (:class:`Side`: the median
 curve of μ/‖X‖_F, μ or ‖X‖_F over samples, its rounding floor, and each sample's curve when the result
-stored them, :class:`rankcollapse.experiments.samples.SampleValues`):
+stored them, :class:`rankcollapse.experiments.sample_values.SampleValues`):
 
 * :func:`late_factor` — the ratio of the per-layer late factors, ``exp(rate_baseline - rate_config)``, each
   rate the rules' late-layer fit of ``-log`` of the median curve (:func:`rankcollapse.verdicts.rules.fit_layers`;
@@ -44,7 +44,7 @@ import pandas as pd
 from rankcollapse.core.metrics import FLOOR_OF
 from rankcollapse.core.stats import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, INTERVAL_LEVEL, late_rates,
                                      percentile_interval, resampled_medians)
-from rankcollapse.experiments.samples import CURVE_COLUMNS, SampleValues
+from rankcollapse.experiments.sample_values import CURVE_COLUMNS, SampleValues
 from rankcollapse.verdicts import rules
 from rankcollapse.verdicts.rules import DEFAULTS, EARLY_LAYER, Thresholds
 

@@ -21,10 +21,9 @@ claim is about into one of ``CLAIM_VERDICTS``. The rules, for ``mu / ||X||_F`` (
 
 A claim ``expected`` ("collapses" or "stable") about a set of curves **holds** if every deciding curve
 (every curve not on the floor) shows it, **holds partly** if some do, **does not hold** if none does, and is
-**cannot tell: on the rounding floor** if no curve decides. :func:`ordering` sorts curves from slowest to
-fastest collapse, for prose such as "the largest radius collapses slowest"; ``.words`` gives glue-able text.
+**cannot tell: on the rounding floor** if no curve decides. ``.words`` gives glue-able text.
 
-:func:`table_verdicts` reads a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`) and
+:func:`table_verdicts` reads a tidy experiments table (:func:`rankcollapse.experiments.table.summarize`) and
 gives one curve verdict per configuration from the **median over samples** per layer: the median commutes
 with the log and with scaling (so the median floor over the median norm is exactly eps) and is not pulled by
 the few samples that collapse differently. Every claim of every page is decided on this median (never on
@@ -246,25 +245,6 @@ def claim_verdict(expected: str, curves) -> ClaimVerdict:
     else:
         verdict = "does not hold"
     return ClaimVerdict(verdict, expected, agree, len(deciding), len(curves) - len(deciding))
-
-
-def _speed(curve: CurveVerdict) -> tuple[float, float]:
-    """Sort key, larger = faster collapse: reaching the floor beats any rate, earlier beats later."""
-    if curve.floor_layer is not None:
-        return (1.0, -float(curve.floor_layer))
-    return (0.0, -math.inf if curve.rate is None else curve.rate)
-
-
-def ordering(curves: dict) -> list:
-    """The keys of ``curves`` (label -> CurveVerdict) from the slowest to the fastest collapse; curves on the
-    floor are left out (their speed is unknown).
-
-    >>> ordering({"a": curve_verdict([1.0] + [0.9**k for k in range(9)], 1e-16),
-    ...           "b": curve_verdict([1.0] + [0.5**k for k in range(9)], 1e-16)})
-    ['a', 'b']
-    """
-    deciding = {k: c for k, c in curves.items() if c.verdict != "on the floor"}
-    return sorted(deciding, key=lambda k: _speed(deciding[k]))
 
 
 def table_curve(table: pd.DataFrame, metric: str, statistic: str) -> pd.Series:

@@ -17,11 +17,11 @@ import pandas as pd
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_choice, check_int
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
-from rankcollapse.verdicts import rules as verdicts
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.verdicts.rules import table_verdicts
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.verdicts.claims import (Claim, curve_claim, effect_cell, effect_claim, mean_rate, rethreshold,
                                          select_curves)
 from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
@@ -33,8 +33,8 @@ MAX_SAMPLES = 1_000_000  # largest number of random draws a page accepts
 MAX_SEED = 2**63 - 1  # torch.Generator seeds
 PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only, never for computing
 
-# The Fig. 2 and Fig. 3 sweeps' fixed choices (reconstructions named in PAPER.md §3 are parameters, not
-# fixed here). "model": each layer's own norm — the trained γ, β of a pretrained model (Dong et al.'s
+# The Fig. 2 and Fig. 3 sweeps' fixed choices (our reconstructions, marked [recon] in the book, are
+# parameters, not fixed here). "model": each layer's own norm — the trained γ, β of a pretrained model (Dong et al.'s
 # SAN + LN), and LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a fresh model has it.
 FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))
@@ -82,7 +82,7 @@ def computing(parameters: Mapping[str, object], *extra: str) -> dict[str, object
 def experiment(fixed: dict, **extra_fixed) -> Callable[[dict], dict[str, Run]]:
     """``configure`` of a one-sweep experiment page: the page's fixed choices, then the reader's parameters."""
     def configure(parameters: dict) -> dict[str, Run]:
-        return {"main": Run(experiments.experiment_config(computing(parameters), **fixed, **extra_fixed))}
+        return {"main": Run(experiment_config(computing(parameters), **fixed, **extra_fixed))}
     return configure
 
 
@@ -93,8 +93,8 @@ def fig2_and_fig3(stored_as_figures: bool = False, **shared) -> Callable[[dict],
     def configure(parameters: dict) -> dict[str, Run]:
         own = computing(parameters)
         temperatures = {"temperatures": own.pop("temperatures")} if "temperatures" in own else {}
-        return {"fig2": Run(experiments.experiment_config(own, **shared, **FIG2), "fig2" if stored_as_figures else None),
-                "fig3": Run(experiments.experiment_config({**own, **temperatures}, **shared, **FIG3),
+        return {"fig2": Run(experiment_config(own, **shared, **FIG2), "fig2" if stored_as_figures else None),
+                "fig3": Run(experiment_config({**own, **temperatures}, **shared, **FIG3),
                             "fig3" if stored_as_figures else None)}
     return configure
 
@@ -197,7 +197,7 @@ def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
     frames = []
     for part, result in results.items():
         n_tokens = result.provenance["parameters"]["n_tokens"]
-        curves = verdicts.table_verdicts(result.table)
+        curves = table_verdicts(result.table)
         curves.insert(0, "part", part)
         window = curves["window"].map(lambda w: None if pd.isna(w) else int(w))
         curves["radius"] = pd.array([None if m == "model" else mask_radius(m, n_tokens, w)

@@ -17,7 +17,7 @@ from rankcollapse.book.pages import sample_size
 from rankcollapse.book.pages._common import temperature_range
 from rankcollapse.core.metrics import FLOOR_BAND
 from rankcollapse.core.stats import rank_correlation
-from rankcollapse.experiments.config import check_table
+from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.store import ResultStore, StoredResult
 from rankcollapse.verdicts import limits as rc_limits
 from rankcollapse.verdicts import rules

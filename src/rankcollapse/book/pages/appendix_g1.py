@@ -21,8 +21,8 @@ from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.metrics import FLOOR_BAND
 from rankcollapse.engine.exact import EXACT_METRIC
-from rankcollapse.experiments.config import held_from, value
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.table import held_from, value
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
 
 _SHARED = dict(weights=("initialized",))  # both sweeps: initialized weights only

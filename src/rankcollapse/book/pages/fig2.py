@@ -34,8 +34,9 @@ from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int
 from rankcollapse.core.norms import NORM_LABELS
-from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config, held_from, value
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config
+from rankcollapse.experiments.table import held_from, value
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import (COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Claim, effect_cell,
                                           effect_claim, mean_rate, select_curves)

@@ -21,8 +21,8 @@ from rankcollapse.book.pages._common import (FIG3, experiment, pretrained_layers
                                              temperature_sides)
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
-from rankcollapse.experiments.config import value
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.sample_values import SampleValues
+from rankcollapse.experiments.table import value
 from rankcollapse.verdicts.claims import Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import factor_contrast, late_factor
 from rankcollapse.verdicts.robustness import robust

@@ -15,7 +15,7 @@ import pandas as pd
 from rankcollapse.book.pages._common import FIG4, experiment
 from rankcollapse.book.plotting.results import geometry_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
-from rankcollapse.experiments.config import value
+from rankcollapse.experiments.table import value
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Cell, Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import Effect
 from rankcollapse.verdicts.robustness import robust

@@ -37,10 +37,10 @@ from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, fi
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core.metrics import FLOOR_BAND, second_eigenvalue_modulus
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import experiment_config, MAX_TOKENS
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
-from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.verdicts.rules import table_verdicts
 from rankcollapse.verdicts.rules import COLLAPSE_RATE
 
 
@@ -91,9 +91,9 @@ def configure(parameters: dict) -> dict[str, Run]:
     own = computing(parameters)
     n_tokens = own.get("n_tokens")
     if isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and n_tokens < MIN_TOKENS:
-        raise ValueError(f"n_tokens must be an integer in [{MIN_TOKENS}, {experiments.MAX_TOKENS}] on this page "
+        raise ValueError(f"n_tokens must be an integer in [{MIN_TOKENS}, {MAX_TOKENS}] on this page "
                          f"(its zoo holds windows of up to {MIN_TOKENS - 1} tokens), got {n_tokens}")
-    return {z.part: Run(experiments.experiment_config(own, masks=(z.mask,), window=z.window or 1,
+    return {z.part: Run(experiment_config(own, masks=(z.mask,), window=z.window or 1,
                                                       mask_options=z.options, norms=("none",)))
             for z in ZOO}
 
@@ -181,7 +181,7 @@ def _curve_verdict(table: pd.DataFrame, weights: str) -> str:
     Shapes: ``table`` is a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`).
     """
     rows = table[(table["weights"] == weights) & (table["variant"] == "SAN")]
-    return str(verdicts.table_verdicts(rows)["verdict"].iloc[0])
+    return str(table_verdicts(rows)["verdict"].iloc[0])
 
 
 def design_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:

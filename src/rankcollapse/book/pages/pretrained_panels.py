@@ -18,7 +18,7 @@ import pandas as pd
 from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3, pretrained_layers_claim
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.verdicts.claims import Claim
 
 FIXED = {"fig2": FIG2, "fig3": FIG3}

@@ -35,7 +35,7 @@ from rankcollapse.core import masks, metrics
 from rankcollapse.core.checks import check_choice, check_choices, check_int, check_ints, check_numbers, check_temperature, freeze_lists
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import fit_decay_rate
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.theory import counterexample as ce
 from rankcollapse.theory import rates
@@ -105,9 +105,9 @@ def configure(parameters: dict) -> dict[str, object]:
     own = {k: v for k, v in parameters.items() if not k.startswith((FIG2_PREFIX, FIG3_TEMPERATURES))}
     fig2 = {k[len(FIG2_PREFIX):]: v for k, v in parameters.items() if k.startswith(FIG2_PREFIX) and k != FIG2_DISPLAY}
     fig3 = {**fig2, "temperatures": parameters.get(FIG3_TEMPERATURES)}  # its default: the parameters cell
-    return {"main": ReviewersConfig(**own), "fig2": Run(experiments.experiment_config(fig2, **FIG2), "fig2"),
-            "fig3": Run(experiments.experiment_config(fig3, **FIG3), "fig3"),
-            "fig4": Run(experiments.experiment_config(fig2, **FIG4), "fig4")}
+    return {"main": ReviewersConfig(**own), "fig2": Run(experiment_config(fig2, **FIG2), "fig2"),
+            "fig3": Run(experiment_config(fig3, **FIG3), "fig3"),
+            "fig4": Run(experiment_config(fig2, **FIG4), "fig4")}
 
 
 @dataclass(frozen=True)

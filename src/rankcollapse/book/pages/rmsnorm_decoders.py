@@ -27,9 +27,10 @@ from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_ints
 from rankcollapse.core.stats import rank_correlation
-from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import Run, value
+from rankcollapse.experiments.config import experiment_config
+from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
+from rankcollapse.experiments.table import value
 from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Cell, Claim, rethreshold
 from rankcollapse.verdicts.robustness import robust
 
@@ -53,9 +54,9 @@ def configure(parameters: dict) -> dict[str, Run]:
     windows = parameters.get("windows")
     windows = tuple(windows) if isinstance(windows, list) else windows
     check_ints("windows", windows, 1, int(own.get("n_tokens", 2)) - 1)
-    runs = {CAUSAL: Run(experiments.experiment_config(own, masks=(CAUSAL,), full_transformer=True, **_SWEEP))}
+    runs = {CAUSAL: Run(experiment_config(own, masks=(CAUSAL,), full_transformer=True, **_SWEEP))}
     for w in windows:
-        runs[window_part(w)] = Run(experiments.experiment_config(own, masks=("causal_sliding_window",), window=w,
+        runs[window_part(w)] = Run(experiment_config(own, masks=("causal_sliding_window",), window=w,
                                                                  **_SWEEP))
     return runs
 

@@ -22,8 +22,9 @@ from rankcollapse.book.pages._common import FIG2, computing
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
-from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import STATISTICS, Run
+from rankcollapse.experiments.config import experiment_config
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.table import STATISTICS
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
 
@@ -34,7 +35,7 @@ _CURVE = ["weights", "variant", "mask", "window", "temperature", "norm", "skip"]
 def configure(parameters: dict) -> dict[str, Run]:
     """Fig. 2's sweep on the first ``n_samples_small`` samples and on all ``n_samples`` (the first k samples
     of a larger draw are the draw of k, so the small sample is part of the large one), stored as Fig. 2's."""
-    large = experiments.experiment_config(computing(parameters, "n_samples_small"), **FIXED)
+    large = experiment_config(computing(parameters, "n_samples_small"), **FIXED)
     small = parameters.get("n_samples_small")  # its default: the parameters cell
     check_int("n_samples_small", small, 1, large.n_samples - 1)
     return {"large": Run(large, "fig2"), "small": Run(replace(large, n_samples=small), "fig2")}

@@ -26,7 +26,7 @@ from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int, check_ints, freeze_lists
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.verdicts import effects, robustness
-from rankcollapse.verdicts import rules as verdicts
+from rankcollapse.verdicts.rules import rule_numbers
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def show(results: dict[str, tuple], parameters: dict) -> Shown:
     assert result.graphs["complete"].radius == 1 and result.graphs["causal"].centers == (0,)
     radius_uni = -(-(config.n_tokens - 1) // config.window)  # ceil((N - 1) / w)
     assert result.numbers["setup_radius_uni"] == radius_uni
-    rules = prefixed("verdicts", {**verdicts.rule_numbers(), **robustness.grid_words()})
+    rules = prefixed("verdicts", {**rule_numbers(), **robustness.grid_words()})
     return Shown(values={**result.numbers, **rules, **prefixed("effects", effects.effect_numbers())},
                  tables={"setup_radii": result.radii.style.format("{:.0f}", na_rep="—")},
                  figures=[ShownFigure("fig-setup-masks", mask_grid(result.masks), asdict(config))])

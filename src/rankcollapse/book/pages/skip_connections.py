@@ -18,10 +18,11 @@ from rankcollapse.book.pages._common import against, computing, curves_claim, pa
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
-from rankcollapse.experiments import config as experiments
-from rankcollapse.experiments.config import Run, held_from, value
-from rankcollapse.experiments.samples import SampleValues
+from rankcollapse.experiments.config import experiment_config
+from rankcollapse.experiments.config import Run
+from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.experiments.store import StoredResult
+from rankcollapse.experiments.table import held_from, value
 from rankcollapse.verdicts.claims import STABLE, Claim, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import growth, last_value, side
 from rankcollapse.verdicts.robustness import robust
@@ -35,8 +36,8 @@ def configure(parameters: dict) -> dict[str, Run]:
     deep = {k: v for k, v in own.items() if k not in ("n_layers", "weights")}
     n_layers_deep = parameters.get("n_layers_deep")  # its default: the parameters cell
     check_int("n_layers_deep", n_layers_deep, 1, 4096)
-    return {"shallow": Run(experiments.experiment_config(own, **FIXED)),
-            "deep": Run(experiments.experiment_config({**deep, "n_layers": n_layers_deep},
+    return {"shallow": Run(experiment_config(own, **FIXED)),
+            "deep": Run(experiment_config({**deep, "n_layers": n_layers_deep},
                                                       **FIXED, weights=("initialized",)))}
 
 

@@ -22,7 +22,7 @@ from rankcollapse.book.plotting.beyond import SortableTable
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
-from rankcollapse.experiments import config as experiments
+from rankcollapse.experiments.config import experiment_config, MAX_TOKENS
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
@@ -41,12 +41,12 @@ def configure(parameters: dict) -> dict[str, Run]:
     window binds; checked here, before anything runs."""
     own = computing(parameters)
     window = own.pop("window", None)
-    check_int("window", window, 1, experiments.MAX_TOKENS - 1)
-    check_int("n_tokens", own.get("n_tokens"), window + 1, experiments.MAX_TOKENS)
+    check_int("window", window, 1, MAX_TOKENS - 1)
+    check_int("n_tokens", own.get("n_tokens"), window + 1, MAX_TOKENS)
     causal = dict(masks=(CAUSAL,), **_SWEEP)
-    return {"as_trained": Run(experiments.experiment_config(own, full_transformer=True, **causal)),
-            "all_global": Run(experiments.experiment_config(own, model_windows=False, **causal)),
-            "all_local": Run(experiments.experiment_config(own, masks=("causal_sliding_window",), window=window,
+    return {"as_trained": Run(experiment_config(own, full_transformer=True, **causal)),
+            "all_global": Run(experiment_config(own, model_windows=False, **causal)),
+            "all_local": Run(experiment_config(own, masks=("causal_sliding_window",), window=window,
                                                            **{k: v for k, v in causal.items() if k != "masks"}))}
 
 

@@ -30,26 +30,10 @@ from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import fit_decay_rate
 from rankcollapse.theory.rates import complete_mask_log_mu, decay_shape, loglog_slope
 from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig, linear_rate,
-                                          sample_system, summarize_collapse, theorem1_bound)
+                                          log10_bound_rate, sample_system, summarize_collapse, theorem1_bound)
 
 
 SHAPE_LAYERS = 10  # layers of the complete mask's exact track beside the linear case (log mu ~ -3^t after)
-
-
-def log10_bound_rate(epsilon: float, radius: int | None) -> float:
-    """log10 of the rate ``-log(1 - epsilon^r) / r`` Theorem 1's bound guarantees, without underflow.
-
-    ``epsilon^r`` underflows to subnormal numbers (e.g. 2.76e-314) for sharp softmaxes, so the value is
-    computed in log space; NaN without a center node or when epsilon is 0.
-
-    >>> round(log10_bound_rate(1e-100, 4), 3)  # epsilon^4 = 1e-400 is not a float64
-    -400.602
-    """
-    if radius is None or not epsilon > 0:
-        return math.nan
-    log_power = radius * math.log(epsilon)  # log(epsilon^r)
-    rate = -math.log1p(-math.exp(log_power)) if log_power > -30 else math.exp(log_power)  # ~ epsilon^r
-    return (math.log10(rate) if log_power > -30 else log_power / math.log(10)) - math.log10(radius)
 
 
 def faster_or_slower(rate: float, other: float) -> str:

@@ -85,7 +85,8 @@ def legibility(fig: Figure) -> dict:
     ``savefig.dpi``) and its width (inches).
 
     Shown ``shown_px`` wide from a PNG ``natural_px`` wide, the smallest text is
-    ``min_font_pt * inline_dpi / 72 * shown_px / natural_px`` pixels high (:func:`screen_text_px`).
+    ``min_font_pt * inline_dpi / 72 * shown_px / natural_px`` pixels high (what the notebook and site tests
+    measure, ``tests/legibility.py``).
     """
     sizes = [text.get_fontsize() for text in fig.findobj(Text) if text.get_visible() and text.get_text().strip()]
     if not sizes:
@@ -93,14 +94,6 @@ def legibility(fig: Figure) -> dict:
     png_dpi = plt.rcParams["savefig.dpi"]
     return {"min_font_pt": float(min(sizes)), "inline_dpi": float(fig.dpi),
             "png_dpi": float(fig.dpi if png_dpi == "figure" else png_dpi), "width_in": float(fig.get_figwidth())}
-
-
-def screen_text_px(min_font_pt: float, dpi: float, natural_px: float, shown_px: float) -> float:
-    """On-screen px of ``min_font_pt`` text in a PNG at ``dpi``, ``natural_px`` wide, shown ``shown_px`` wide."""
-    if min(min_font_pt, dpi, natural_px, shown_px) <= 0:
-        raise ValueError(f"min_font_pt, dpi, natural_px and shown_px must be > 0, got "
-                         f"{min_font_pt}, {dpi}, {natural_px}, {shown_px}")
-    return min_font_pt * dpi / 72 * shown_px / natural_px
 
 
 _AXIS_LABELS = {
@@ -112,7 +105,6 @@ _AXIS_LABELS = {
     "full_rank": "fraction at full rank",
     "sigma_min": r"$\sigma_{\min}(X)$",
     "mean_abs_cosine": r"mean $|\cos(x_i, x_j)|$",
-    "dong_ratio": r"$\|X - 1 x^\top\|\,/\,\|X\|$",
     "mean_ratio": r"$\bar\mu_{\mathrm{first}}\,/\,\bar\mu_{\mathrm{all}}$",
 }
 

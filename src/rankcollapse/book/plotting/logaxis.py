@@ -2,8 +2,10 @@
 floor, not by exactly tracked values far below it (cut with a marked break, the cut named in the caption),
 nor by a floor far below every curve (left off the axis, named in the caption); layer ticks 1, 2, 5, 10, ...
 
-Used by: :mod:`rankcollapse.book.plotting.common` (every layer-curve grid), ``book/report.py`` (the caption
-words), :mod:`rankcollapse.book.plotting.theory` (a clamped axis).
+Used by: :mod:`rankcollapse.book.plotting.common` (every layer-curve grid),
+:mod:`~rankcollapse.book.plotting.overlap` (the caption words, :func:`cut_words`, and panel names),
+:mod:`~rankcollapse.book.plotting.theory` (plain log ticks), :mod:`~rankcollapse.book.plotting.beyond` (plain
+numbers).
 """
 
 from __future__ import annotations

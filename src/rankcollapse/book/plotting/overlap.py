@@ -117,22 +117,6 @@ def _share(near: np.ndarray) -> float:
     return float(near.mean()) if len(near) else 0.0
 
 
-def hidden_fractions(fig: Figure) -> dict[str, float]:
-    """Per legend entry, the share of its drawn points (all panels together) within PIXEL of another
-    entry's line in the same panel."""
-    fig.canvas.draw()
-    counts: dict[str, list[int]] = {}
-    for ax in fig.axes:
-        lines = entry_lines(ax)
-        for label, own in lines.items():
-            others = [line for other, group in lines.items() if other != label for line in group]
-            near = _near(own, others)[0] if others else np.zeros(sum(len(drawn_pixels(line)) for line in own), bool)
-            tally = counts.setdefault(label, [0, 0])
-            tally[0] += int(near.sum())
-            tally[1] += len(near)
-    return {label: hidden / total for label, (hidden, total) in counts.items() if total}
-
-
 def coincidences(fig: Figure) -> list[Coincidence]:
     """Groups of entries drawn on top of each other: per panel, two entries coincide when more than
     HIDDEN_FRACTION of either's points lie within PIXEL of the other's line; coinciding entries are joined

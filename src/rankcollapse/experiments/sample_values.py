@@ -1,6 +1,6 @@
 """Per-sample values of a sweep: what a bootstrap over samples needs, beside the tidy table of sample statistics.
 
-The tidy table (:func:`rankcollapse.experiments.config.summarize`) keeps only statistics over samples (mean,
+The tidy table (:func:`rankcollapse.experiments.table.summarize`) keeps only statistics over samples (mean,
 median, quantiles). An effect size with an interval (a ratio of two configurations' late rates or last-layer
 values, bootstrapped over samples) needs each sample's own curve, so a sweep can also keep, for a few metrics,
 every sample's value at every layer: :class:`SampleValues`.
