@@ -18,9 +18,7 @@ import pytest
 import torch
 
 from rankcollapse.book import cli
-from rankcollapse.book import report  # noqa: F401 -- a page's module: registers the book's recompute command
-from rankcollapse.book import registry
-from rankcollapse.book import runner
+from rankcollapse.book import registry, report, runner
 from rankcollapse.experiments import ranks, sweep
 from rankcollapse.experiments.config import stored_parameters
 from rankcollapse.experiments.store import ResultStore, recompute_command, result_key
@@ -179,10 +177,11 @@ def _stored_results():
 
 @pytest.mark.parametrize("store_page, key", list(_stored_results()))
 def test_the_recompute_command_of_every_stored_result_runs_and_reproduces_it(store_page, key):
-    stored = json.loads((STORE.root / store_page / f"{key}.json").read_text())["parameters"]
+    record = json.loads((STORE.root / store_page / f"{key}.json").read_text())
+    stored = record["parameters"]
     if str(stored.get("device", "cpu")).startswith("cuda"):
         pytest.skip("computed on a GPU (the device bundle): its recompute command asks for CUDA, absent here")
-    words = shlex.split(recompute_command(store_page, stored))
+    words = shlex.split(recompute_command(store_page, record))
     assert words[:2] == ["rankcollapse", "run"] and len(words[3:]) % 3 == 0, words
     page, pairs = words[2], [(words[i + 1], words[i + 2]) for i in range(3, len(words), 3)]
     assert all(words[i] == "-p" for i in range(3, len(words), 3)), words

@@ -155,8 +155,11 @@ DAMAGES = {  # what is done to a stored result -> words of the error's first lin
 
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_damaged_result_is_refused_by_load_entries_and_summary(tmp_path, damage):
+    """The second line names the command that recomputes the result: the page's parameters its record says
+    computed it, or, where the record itself is gone or unreadable, the page in words."""
     store = ResultStore(tmp_path)
-    stored = store.save("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2}, _table(1.0), {})
+    by = {"page": "fig2", "parameters": {"model": "pkg:minilm", "n_samples": 8, "n_tokens": 16}}
+    stored = store.save("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2}, _table(1.0), {"computed_by": by})
     do, words = DAMAGES[damage]
     do(stored.table_path, stored.table_path.with_name(stored.key + ".json"))
     key = stored.key
@@ -164,8 +167,10 @@ def test_damaged_result_is_refused_by_load_entries_and_summary(tmp_path, damage)
         store.load("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2})
     first, second = str(err.value).splitlines()
     assert first.startswith(f"stored result {stored.table_path} is damaged: ")
-    assert second == (f"Recompute it: delete {tmp_path / 'fig2' / key}.* and run: "
-                      f"rankcollapse run fig2 -p n_layers 2 -p n_samples 8 -p n_tokens 16")
+    command = ("rankcollapse run fig2 with the parameters it was computed for" if damage.startswith("JSON ")
+               and damage != "JSON without hash" else "rankcollapse run fig2 -p model pkg:minilm -p n_samples 8 "
+               "-p n_tokens 16")
+    assert second == f"Recompute it: delete {tmp_path / 'fig2' / key}.* and run: {command}"
     for listing in (lambda: store.entries("fig2"), lambda: summary_table(store)):
         with pytest.raises(DamagedResultError, match=key):
             listing()
@@ -212,7 +217,9 @@ def test_damaged_stored_result_fails_its_page(stored_copy, damage, monkeypatch):
     with pytest.raises(DamagedResultError, match=csv.name) as err:
         sweep.run_experiment("fig2", config, store)
     assert "and run: rankcollapse run fig2 " in str(err.value)
-    assert str(err.value).endswith(f"-p n_samples {config.n_samples} -p n_tokens {config.n_tokens}")
+    if damage not in ("JSON deleted", "JSON unreadable"):  # the record says the page's parameters that computed it
+        assert f" -p n_samples {config.n_samples} " in str(err.value) and f" -p n_tokens {config.n_tokens} " in str(
+            err.value)
 
 
 def test_table_with_other_configurations_is_refused(stored_copy):
@@ -361,3 +368,24 @@ def test_a_hub_result_is_reused_only_with_the_revision_it_recorded(tmp_path, mon
     assert identity_mismatch(spec, {"weight_sha256": "x"}) is None  # stored before revisions were
     assert identity_mismatch(spec, {**identity, "model_revision": "a" * 40}) == (
         f"the cached hub revision changed since it was computed (model_revision {'a' * 40} -> {'b' * 40})")
+
+
+def test_a_result_records_the_page_parameters_that_computed_it_and_its_command_gives_them_back(tmp_path,
+                                                                                               monkeypatch):
+    """The store needs nothing from the book to name a damaged result's command: the record holds the page
+    and its parameters (display-only ones left out), and the command reads them back as the same parameters."""
+    import shlex
+
+    from rankcollapse.book import cli, runner
+    from rankcollapse.experiments.store import recompute_command
+
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
+    defaults = runner.page_parameters(registry.page("fig4").path(runner.repo_root()))
+    asked = {**defaults, "n_samples": 2, "n_tokens": 8, "n_layers": 1, "show_largest_stored": False}
+    result = registry.compute("fig4", **asked)["main"]
+    record = json.loads((tmp_path / "fig4" / f"{result.key}.json").read_text())
+    expected = {k: v for k, v in asked.items() if k != "show_largest_stored"}
+    assert record["computed_by"] == {"page": "fig4", "parameters": expected}
+    words = shlex.split(recompute_command("fig4", record))
+    _, parameters = cli.plan_run(words[2], [(words[i + 1], words[i + 2]) for i in range(3, len(words), 3)])
+    assert {k: v for k, v in parameters.items() if k != "show_largest_stored"} == expected

@@ -282,10 +282,8 @@ def _shows_largest(path: Path, parameters: dict) -> bool:
 
 def _run(args: argparse.Namespace, prog: str) -> int:
     from rankcollapse.book import cli_listing
-    from rankcollapse.book import recompute
     from rankcollapse.experiments import ranks
 
-    recompute.register()
     show = os.environ.get(ranks.PROGRESS_ENV) != "0"
     try:
         limit = cli_faults.timeout_seconds(getattr(args, "timeout", None))

@@ -30,12 +30,16 @@ from typing import NamedTuple
 from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4, large_models,
                                      mask_design, pretrained_panels, reviewers, rmsnorm_decoders, sample_size, setup,
                                      skip_connections, sliding_window_model, theorem1, theorem2)
+from rankcollapse.book.pages._common import computed_by
 from rankcollapse.book.shown import PAPER_SCALE, Shown
 from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 
 PROFILE_NAMES = ("default", "paper")
+
+
+Compute = Callable[[str, Mapping[str, object], Mapping[str, object]], dict[str, object]]  # (page, configs, parameters)
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class Page:
     source: str  # the Jupytext page, relative to the book root
     title: str  # a few words for lists (reproduce page, CLI help)
     configure: Callable[[dict], Mapping[str, object]] | None = None  # parameters -> {part: config}; ValueError on bad input
-    compute: Callable[[str, Mapping[str, object]], Mapping[str, object]] | None = None  # (page, configs) -> {part: result}
+    compute: Compute | None = None  # (page, configs, parameters) -> {part: result}
     fixed: Mapping[str, object] = field(default_factory=dict)  # choices the page is about (not reader parameters)
     profiles: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # profile -> parameters over defaults
     grows_own_counts: bool = False  # parts on their own sample count are shown at the largest one stored (report)
@@ -67,9 +71,9 @@ class Computed(NamedTuple):
     seconds: float
 
 
-def _in_module(function: Callable[[object], object]) -> Callable[[str, Mapping[str, object]], dict[str, Computed]]:
+def _in_module(function: Callable[[object], object]) -> Compute:
     """``compute`` of a page that computes in its own module: ``function(config)`` per part, timed."""
-    def compute(page: str, configs: Mapping[str, object]) -> dict[str, Computed]:
+    def compute(page: str, configs: Mapping[str, object], parameters: Mapping[str, object]) -> dict[str, Computed]:
         computed = {}
         for part, config in configs.items():
             started = time.perf_counter()
@@ -79,18 +83,20 @@ def _in_module(function: Callable[[object], object]) -> Callable[[str, Mapping[s
     return compute
 
 
-def _run_all(page: str, runs: Mapping[str, Run]) -> dict[str, StoredResult]:
-    """Every sweep of a page, stored under the page's name or the page the run names."""
-    return {part: sweep.run_experiment(run.page or page, run.config) for part, run in runs.items()}
+def _run_all(page: str, runs: Mapping[str, Run], parameters: Mapping[str, object]) -> dict[str, StoredResult]:
+    """Every sweep of a page, stored under the page's name or the page the run names, each recording the page
+    and its parameters that compute it (:func:`rankcollapse.book.pages._common.computed_by`)."""
+    by = computed_by(page, parameters)
+    return {part: sweep.run_experiment(run.page or page, run.config, computed_by=by) for part, run in runs.items()}
 
 
-def _in_module_and_runs(function: Callable[[object], object]) -> Callable[[str, Mapping[str, object]], dict[str, object]]:
+def _in_module_and_runs(function: Callable[[object], object]) -> Compute:
     """``compute`` of a page that computes in its own module and also reads sweeps: its :class:`Run` parts
     through the store (:func:`_run_all`), the others timed in the module (:func:`_in_module`)."""
-    def compute(page: str, configs: Mapping[str, object]) -> dict[str, object]:
+    def compute(page: str, configs: Mapping[str, object], parameters: Mapping[str, object]) -> dict[str, object]:
         runs = {part: c for part, c in configs.items() if isinstance(c, Run)}
         own = {part: c for part, c in configs.items() if not isinstance(c, Run)}
-        return {**_in_module(function)(page, own), **_run_all(page, runs)}
+        return {**_in_module(function)(page, own, parameters), **_run_all(page, runs, parameters)}
     return compute
 
 
@@ -203,7 +209,7 @@ def compute(name: str, **parameters) -> dict[str, StoredResult | Computed]:
     entry = page(name)
     if entry.compute is None:
         raise ValueError(f"page {name!r} computes nothing")
-    return entry.compute(name, configure(name, parameters))
+    return entry.compute(name, configure(name, parameters), parameters)
 
 
 

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 from IPython.display import Markdown
 from myst_nb import glue
 
-from rankcollapse.book import recompute, registry
+from rankcollapse.book import registry
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.book.plotting.overlap import caption_notes
 from rankcollapse.book.runner import page_parameters
@@ -27,7 +27,6 @@ from rankcollapse.experiments.provenance import book_root
 from rankcollapse.experiments.store import ResultStore, StoredResult, compute_seconds, run_command
 from rankcollapse.verdicts import claims as rc_claims
 
-recompute.register()  # a damaged result met by a page names the command, in its page's parameters, that recomputes it
 
 
 # ---------------------------------------------------------------- the one call of a page

@@ -23,7 +23,7 @@ tokens), which are not text samples.
 
 Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.experiments.plan`,
 :mod:`rankcollapse.experiments.bundle`, the page registry and the page modules, ``book/cli_listing.py``,
-``book/recompute.py``, ``book/origins.py``.
+``book/origins.py``.
 """
 
 from __future__ import annotations

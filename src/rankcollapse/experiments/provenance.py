@@ -8,7 +8,7 @@ hardware. A long run's checkpoints are keyed by the package's source instead (:f
 need no plotting stack.
 
 Used by: the experiments' ``store``, ``store_upgrade``, ``sweep``, ``checkpoints``, ``models`` and ``bundle``;
-the book's ``plotting.common``, ``report``, ``runner``, ``origins``, ``recompute`` and ``sphinx_figures``;
+the book's ``plotting.common``, ``report``, ``runner``, ``origins`` and ``sphinx_figures``;
 ``tests/unit/test_provenance.py``.
 """
 

@@ -29,11 +29,12 @@ A store of an earlier version (``<key>.csv`` tables, records without hashes) is 
 ``results/upgrade_store.py`` (:mod:`rankcollapse.experiments.store_upgrade`), which upgrades it in place.
 
 Used by: the experiments' ``sweep`` (every experiment page's results), ``checkpoints``, ``bundle``,
-``store_upgrade``; the book's registry, report, origins, recompute, CLI listing and pages; book/reproduce.md.
+``store_upgrade``; the book's registry, report, origins, CLI listing and pages; book/reproduce.md.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import csv
 import gzip
@@ -90,9 +91,6 @@ def result_key(page: str, parameters: dict) -> str:
 
 
 TableCheck = Callable[[pd.DataFrame, dict], None]  # (table, stored parameters) -> None, or ValueError saying why
-_COMMAND_DEFAULTS = {"model": "pkg:minilm", "window": 4, "seed": 0, "overlap": "disjoint", "dtype": "float64",
-                     "device": "cpu"}  # the same default on every experiment page: left out of the command
-_COMMAND_ALWAYS = ("n_layers", "n_samples", "n_tokens")  # defaults that differ between pages: always given
 
 
 class DamagedResultError(ValueError):
@@ -115,38 +113,40 @@ def run_command(page: str, pairs: Iterable[tuple[str, str]] = (), options: Itera
     return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(text)}" for name, text in pairs), *options])
 
 
-_COMMAND_BUILDERS: list[Callable[[str, dict], str | None]] = []
+def value_text(value: object) -> str:
+    """A value as ``-p`` takes it back (the command line's ``parse_value``): a string as itself when it does not
+    read as a literal, everything else as its ``repr``.
 
-
-def register_command_builder(builder: Callable[[str, dict], str | None]) -> None:
-    """Let the layer that knows each page's parameters (the book: :mod:`rankcollapse.book.recompute`) write
-    :func:`recompute_command`: ``builder(page, stored parameters)`` gives the line, or None to leave it here."""
-    if builder not in _COMMAND_BUILDERS:
-        _COMMAND_BUILDERS.append(builder)
-
-
-def recompute_command(page: str, parameters: dict | None) -> str:
-    """The ``rankcollapse run`` line that recomputes a result of an experiment page from its stored parameters:
-    a registered builder's (:func:`register_command_builder`), else the scale and the common parameters.
-
-    >>> recompute_command("fig2", {"model": "pkg:mpnet", "n_layers": 12, "n_samples": 32, "n_tokens": 128,
-    ...                            "seed": 0, "window": 4, "masks": ["complete"]})
-    'rankcollapse run fig2 -p model pkg:mpnet -p n_layers 12 -p n_samples 32 -p n_tokens 128'
+    >>> value_text("pkg:mpnet"), value_text("12"), value_text([1, 2]), value_text(None)
+    ('pkg:mpnet', "'12'", '[1, 2]', 'None')
     """
-    if parameters is None:
-        return f"{run_command(page)} with the parameters it was computed for"
-    for builder in _COMMAND_BUILDERS:  # the book's, in the page's own parameters; its failure leaves it to us
+    if isinstance(value, str):
         try:
-            command = builder(page, parameters)
-        except Exception:  # noqa: BLE001 -- a message being written must not fail
-            command = None
-        if command:
-            return command
-    pairs = [(name, value) for name, value in parameters.items()
-             if name in _COMMAND_ALWAYS or (name in _COMMAND_DEFAULTS and value != _COMMAND_DEFAULTS[name])]
-    order = [*_COMMAND_DEFAULTS, *_COMMAND_ALWAYS]
-    pairs.sort(key=lambda pair: order.index(pair[0]))
-    return run_command(page, [(name, str(value)) for name, value in pairs])
+            ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return value
+    return repr(value)
+
+
+def recompute_command(page: str, record: dict | None) -> str:
+    """The ``rankcollapse run`` line that recomputes a stored result: the page and the parameters it was
+    computed with, as its record says (``computed_by``: ``{"page": ..., "parameters": {...}}``, the page's
+    parameters as the reader gave them, written by the book when it computed the result); a record without
+    them (unreadable, or from a run outside a page) gets the page and its stored sweep parameters in words.
+
+    >>> recompute_command("fig2", {"computed_by": {"page": "fig2", "parameters": {"model": "pkg:mpnet",
+    ...                                                                         "n_samples": 32}}})
+    'rankcollapse run fig2 -p model pkg:mpnet -p n_samples 32'
+    >>> recompute_command("fig2", None)
+    'rankcollapse run fig2 with the parameters it was computed for'
+    """
+    computed_by = (record or {}).get("computed_by")
+    if isinstance(computed_by, dict) and isinstance(computed_by.get("parameters"), dict):
+        pairs = [(name, value_text(value)) for name, value in computed_by["parameters"].items()]
+        return run_command(str(computed_by.get("page", page)), pairs)
+    stored = (record or {}).get("parameters")
+    return f"{run_command(page)} with the parameters it was computed for" + (
+        f" (its sweep's: {json.dumps(stored, sort_keys=True)})" if isinstance(stored, dict) else "")
 
 
 def _table_text(table: pd.DataFrame) -> bytes:
@@ -229,7 +229,7 @@ class ResultStore:
         """
         table_path, json_path = self.files(page, key)
 
-        def damaged(reason: str, known: dict | None = parameters) -> DamagedResultError:
+        def damaged(reason: str, known: dict | None = None) -> DamagedResultError:
             return DamagedResultError(
                 f"stored result {table_path} is damaged: {reason}.\n"
                 f"Recompute it: delete {self.root / page / key}.* and run: {recompute_command(page, known)}")
@@ -250,38 +250,38 @@ class ResultStore:
         if not table_path.is_file():
             plain = f" (its uncompressed {key}{PLAIN_SUFFIX} is there, stored by an earlier version: {UPGRADE})"
             raise damaged(f"its table {table_path.name} is missing"
-                          + (plain if table_path.with_name(key + PLAIN_SUFFIX).is_file() else ""), stored)
+                          + (plain if table_path.with_name(key + PLAIN_SUFFIX).is_file() else ""), record)
         if "table_sha256" not in record or "table_rows" not in record:
             raise damaged(f"its record {json_path.name} has no table_sha256 / table_rows "
-                          f"(stored by an earlier version: {UPGRADE})", stored)
+                          f"(stored by an earlier version: {UPGRADE})", record)
         data = _unpacked(table_path.read_bytes())
         if data is None:
             raise damaged(f"the table is not the one recorded (it does not decompress): truncated or replaced",
-                          stored)
+                          record)
         table = read_table(data)
         if hashlib.sha256(data).hexdigest() != record["table_sha256"] or table is None \
                 or len(table) != record["table_rows"]:
             rows = "it does not parse" if table is None else f"{len(table)} rows"
             raise damaged(f"the table is not the one recorded (SHA-256 differs; {rows}, "
-                          f"recorded {record['table_rows']} rows): edited, truncated or replaced", stored)
+                          f"recorded {record['table_rows']} rows): edited, truncated or replaced", record)
         if check is not None:
             try:
                 check(table, stored)
             except ValueError as err:
-                raise damaged(f"the table does not match its parameters: {err}", stored) from None
+                raise damaged(f"the table does not match its parameters: {err}", record) from None
         samples = None
         if "samples_sha256" in record:  # results stored before per-sample values were kept have none
             samples_path = self.root / page / f"{key}{sample_values.SAMPLES_SUFFIX}"
             if not samples_path.is_file():
-                raise damaged(f"its per-sample values {samples_path.name} are missing", stored)
+                raise damaged(f"its per-sample values {samples_path.name} are missing", record)
             data = samples_path.read_bytes()
             if hashlib.sha256(data).hexdigest() != record["samples_sha256"]:
                 raise damaged(f"its per-sample values {samples_path.name} are not the ones recorded (SHA-256 "
-                              f"differs): edited, truncated or replaced", stored)
+                              f"differs): edited, truncated or replaced", record)
             try:
                 samples = sample_values.from_bytes(data)
             except ValueError as err:
-                raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}", stored) from None
+                raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}", record) from None
         return StoredResult(table, record, table_path, True, samples)
 
     def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict,

@@ -272,11 +272,13 @@ def compute(config: ExperimentConfig, *, label: str = "sweep", partial: Path | N
 
 
 def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | None = None,
-                   inputs: Inputs | None = None) -> StoredResult:
+                   inputs: Inputs | None = None, computed_by: dict | None = None) -> StoredResult:
     """The stored result of ``page`` for exactly ``config``, verified
     (:func:`rankcollapse.experiments.table.check_table`); else computed (:func:`compute`: resumable from its
     checkpoints, shared over the ranks of a process group, from ``inputs`` when given) and stored by rank 0
-    with its provenance. Every rank returns rank 0's result."""
+    with its provenance, and ``computed_by`` (``{"page": ..., "parameters": {...}}``: the page and its
+    parameters that compute it, from which :func:`rankcollapse.experiments.store.recompute_command` writes the
+    command of a damaged result). Every rank returns rank 0's result."""
     store = store or ResultStore()
     parameters = stored_parameters(config)
     rank, _ = rank_and_world()
@@ -298,7 +300,8 @@ def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | Non
     if rank == 0:
         table, extra = out
         provenance = {**origin, **extra, "source_sha256": source_sha256(),
-                      "wall_time_s": round(time.perf_counter() - start, 3)}
+                      "wall_time_s": round(time.perf_counter() - start, 3),
+                      **({"computed_by": computed_by} if computed_by is not None else {})}
         provenance.pop("parameters")
         result = store.save(page, parameters, table, provenance, samples=provenance.pop("samples"))
         superseded(partial)  # and the same result's folders of other source: nothing can resume them now

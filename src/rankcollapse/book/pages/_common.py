@@ -79,6 +79,12 @@ def computing(parameters: Mapping[str, object], *extra: str) -> dict[str, object
     return {k: v for k, v in parameters.items() if k not in (*PAGE_ONLY, *extra)}
 
 
+def computed_by(page: str, parameters: Mapping[str, object]) -> dict[str, object]:
+    """What a stored result records of the page that computed it (its ``computed_by``, from which the store
+    writes the command that recomputes it): the page and its parameters, all but the display-only ones."""
+    return {"page": page, "parameters": computing(parameters)}
+
+
 def experiment(fixed: dict, **extra_fixed) -> Callable[[dict], dict[str, Run]]:
     """``configure`` of a one-sweep experiment page: the page's fixed choices, then the reader's parameters."""
     def configure(parameters: dict) -> dict[str, Run]:

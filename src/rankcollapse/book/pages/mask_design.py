@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import torch
 
-from rankcollapse.book.pages._common import computing
+from rankcollapse.book.pages._common import computed_by, computing
 from rankcollapse.book.pages._decomposition import (attention_table, decay_driver, decay_shares,
                                                     decomposition_claims, decomposition_frame)
 from rankcollapse.book.plotting.beyond import SortableTable, rate_radius_figure
@@ -114,7 +114,8 @@ def decomposition_results(parameters: dict) -> dict[str, StoredResult]:
     from rankcollapse.experiments.sweep import run_experiment
 
     runs = decomposition_runs(parameters)
-    results = {part: run_experiment("mask_design", run.config) for part, run in runs.items()}
+    by = computed_by("mask_design", parameters)
+    results = {part: run_experiment("mask_design", run.config, computed_by=by) for part, run in runs.items()}
     return largest_stored(results) if parameters["show_largest_stored"] else results
 
 
