@@ -255,7 +255,7 @@ def test_nproc_is_capped_at_the_units_left(monkeypatch, capsys):
     monkeypatch.setattr(cli_listing, "units_to_compute", lambda page, parameters: 1)
     monkeypatch.setattr(cli_processes, "start_owned", _raising(AssertionError("one unit: no torchrun")))
     computed = []
-    monkeypatch.setattr(pages, "compute", lambda page, **parameters: computed.append(page))
+    monkeypatch.setattr(registry, "compute", lambda page, **parameters: computed.append(page))
     assert cli.compute_page("fig2", {"n_samples": 4}, nproc=2) is True
     assert computed == ["fig2"]
     assert capsys.readouterr().err == "fig2: 1 unit of work to compute, so 1 process, not 2\n"
