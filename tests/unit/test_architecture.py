@@ -109,3 +109,14 @@ def test_only_the_book_layer_names_a_page():
 def test_no_module_outgrows_the_house_size(path):
     n_lines = len(path.read_text().splitlines())
     assert n_lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {n_lines} lines (at most {MAX_LINES})"
+
+
+MAX_LINE = 110  # characters in a line of code a person reads (pyproject.toml's ruff line-length)
+_PYTHON_FILES = sorted(p for folder in ("src", "tests", "scripts", "benchmarks", "_ext", "results")
+                       for p in (PACKAGE.parents[1] / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _PYTHON_FILES, ids=lambda p: str(p.relative_to(PACKAGE.parents[1])))
+def test_every_line_of_code_is_at_most_the_house_width(path):
+    long = [n for n, line in enumerate(path.read_text().splitlines(), 1) if len(line) > MAX_LINE]
+    assert not long, f"{path.relative_to(PACKAGE.parents[1])}: lines over {MAX_LINE} characters: {long[:10]}"
