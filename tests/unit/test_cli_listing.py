@@ -115,6 +115,7 @@ def test_compute_says_the_result_was_already_stored(tmp_path, monkeypatch, capsy
     assert capsys.readouterr().out == "".join(f"already stored: {tmp_path / 'fig2' / key}.csv.gz\n" for key in own)
 
 
+@pytest.mark.slow
 @pytest.mark.models
 def test_compute_says_where_it_stored_the_result(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))

@@ -13,7 +13,7 @@ import pytest
 
 from rankcollapse.experiments import ranks, sweep
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP_LIMIT = 60  # seconds for torchrun and its two workers to appear; longer: skipped

@@ -101,6 +101,7 @@ def test_damaged_per_sample_values_are_refused(tmp_path, damage):
         store.load("fig2", {"n": 1})
 
 
+@pytest.mark.slow
 def test_per_sample_values_of_a_sweep_match_its_table(tmp_path, monkeypatch):
     """The stored per-sample values are the samples the table's statistics summarize (float32), for every
     weight source, the no-bias control and the no-mixing mask included."""
@@ -121,6 +122,7 @@ def test_per_sample_values_of_a_sweep_match_its_table(tmp_path, monkeypatch):
     assert result.samples.values["mu"].shape == (4, 3, 3)
 
 
+@pytest.mark.slow
 def test_weight_seed_changes_the_weights_not_the_samples(tmp_path):
     from rankcollapse.experiments import sweep
 

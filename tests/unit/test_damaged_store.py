@@ -136,6 +136,7 @@ DAMAGES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(damage=DAMAGES, read_only=st.sampled_from([None, None, "root", "page", "partial"]))
 @example(damage=("table", ("cut", 0.5)), read_only=None)

@@ -115,6 +115,7 @@ def x0():
     return torch.randn(3, 6, 8, generator=gen, dtype=torch.float64)  # [sample, token, d_model]
 
 
+@pytest.mark.slow
 def test_engine_matches_naive_loop_float64(x0):
     layers = engine.random_layers(3, 8, 2, seed=1)
     configs = engine.config_grid(masks=(("complete", None), ("causal_sliding_window", 2)), temperatures=(None, 0.25),
@@ -313,6 +314,7 @@ def test_exact_tracking_with_padding_biases_gqa_and_score_bias(x0):
         torch.testing.assert_close(result.metrics[k][:, 0], result.metrics[k][:, 1], rtol=1e-10, atol=0)
 
 
+@pytest.mark.slow
 def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdicts():
     """settle=3: a configuration not tracked exactly stops on a chunk once every sample sat within the floor
     band for 3 layers; every computed layer is bit-identical to the full run, the held layers repeat the last

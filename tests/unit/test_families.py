@@ -147,6 +147,7 @@ def _readers_run(tmp_path, monkeypatch, capsys, page: str, name: str, n_layers: 
     return [pd.read_csv(path) for path in sorted((tmp_path / "results" / page).glob("*.csv.gz"))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gemma2", "modernbert", "gpt_oss"])  # soft-capping, the encoder, sinks (~30 s each)
 def test_a_readers_run_of_fig2_takes_a_model_folder(tmp_path, monkeypatch, capsys, name):
     """Fig. 2 stores a result whose pretrained curves come from the reader's model (its 2 of 3 layers)."""
@@ -158,6 +159,7 @@ def test_a_readers_run_of_fig2_takes_a_model_folder(tmp_path, monkeypatch, capsy
     assert set(mu["layer"]) == {0, 1, 2} and mu["median"].notna().all() and (mu["n_samples"] == 2).all()
 
 
+@pytest.mark.slow
 def test_a_readers_run_of_the_sliding_window_page_takes_a_windowed_model_folder(tmp_path, monkeypatch, capsys):
     """The sliding-window page on a tiny Qwen2 whose config marks its last two layers as windowed: its three
     runs (as trained, all global, all local) are stored."""

@@ -87,6 +87,7 @@ def _caption(page: str, key: str) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page, stem", _FIGURES, ids=[f[1] for f in _FIGURES])
 def test_every_legend_entry_is_visible_or_named_as_coinciding(page, stem, tmp_path, monkeypatch):
     fig, notes = _draw(page, stem, tmp_path, monkeypatch)
