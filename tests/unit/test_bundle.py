@@ -65,6 +65,7 @@ def test_x0_from_the_bundle_is_the_models_bit_for_bit(spec, tmp_path):
     assert int((table.abs().sum(-1) > 0).sum()) == int(ids.unique().numel())
 
 
+@pytest.mark.slow
 def test_extra_rows_complete_the_bundle(written):
     """Without its extra folder a split bundle runs its first samples only; with it, all, X(0) bit for bit."""
     folder, _ = written
@@ -114,6 +115,7 @@ def test_device_script_stores_what_compute_stores(written, tmp_path):
     assert [r["n_samples"] for r in report["runs"]] == [4] and report["runs"][0]["wall_s"] > 0
 
 
+@pytest.mark.slow
 def test_budget_chooses_the_largest_sample_count_that_fits(written, tmp_path):
     folder, _ = written
     opened = rc_bundle.open_bundle(folder, folder / "extra")
@@ -125,6 +127,7 @@ def test_budget_chooses_the_largest_sample_count_that_fits(written, tmp_path):
     assert [r["n_samples"] for r in some["runs"]] == [4]
 
 
+@pytest.mark.slow
 def test_stand_in_tries_the_device_and_stores_nothing(written, tmp_path):
     folder, _ = written
     assert cli_bundle.device_main([str(folder), "--stand-in", "--store", str(tmp_path / "store"), "--dtypes",
@@ -135,6 +138,7 @@ def test_stand_in_tries_the_device_and_stores_nothing(written, tmp_path):
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.csv.gz"))
 
 
+@pytest.mark.slow
 def test_refusals(written, tmp_path):
     folder, _ = written
     opened = rc_bundle.open_bundle(folder, folder / "extra")
@@ -186,6 +190,7 @@ def test_the_tree_that_travels_is_tracked_and_untracked_files_not_ignored(tmp_pa
     assert cli_bundle.folder_bytes(tmp_path / "bundle") == 50
 
 
+@pytest.mark.slow
 def test_each_page_gets_the_largest_sample_count_left_for_it(written, tmp_path):
     """Pages in turn, each at the largest count whose estimate fits what is left; a page that fits nowhere is
     skipped without holding back the one before it (one count for all pages would have run nothing here)."""
