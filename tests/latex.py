@@ -14,7 +14,8 @@ MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
 # (CI set) a missing tool fails instead.
 needs_latex = pytest.mark.skipif(
     bool(MISSING) and not os.environ.get("CI"),
-    reason=f"{' and '.join(MISSING)} not installed (apt-get install texlive-latex-base, as scripts/setup.sh does)")
+    reason=f"{' and '.join(MISSING)} not installed (apt-get install texlive-latex-base, as "
+           f"scripts/setup.sh does)")
 
 _DOCUMENT = r"""\documentclass{article}
 \usepackage[T1]{fontenc}

@@ -35,12 +35,14 @@ def test_exported_notebooks_get_the_cached_outputs_and_show_glued_figures(tmp_pa
     executed = nbformat.reads(nbformat.writes(source), as_version=4)
     executed.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
     executed.cells[2].outputs = [
-        nbformat.v4.new_output("display_data", data={prefix + "image/png": "iVBOR", prefix + "text/plain": "<Fig>"},
+        nbformat.v4.new_output("display_data",
+                               data={prefix + "image/png": "iVBOR", prefix + "text/plain": "<Fig>"},
                                metadata={"scrapbook": {"name": "fig_a", "mime_prefix": prefix}}),
         nbformat.v4.new_output("display_data", data={prefix + "text/plain": "3"},
                                metadata={"scrapbook": {"name": "n", "mime_prefix": prefix}}),
     ]
-    get_cache(tmp_path / "cache").cache_notebook_bundle(CacheBundleIn(executed, "page.ipynb"), check_validity=False)
+    get_cache(tmp_path / "cache").cache_notebook_bundle(CacheBundleIn(executed, "page.ipynb"),
+                                                        check_validity=False)
 
     merged = booksite.with_build_outputs(source, tmp_path / "cache")
     assert merged.cells[1].outputs[0]["text"] == "1\n"
@@ -61,13 +63,15 @@ def test_ci_prints_the_pdf_and_publishes_the_notebooks_where_the_colab_buttons_p
 
 
 def test_markdown_table_cells_carry_their_column_header_for_the_phone_layout():
-    """At 390 px a claims table's five columns cut "holds" to "hol": on a phone its rows stack, each cell after
-    its header, which the CSS reads from data-label."""
+    """At 390 px a claims table's five columns cut "holds" to "hol": on a phone its rows stack, each cell
+    after its header, which the CSS reads from data-label."""
     page = ('<p>x</p><table class="table"><thead><tr class="row-odd"><th class="head"><p>claim</p></th>'
-            '<th class="head"><p>what &amp; how</p></th></tr></thead><tbody><tr class="row-even"><td><p>a</p></td>'
+            '<th class="head"><p>what &amp; how</p></th></tr></thead><tbody><tr class="row-even">'
+            '<td><p>a</p></td>'
             '<td><p><strong>holds</strong></p></td></tr><tr><td>c</td><td>d</td></tr></tbody></table>'
             '<table class="dataframe"><tr><td>untouched</td></tr></table>')
     labelled = booksite.labelled_cells(page)
-    assert labelled.count('<td data-label="claim">') == 2 and labelled.count('<td data-label="what &amp; how">') == 2
+    assert (labelled.count('<td data-label="claim">') == 2
+            and labelled.count('<td data-label="what &amp; how">') == 2)
     assert '<table class="dataframe"><tr><td>untouched</td>' in labelled
     assert booksite.labelled_cells(labelled) == labelled  # a page written twice is labelled once

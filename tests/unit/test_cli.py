@@ -26,16 +26,21 @@ def never_executes(monkeypatch):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["run", "fig9"], "unknown page 'fig9'; pages are: setup, data, theorem1, theorem2, counterexample, equilibria, fig2"),
-    (["run", "fig2", "-p", "n_heads", "4"], "unknown parameter 'n_heads'; this page's parameters are: model, window"),
-    (["run", "fig2", "-p", "n_samples", "many"], "parameter 'n_samples' must be an integer (default 16), got 'many'"),
+    (["run", "fig9"], "unknown page 'fig9'; pages are: setup, data, theorem1, theorem2, counterexample, "
+                      "equilibria, fig2"),
+    (["run", "fig2", "-p", "n_heads", "4"], "unknown parameter 'n_heads'; this page's parameters are: "
+                                            "model, window"),
+    (["run", "fig2", "-p", "n_samples", "many"], "parameter 'n_samples' must be an integer (default 16), "
+                                                 "got 'many'"),
     (["run", "fig2", "-p", "n_samples", "2.5"], "parameter 'n_samples' must be an integer"),
     (["run", "fig2", "-p", "model", "3"], "parameter 'model' must be a string"),
     (["run", "fig2", "-p", "window", "40"], r"window must be an integer in [1, 31], got 40"),
     (["run", "fig2", "-p", "dtype", "float16"], "dtype must be one of 'float64', 'float32'; got 'float16'"),
     (["run", "fig3", "-p", "n_tokens", "1"], "n_tokens must be an integer in [2, 8192], got 1"),
-    (["run", "sample_size", "-p", "n_samples_small", "128"], "n_samples_small must be an integer in [1, 127]"),
-    (["run", "skip_connections", "-p", "n_layers_deep", "0"], "n_layers_deep must be an integer in [1, 4096]"),
+    (["run", "sample_size", "-p", "n_samples_small", "128"],
+     "n_samples_small must be an integer in [1, 127]"),
+    (["run", "skip_connections", "-p", "n_layers_deep", "0"],
+     "n_layers_deep must be an integer in [1, 4096]"),
     (["run", "fig4", "--profile", "huge"], "unknown profile 'huge'; profiles are: default, paper"),
     (["run", "fig4", "--device", "tpu"], "device must be 'cpu' or 'cuda'"),
     (["run", "fig2", "--device", "cuda:abc"], "device must be 'cpu' or 'cuda', got 'cuda:abc'"),
@@ -58,8 +63,9 @@ def test_cuda_without_a_gpu_is_rejected(capsys, never_executes):
 def test_paper_profile_sets_the_paper_scale():
     path, parameters = cli.plan_run("appendix_g1", [("seed", "2")], profile="paper", device="cpu")
     assert path.name == "appendix_g1.md" and path.is_file()
-    assert parameters == {"model": "pkg:mpnet", "n_samples": 3000, "n_tokens": 128, "overlap": "sentence_starts",
-                          "n_layers": 128, "seed": 2, "device": "cpu", "show_largest_stored": False}
+    assert parameters == {"model": "pkg:mpnet", "n_samples": 3000, "n_tokens": 128,
+                          "overlap": "sentence_starts", "n_layers": 128, "seed": 2, "device": "cpu",
+                          "show_largest_stored": False}
     assert cli.plan_run("fig2", [("n_samples", "8")])[1] == {"n_samples": 8, "show_largest_stored": False}
     assert cli.plan_run("fig2")[1] == {}
 
@@ -77,6 +83,7 @@ def test_pages_lists_the_registry(capsys):
     assert cli.main(["pages", "--profile", "huge"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_run_writes_notebook_and_figures(tmp_path, monkeypatch):
     monkeypatch.setenv("RANKCOLLAPSE_FIGURE_DIR", str(tmp_path / "unused"))  # main() sets it; restored after
@@ -93,11 +100,12 @@ def test_run_writes_notebook_and_figures(tmp_path, monkeypatch):
 PAGE_DEFAULTS = {name: runner.page_parameters(p.path(cli.repo_root())) for name, p in registry.PAGES.items()}
 PROFILE_NAMES = list(registry.PROFILE_NAMES)
 ODD_TEXTS = ["None", "True", "[]", "()", "{}", "{[1]: 2}", "1e999", "-1", "nan", "'a'", "[" * 150 + "]" * 150,
-             "9" * 5000, "pkg:minilm", "pkg:unknown", "/nonexistent", "owner/name", "~nosuchuser/x", "~\x00", "cuda", "cuda:abc",
-             "", " ", "\n"]
+             "9" * 5000, "pkg:minilm", "pkg:unknown", "/nonexistent", "owner/name", "~nosuchuser/x", "~\x00",
+             "cuda", "cuda:abc", "", " ", "\n"]
 values = st.one_of(st.integers(-3, 200).map(str), st.integers().map(str), st.floats().map(repr),
                    st.text(max_size=12), st.sampled_from(ODD_TEXTS), st.sampled_from(ODD_TEXTS),
-                   st.lists(st.one_of(st.integers(), st.floats(), st.booleans(), st.none(), st.text(max_size=4)),
+                   st.lists(st.one_of(st.integers(), st.floats(), st.booleans(), st.none(),
+                                      st.text(max_size=4)),
                             max_size=4).map(repr))
 profiles = st.one_of(st.just("default"), st.sampled_from(PROFILE_NAMES), st.text(max_size=6))
 device_names = st.sampled_from(["cpu", "cuda", "cuda:0", "cuda:abc", "cuda:-1", "tpu", "", "cpu:1"])
@@ -106,17 +114,20 @@ devices = st.one_of(st.none(), device_names, device_names, st.text(max_size=6))
 
 @st.composite
 def runs(draw):
-    """A page (mostly a real one), parameters (mostly its own names, sometimes unknown ones), profile, device."""
+    """A page (mostly a real one), parameters (mostly its own names, sometimes unknown ones), profile,
+    device."""
     real = st.sampled_from(sorted(PAGE_DEFAULTS))
     page = draw(st.one_of(real, real, real, st.text(max_size=8)))
     defaults = PAGE_DEFAULTS.get(page) or {"n": 0}
     pairs = []
     for _ in range(draw(st.integers(0, 2))):
         name = draw(st.one_of(st.sampled_from(sorted(defaults)), st.text(max_size=8)))
-        pairs.append((name, draw(st.one_of(st.just(repr(defaults.get(name))), values))))  # its default, or any
+        # its default, or any
+        pairs.append((name, draw(st.one_of(st.just(repr(defaults.get(name))), values))))
     return page, pairs, draw(profiles), draw(devices)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(run=runs())
 def test_any_input_is_planned_or_refused_in_one_line(run, never_executes):

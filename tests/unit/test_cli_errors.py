@@ -1,7 +1,8 @@
-"""``rankcollapse run``/``compute`` fail in one sentence, never a traceback: a damaged stored result (the page's
-own, or the larger stored run it shows), an output path that is a file, a cell past ``--timeout``, Ctrl-C (which
-says that the same command resumes), options a page does not take, long values, a repeated ``-p``; the recompute
-command of every stored result runs; models given as a relative folder or a hub id without an owner."""
+"""``rankcollapse run``/``compute`` fail in one sentence, never a traceback: a damaged stored result (the
+page's own, or the larger stored run it shows), an output path that is a file, a cell past ``--timeout``,
+Ctrl-C (which says that the same command resumes), options a page does not take, long values, a repeated
+``-p``; the recompute command of every stored result runs; models given as a relative folder or a hub id
+without an owner."""
 
 import gzip
 import json
@@ -77,10 +78,13 @@ def test_a_damaged_larger_stored_run_is_one_sentence_before_the_notebook(tmp_pat
     results, larger = _fig2_store(tmp_path, monkeypatch)
     status, out, err = _run(["run", "fig2", "--output", str(tmp_path / "out")], capsys)
     assert status == 2
-    _one_sentence(err, f"stored result {results / 'fig2' / larger}.csv.gz is damaged: the table is not the one recorded")
-    assert err[1].startswith(f"Recompute it: delete {results / 'fig2' / larger}.* and run: rankcollapse run fig2 ")
+    _one_sentence(err, f"stored result {results / 'fig2' / larger}.csv.gz is damaged: the table is not the "
+                       f"one recorded")
+    assert err[1].startswith(f"Recompute it: delete {results / 'fig2' / larger}.* and run: "
+                             f"rankcollapse run fig2 ")
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_a_damaged_result_met_in_the_notebook_is_one_sentence(tmp_path, monkeypatch, capsys):
     """Should the kernel meet the damage (here: the command line's own look is skipped), papermill's error
@@ -100,6 +104,7 @@ def test_output_that_is_a_file_is_refused(tmp_path, capsys, never_executes):
     _one_sentence(err, f"--output must be a folder, and {tmp_path / 'afile'} is a file")
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_a_cell_past_the_timeout_is_one_sentence(tmp_path):
     done = subprocess.run([sys.executable, "-m", "rankcollapse", "run", "setup", "--timeout", "1", "--output",
@@ -120,8 +125,8 @@ def test_ctrl_c_says_the_same_command_resumes(monkeypatch, capsys, never_execute
     except KeyboardInterrupt:
         pytest.fail("Ctrl-C escaped as a KeyboardInterrupt (a traceback)")
     assert status == 130
-    assert [line for line in err if line] == ["rankcollapse compute: interrupted; run the same command again to "
-                                              "resume from its checkpoints"]
+    assert [line for line in err if line] == [
+        "rankcollapse compute: interrupted; run the same command again to resume from its checkpoints"]
 
 
 def _interruptible() -> None:
@@ -130,14 +135,15 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 @pytest.mark.models
 def test_ctrl_c_during_a_sweep_exits_130_in_one_line(tmp_path):
     env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path / "results"), sweep.BLOCK_ENV: "1",
            ranks.PROGRESS_ENV: "0"}
     command = [sys.executable, "-m", "rankcollapse", "run", "fig2", "-p", "n_samples", "8", "-p", "n_tokens",
                "16", "-p", "n_layers", "2", "--output", str(tmp_path / "out")]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=_interruptible)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, preexec_fn=_interruptible)
     partial = tmp_path / "results" / ".partial"
     deadline = time.monotonic() + 120
     while not list(partial.glob("**/*.pt")) and process.poll() is None and time.monotonic() < deadline:
@@ -151,6 +157,7 @@ def test_ctrl_c_during_a_sweep_exits_130_in_one_line(tmp_path):
         "rankcollapse run: interrupted; run the same command again to resume from its checkpoints")
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_ctrl_c_while_the_notebook_runs_exits_130_in_one_line(tmp_path):
     command = [sys.executable, "-m", "rankcollapse", "run", "theorem1", "--output", str(tmp_path / "out")]
@@ -166,7 +173,7 @@ def test_ctrl_c_while_the_notebook_runs_exits_130_in_one_line(tmp_path):
         "starts it again"]
 
 
-# ---------------------------------------------------------------- the recompute command of every stored result
+# --------------------------------------------------------------- the recompute command of every stored result
 
 
 def _stored_results():
@@ -199,7 +206,8 @@ def test_the_recompute_command_of_every_stored_result_runs_and_reproduces_it(sto
 
 def test_a_damaged_result_names_its_pages_command(tmp_path):
     key = next(k for k in STORE.keys("mask_design")
-               if json.loads((STORE.root / "mask_design" / f"{k}.json").read_text())["parameters"]["window"] != 1)
+               if json.loads((STORE.root / "mask_design" / f"{k}.json").read_text())["parameters"]["window"]
+               != 1)
     _copy(tmp_path, "mask_design", key)
     (tmp_path / "mask_design" / f"{key}.csv.gz").write_bytes(gzip.compress(b"edited\n"))
     with pytest.raises(ValueError) as err:
@@ -214,7 +222,8 @@ def test_a_damaged_result_names_its_pages_command(tmp_path):
 @pytest.mark.parametrize("argv, words", [
     (["run", "theorem1", "--nproc", "2"], "--nproc applies to the experiment pages (fig2, "),
     (["compute", "equilibria", "--nproc", "2"], "--nproc applies to the experiment pages"),
-    (["run", "theorem1", "--profile", "paper"], "page 'theorem1' has no 'paper' profile; the pages with one: fig2"),
+    (["run", "theorem1", "--profile", "paper"],
+     "page 'theorem1' has no 'paper' profile; the pages with one: fig2"),
     (["run", "theorem2", "--device", "cpu"], "--device applies to the pages with a device parameter"),
     (["run", "setup", "--timeout", "-5"],
      "--timeout must be a positive number of seconds (fractions allowed), got -5"),
@@ -223,7 +232,8 @@ def test_a_damaged_result_names_its_pages_command(tmp_path):
     (["run", "fig2", "-p", "n_samples", "8", "-p", "n_samples", "16"],
      "parameter 'n_samples' is given twice (-p n_samples 8 and -p n_samples 16); give it once"),
     (["run", "mask_design", "-p", "n_tokens", "8"],
-     "n_tokens must be an integer in [9, 8192] on this page (its zoo holds windows of up to 8 tokens), got 8"),
+     "n_tokens must be an integer in [9, 8192] on this page (its zoo holds windows of up to 8 tokens), "
+     "got 8"),
 ])
 def test_options_a_page_does_not_take_are_refused(argv, words, capsys, never_executes):
     status, out, err = _run(argv, capsys)
@@ -255,7 +265,8 @@ def test_every_parameters_cell_reads_under_papermill():
     for name, entry in registry.PAGES.items():
         notebook = jupytext.read(entry.path(ROOT))
         cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
-        assert [p.name for p in PythonTranslator.inspect(cell)] == list(runner.page_parameters(entry.path(ROOT))), name
+        assert [p.name for p in PythonTranslator.inspect(cell)] == list(
+            runner.page_parameters(entry.path(ROOT))), name
 
 
 def test_a_relative_model_folder_is_the_working_directorys(tmp_path, monkeypatch):
@@ -299,7 +310,8 @@ def test_an_uncached_hub_id_offline_fails_at_once(hub_cache, capsys, never_execu
     started = time.monotonic()
     status, out, err = _run(["run", "fig2", "-p", "model", "bert-base-uncased"], capsys)
     assert status == 2 and len(err) == 1 and time.monotonic() - started < 10
-    _one_sentence(err, f"model 'bert-base-uncased' is not in the Hugging Face cache ({hub_cache}) and the hub")
+    _one_sentence(err, f"model 'bert-base-uncased' is not in the Hugging Face cache ({hub_cache}) and the "
+                       f"hub")
 
 
 def test_the_sigterm_handler_is_put_back(capsys):

@@ -144,6 +144,7 @@ def test_a_cache_that_cannot_be_written_is_named_as_the_cache_with_the_books_sto
 # ---------------------------------------------------------------- row 1: results outside the book
 
 
+@pytest.mark.slow
 def test_results_lists_a_store_from_any_folder_and_says_in_one_line_where_no_book_is(tmp_path):
     """The package installed outside any book (a copy on PYTHONPATH), run in an empty folder."""
     site = tmp_path / "site"
@@ -301,6 +302,7 @@ def test_a_dirty_commit_keeps_its_suffix_in_the_listing(tmp_path, monkeypatch, c
     assert " 01234567-dirty " in capsys.readouterr().out.splitlines()[1]
 
 
+@pytest.mark.slow
 def test_a_refusal_after_the_model_is_loaded_prints_no_progress_bar(tmp_path):
     env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path), "RANKCOLLAPSE_MEMORY_BUDGET": "1000",
            "RANKCOLLAPSE_PROGRESS": "1"}
@@ -417,6 +419,7 @@ def test_finished_units_of_another_block_size_are_named_not_silently_dropped(tmp
     assert checkpoints.other_block(folder, sweep.units(_fig4_config(8), 2), 2) is None
 
 
+@pytest.mark.slow
 @pytest.mark.models
 def test_a_sweep_says_it_cannot_reuse_units_of_another_block_and_cleans_up_once_stored(tmp_path, monkeypatch,
                                                                                        capsys):
@@ -487,6 +490,7 @@ def test_the_mpnet_parts_installed_with_pip_target_on_the_python_path_are_found(
     assert (folder / "config.json").read_text() == "{}" and folder.is_relative_to(tmp_path / "cache")
 
 
+@pytest.mark.slow
 @pytest.mark.models
 def test_a_disk_that_fills_up_during_a_sweep_is_one_line_naming_the_store(tmp_path, monkeypatch, capsys):
     """The whole way down: the first checkpoint cannot be written (torch.save patched to meet a full disk);

@@ -1,7 +1,7 @@
-"""What a user expects of the command line: ``--version``; ``pages PAGE`` (parameters, defaults, types, ranges);
-``results`` (every stored result, verified or damaged); ``--nproc`` on ``compute``; where the results went;
-a page that shows the largest stored run says so; every run gets a folder of its own; the README names the
-extra models of the paper profile and every environment variable the package reads."""
+"""What a user expects of the command line: ``--version``; ``pages PAGE`` (parameters, defaults, types,
+ranges); ``results`` (every stored result, verified or damaged); ``--nproc`` on ``compute``; where the results
+went; a page that shows the largest stored run says so; every run gets a folder of its own; the README names
+the extra models of the paper profile and every environment variable the package reads."""
 
 import gzip
 import json
@@ -54,15 +54,16 @@ def test_pages_page_lists_every_parameter(name, capsys):
 
 def test_pages_of_an_unknown_page_is_one_line(capsys):
     assert cli.main(["pages", "fig9"]) == 2
-    assert capsys.readouterr().err.startswith("rankcollapse pages: error: unknown page 'fig9'; pages are: setup")
+    assert capsys.readouterr().err.startswith(
+        "rankcollapse pages: error: unknown page 'fig9'; pages are: setup")
 
 
 def test_results_lists_every_stored_result(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path))  # no unfinished runs listed below the results
     assert cli.main(["results"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["page", "key", "scale", "layers", "model", "dtype", "device", "commit", "time",
-                                "status"]
+    assert lines[0].split() == ["page", "key", "scale", "layers", "model", "dtype", "device", "commit",
+                                "time", "status"]
     keys = {(p.name, k) for p in STORE.root.iterdir() if p.is_dir() and not p.name.startswith(".")
             for k in STORE.keys(p.name)}
     assert {tuple(line.split()[:2]) for line in lines[1:]} == keys
@@ -86,20 +87,22 @@ def test_results_says_which_are_damaged(tmp_path, monkeypatch, capsys):
 
 def test_compute_takes_nproc(monkeypatch, capsys):
     seen = {}
-    monkeypatch.setattr(cli, "compute_page", lambda page, parameters, nproc=1, show=True: seen.update(nproc=nproc))
+    monkeypatch.setattr(cli, "compute_page",
+                        lambda page, parameters, nproc=1, show=True: seen.update(nproc=nproc))
     monkeypatch.setattr(cli_listing, "stored_parts", lambda page, parameters: {})
     assert cli.main(["compute", "fig2", "-p", "n_samples", "4", "--nproc", "2"]) == 0
     assert seen == {"nproc": 2}
 
 
 def _default_fig2(results: Path, larger: bool = False) -> list[str]:
-    """Copy Fig. 2's results at its defaults (its main sweep first, then its controls; and a larger stored run of
-    it) into ``results``; their keys, in the page's order of parts."""
+    """Copy Fig. 2's results at its defaults (its main sweep first, then its controls; and a larger stored run
+    of it) into ``results``; their keys, in the page's order of parts."""
     defaults = runner.page_parameters(registry.page("fig2").path(ROOT))
     own = [result_key("fig2", stored_parameters(run.config))
            for run in registry.configure("fig2", defaults).values()]
     keys = own + [k for k in STORE.keys("fig2") if larger and
-                  json.loads((STORE.root / "fig2" / f"{k}.json").read_text())["parameters"]["n_samples"] == 128]
+                  json.loads((STORE.root / "fig2" / f"{k}.json").read_text())["parameters"]["n_samples"]
+                  == 128]
     (results / "fig2").mkdir(parents=True)
     for key in keys:
         for path in (STORE.root / "fig2").glob(f"{key}.*"):  # the table, its record and any per-sample values
@@ -112,14 +115,17 @@ def test_compute_says_the_result_was_already_stored(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr(sweep, "compute", lambda *a, **k: pytest.fail("nothing is computed"))
     assert cli.main(["compute", "fig2"]) == 0
-    assert capsys.readouterr().out == "".join(f"already stored: {tmp_path / 'fig2' / key}.csv.gz\n" for key in own)
+    assert capsys.readouterr().out == "".join(f"already stored: {tmp_path / 'fig2' / key}.csv.gz\n"
+                                              for key in own)
 
 
+@pytest.mark.slow
 @pytest.mark.models
 def test_compute_says_where_it_stored_the_result(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("RANKCOLLAPSE_PROGRESS", "0")
-    assert cli.main(["compute", "fig2", "-p", "n_samples", "2", "-p", "n_tokens", "8", "-p", "n_layers", "1"]) == 0
+    assert cli.main(["compute", "fig2", "-p", "n_samples", "2", "-p", "n_tokens", "8", "-p", "n_layers",
+                     "1"]) == 0
     lines = capsys.readouterr().out.splitlines()  # the main sweep and its controls, each stored
     assert sorted(line for line in lines if line.startswith("stored: ")) == sorted(
         f"stored: {csv}" for csv in (tmp_path / "fig2").glob("*.csv.gz"))
@@ -138,12 +144,14 @@ def test_run_without_parameters_says_it_shows_the_largest_stored_run(tmp_path, m
     monkeypatch.setattr(runner, "execute_page", execute)
     assert cli.main(["run", "fig2", "--output", str(tmp_path / "out")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("note: fig2 shows the largest stored run of this experiment (128 samples × 32 tokens, "
-                               "pkg:minilm, float64: ")
-    assert lines[0].endswith("not its parameters cell's defaults; add -p show_largest_stored False to see exactly "
-                             "the defaults")
-    assert lines[-len(own):] == [f"already stored: {tmp_path / 'results' / 'fig2' / key}.csv.gz" for key in own]
-    assert cli.main(["run", "fig2", "-p", "show_largest_stored", "False", "--output", str(tmp_path / "out2")]) == 0
+    assert lines[0].startswith("note: fig2 shows the largest stored run of this experiment (128 samples × "
+                               "32 tokens, pkg:minilm, float64: ")
+    assert lines[0].endswith("not its parameters cell's defaults; add -p show_largest_stored False to see "
+                             "exactly the defaults")
+    assert lines[-len(own):] == [f"already stored: {tmp_path / 'results' / 'fig2' / key}.csv.gz"
+                                 for key in own]
+    assert cli.main(["run", "fig2", "-p", "show_largest_stored", "False", "--output",
+                     str(tmp_path / "out2")]) == 0
     assert not capsys.readouterr().out.startswith("note:")
 
 
@@ -156,8 +164,10 @@ def test_every_run_gets_a_folder_of_its_own(tmp_path):
 
 def test_the_readme_names_the_extra_models_and_every_environment_variable():
     readme = (ROOT / "README.md").read_text()
-    used = {m for path in (ROOT / "src").rglob("*.py") for m in re.findall(r"RANKCOLLAPSE_[A-Z_]+", path.read_text())}
-    assert used and all(f"`{name}`" in readme for name in used), sorted(n for n in used if f"`{n}`" not in readme)
+    used = {m for path in (ROOT / "src").rglob("*.py")
+            for m in re.findall(r"RANKCOLLAPSE_[A-Z_]+", path.read_text())}
+    assert used and all(f"`{name}`" in readme for name in used), sorted(n for n in used
+                                                                        if f"`{n}`" not in readme)
     assert re.search(r"paper profile.{0,200}requirements-models-extra\.txt", readme, re.S)
     for command in ("rankcollapse pages fig2", "rankcollapse results", "rankcollapse --version",
                     "rankcollapse compute fig2"):
@@ -167,10 +177,10 @@ def test_the_readme_names_the_extra_models_and_every_environment_variable():
 def test_unfinished_runs_are_listed_with_their_progress_and_where_they_resume(monkeypatch):
     from rankcollapse.experiments import checkpoints
 
-    runs = [{"page": "fig3", "key": "abc", "folder": "/cache/partial/fig3/abc-1234", "resumable": False, "done": 15,
-             "units": 94, "commit": "31c684e1f00d-dirty", "started": "2026-12-04T17:25:53+00:00"},
-            {"page": "fig2", "key": "def", "folder": "/cache/partial/fig2/def-5678", "resumable": True, "done": 3,
-             "units": None, "commit": "0123456789ab", "started": ""}]
+    runs = [{"page": "fig3", "key": "abc", "folder": "/cache/partial/fig3/abc-1234", "resumable": False,
+             "done": 15, "units": 94, "commit": "31c684e1f00d-dirty", "started": "2026-12-04T17:25:53+00:00"},
+            {"page": "fig2", "key": "def", "folder": "/cache/partial/fig2/def-5678", "resumable": True,
+             "done": 3, "units": None, "commit": "0123456789ab", "started": ""}]
     monkeypatch.setattr(checkpoints, "partial_runs", lambda store: runs)
     rows = cli_listing.partial_table()
     assert [(r["page"], r["units done"], r["resume"]) for r in rows] == [
@@ -180,5 +190,5 @@ def test_unfinished_runs_are_listed_with_their_progress_and_where_they_resume(mo
     resume = cli_listing.partial_table("fig3")[0]["resume"]
     assert resume == "in commit 31c684e1 without local changes (source changed)"
     assert [r["page"] for r in cli_listing.partial_table("fig2")] == ["fig2"]
-    assert cli_listing.format_table(rows).splitlines()[0].split() == ["page", "key", "units", "done", "commit",
-                                                                       "started", "resume", "folder"]
+    assert cli_listing.format_table(rows).splitlines()[0].split() == [
+        "page", "key", "units", "done", "commit", "started", "resume", "folder"]

@@ -13,7 +13,7 @@ import pytest
 
 from rankcollapse.experiments import ranks, sweep
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP_LIMIT = 60  # seconds for torchrun and its two workers to appear; longer: skipped
@@ -33,7 +33,8 @@ def test_sigterm_to_the_command_ends_torchrun_and_its_workers(tmp_path):
            ranks.PROGRESS_ENV: "0"}
     command = [sys.executable, "-m", "rankcollapse", "run", "fig2", "-p", "n_samples", "64", "-p", "n_tokens",
                "16", "-p", "n_layers", "2", "--nproc", "2", "--output", str(tmp_path / "out")]
-    parent = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
     below: list[int] = []
     try:
         below = _workers_of(parent)
@@ -42,8 +43,8 @@ def test_sigterm_to_the_command_ends_torchrun_and_its_workers(tmp_path):
         parent.send_signal(signal.SIGTERM)
         out, err = parent.communicate(timeout=60)
         assert parent.returncode == 143, err[-3000:]
-        assert err.splitlines()[-1] == ("rankcollapse run: terminated (SIGTERM); run the same command again to "
-                                        "resume from its checkpoints")
+        assert err.splitlines()[-1] == ("rankcollapse run: terminated (SIGTERM); run the same command again "
+                                        "to resume from its checkpoints")
         assert "Traceback" not in err, err[-3000:]
         deadline = time.monotonic() + 15
         while any(_alive(p) for p in below) and time.monotonic() < deadline:

@@ -24,7 +24,8 @@ def test_self_mask_is_the_identity_and_has_no_center():
     mask = masks.build_mask("self", 5)
     assert torch.equal(mask, torch.eye(5, dtype=torch.bool)) and "self" in masks.MASK_NAMES
     graph = masks.describe_mask(mask)
-    assert graph.centers == () and graph.radius is None and graph.diameter == 0 and not graph.quasi_strongly_connected
+    assert (graph.centers == () and graph.radius is None and graph.diameter == 0
+            and not graph.quasi_strongly_connected)
     assert masks.describe_mask(masks.build_mask("self", 1)).radius == 0  # one token is its own center
 
 
@@ -35,7 +36,8 @@ def test_self_mask_leaves_only_the_value_maps():
     layers = engine.random_layers(1, 8, 2, seed=3)
     out = engine.run_san(x0, layers, engine.config_grid(masks=(("self", None),)))
     la = layers[0]
-    values = torch.einsum("std,hde->hste", x0, la.W_V) + la.b_V[:, None, None, :]  # [head, sample, token, d_head]
+    # [head, sample, token, d_head]
+    values = torch.einsum("std,hde->hste", x0, la.W_V) + la.b_V[:, None, None, :]
     y = torch.einsum("hste,hef->stf", values, la.W_O) + la.b_O  # [sample, token, d_model]
     torch.testing.assert_close(out.metrics["mu"][1, 0], metrics.mu(y), rtol=1e-12, atol=0)
 
@@ -62,8 +64,9 @@ def test_new_fields_keep_stored_keys_and_are_checked():
 
 def _samples(n_curves: int = 2, n_samples: int = 5) -> sample_values.SampleValues:
     rng = np.random.default_rng(0)
-    labels = pd.DataFrame([{"weights": "initialized", "variant": "SAN", "mask": m, "window": w, "temperature": None,
-                            "norm": "none", "skip": False} for m, w in (("complete", None), ("sliding_window", 4))][:n_curves],
+    labels = pd.DataFrame([{"weights": "initialized", "variant": "SAN", "mask": m, "window": w,
+                            "temperature": None, "norm": "none", "skip": False}
+                           for m, w in (("complete", None), ("sliding_window", 4))][:n_curves],
                           columns=list(sample_values.CURVE_COLUMNS))
     values = {k: rng.random((n_curves, 4, n_samples)).astype(np.float32)
               for k in sample_values.SAMPLE_METRICS}
@@ -101,6 +104,7 @@ def test_damaged_per_sample_values_are_refused(tmp_path, damage):
         store.load("fig2", {"n": 1})
 
 
+@pytest.mark.slow
 def test_per_sample_values_of_a_sweep_match_its_table(tmp_path, monkeypatch):
     """The stored per-sample values are the samples the table's statistics summarize (float32), for every
     weight source, the no-bias control and the no-mixing mask included."""
@@ -114,19 +118,23 @@ def test_per_sample_values_of_a_sweep_match_its_table(tmp_path, monkeypatch):
     table = reloaded.table
     for row in reloaded.samples.labels.itertuples():
         curve = reloaded.samples.curve("relative_mu", weights=row.weights, mask=row.mask, norm=row.norm)
-        rows = table[(table["weights"] == row.weights) & (table["mask"] == row.mask) & (table["metric"] == "relative_mu")]
+        rows = table[(table["weights"] == row.weights) & (table["mask"] == row.mask)
+                     & (table["metric"] == "relative_mu")]
         np.testing.assert_allclose(np.median(curve, axis=-1), rows.sort_values("layer")["median"], rtol=1e-6)
     no_bias = reloaded.samples.curve("relative_mu", weights="initialized_nobias", mask="causal", norm="none")
-    assert not np.allclose(no_bias, reloaded.samples.curve("relative_mu", weights="initialized", mask="causal", norm="none"))
+    assert not np.allclose(no_bias, reloaded.samples.curve("relative_mu", weights="initialized",
+                                                           mask="causal", norm="none"))
     assert result.samples.values["mu"].shape == (4, 3, 3)
 
 
+@pytest.mark.slow
 def test_weight_seed_changes_the_weights_not_the_samples(tmp_path):
     from rankcollapse.experiments import sweep
 
     runs = {s: ExperimentConfig(weights=("initialized",), masks=("self",), n_samples=2, n_tokens=6,
                                             n_layers=1, weight_seed=s) for s in (None, 0, 1)}
-    out = {s: sweep.run_experiment("fig2", c, ResultStore(tmp_path)).samples.values["mu"] for s, c in runs.items()}
+    out = {s: sweep.run_experiment("fig2", c, ResultStore(tmp_path)).samples.values["mu"]
+           for s, c in runs.items()}
     np.testing.assert_array_equal(out[None], out[0])  # None: the sample seed, 0
     np.testing.assert_array_equal(out[0][:, 0], out[1][:, 0])  # the same X(0)
     assert not np.allclose(out[0][:, 1], out[1][:, 1])  # other weights
@@ -151,8 +159,9 @@ def test_fig2_keeps_its_main_sweep_and_adds_controls():
 
 
 def _found(with_bias: int, without: int) -> dict:
-    found = {"n_samples_controls": 8, "n_layers": 12, "self_rate_pretrained": 0.001, "pretrained_rate_min": 0.01,
-             "pretrained_rate_max": 0.2, "self_rate_initialized": 1.1, "share_min_initialized": 0.7,
+    found = {"n_samples_controls": 8, "n_layers": 12, "self_rate_pretrained": 0.001,
+             "pretrained_rate_min": 0.01, "pretrained_rate_max": 0.2, "self_rate_initialized": 1.1,
+             "share_min_initialized": 0.7,
              "share_max_initialized": 0.95, "self_rate_initialized_nobias": -0.002,
              "share_min_initialized_nobias": -0.01, "share_max_initialized_nobias": -0.001}
     for norm, _, _ in fig2.BIAS_VERDICTS:
@@ -163,7 +172,8 @@ def _found(with_bias: int, without: int) -> dict:
 
 def test_controls_paragraph_says_what_the_numbers_say():
     changed = fig2.controls_headline(_found(4, 2))
-    assert "changes 3 of 3 verdicts" in changed and "collapses under 4 of 4 masks with biases, 2 of 4 without" in changed
+    assert ("changes 3 of 3 verdicts" in changed
+            and "collapses under 4 of 4 masks with biases, 2 of 4 without" in changed)
     assert "70 % to 95 % of the masks' own mean rates" in changed and "does not fall" in changed
     kept = fig2.controls_headline(_found(4, 4))
     assert "changes 0 of 3 verdicts" in kept and "Unchanged:" in kept

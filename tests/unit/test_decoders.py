@@ -24,16 +24,18 @@ def _rows(weights: str, mask: str, window, norm: str, skip: bool, relative_mu: n
     """Tidy rows of one configuration (norm 1, so mu = relative_mu)."""
     rows = []
     for metric, values in (("relative_mu", relative_mu), ("relative_floor", np.full(len(LAYERS), EPS)),
-                           ("mu", relative_mu), ("norm", np.ones(len(LAYERS))), ("floor", np.full(len(LAYERS), EPS))):
+                           ("mu", relative_mu), ("norm", np.ones(len(LAYERS))),
+                           ("floor", np.full(len(LAYERS), EPS))):
         for layer, v in zip(LAYERS, values):
-            rows.append({"weights": weights, "variant": variant, "mask": mask, "window": window, "temperature": None,
-                         "norm": norm, "skip": skip, "layer": int(layer), "metric": metric, "mean": v, "median": v,
-                         "q10": v, "q90": v, "n_samples": 4})
+            rows.append({"weights": weights, "variant": variant, "mask": mask, "window": window,
+                         "temperature": None, "norm": norm, "skip": skip, "layer": int(layer),
+                         "metric": metric, "mean": v, "median": v, "q10": v, "q90": v, "n_samples": 4})
     return rows
 
 
 def _result(mask: str, window, pure_rate: float, ln_curve: np.ndarray, full: bool = False) -> SimpleNamespace:
-    """A stored result of one mask: pure attention decays at ``pure_rate``, every norm and skip follows ``ln_curve``."""
+    """A stored result of one mask: pure attention decays at ``pure_rate``, every norm and skip follows
+    ``ln_curve``."""
     rows = []
     for weights in ("initialized", "pretrained"):
         rows += _rows(weights, mask, window, "none", False, 0.5 * np.exp(-pure_rate * LAYERS))
@@ -56,7 +58,8 @@ def _rates(rate_w4: float, ln_curve: np.ndarray = np.full(31, 0.4)) -> pd.DataFr
 def test_rate_table_has_radius_and_mean_rate():
     rates = _rates(0.1)
     assert len(rates) == 2 * (3 * 6 + 1)  # weights x (masks x norm/skip variants + full transformer)
-    radius = dict(zip(rates["mask"], rates["radius"].fillna(-1)))  # ceil(63 / w); -1: the full model (no radius)
+    # ceil(63 / w); -1: the full model (no radius)
+    radius = dict(zip(rates["mask"], rates["radius"].fillna(-1)))
     assert radius == {"causal": 1, "causal_sliding_window 4": 16, "causal_sliding_window 16": 4, "model": -1}
     pure = rates[(rates["norm"] == "none") & ~rates["skip"] & (rates["weights"] == "initialized")]
     assert pure.set_index("mask")["mean rate"].round(6).to_dict() == {
@@ -72,8 +75,10 @@ def test_claims_follow_the_radius_order_and_flip():
     ordered = _verdicts(decoders.claims(_rates(0.1)))  # radius 16 slowest, then 5, then 1
     key = "Local masks slow collapse, at a rate set by the radius / initialized weights, pure attention"
     assert ordered[key] == claims.HOLDS
-    assert ordered["Pure masked attention collapses exponentially / pretrained weights, pure attention"] == claims.HOLDS
-    assert all(v == claims.HOLDS for k, v in ordered.items() if "RMSNorm" in k and "against SAN + skip" not in k)
+    assert ordered["Pure masked attention collapses exponentially / pretrained weights, "
+                   "pure attention"] == claims.HOLDS
+    assert all(v == claims.HOLDS for k, v in ordered.items()
+               if "RMSNorm" in k and "against SAN + skip" not in k)
     # the synthetic SAN + skip follows the norms' curve: against it the norms make no difference (exactly x1)
     same = [c for c in decoders.claims(_rates(0.1)) if c.claim.endswith("against SAN + skip")]
     assert [cell.outcome for c in same for cell in c.cells] == ["no effect"] * 3
@@ -106,8 +111,10 @@ def test_the_pure_attention_heading_follows_verdict_and_norm_growth():
     assert decoders.numbers(rates, causal.table)["pure_heading"] == (
         "Pretrained pure attention neither collapses nor blows up here.")
     grown = causal.table.copy()
-    pure = (grown["weights"] == "pretrained") & (grown["norm"] == "none") & ~grown["skip"] & (grown["metric"] == "norm")
-    grown.loc[pure, "median"] = 15.0 ** grown.loc[pure, "layer"].astype(float)  # about 15x a layer, as SmolLM2
+    pure = ((grown["weights"] == "pretrained") & (grown["norm"] == "none") & ~grown["skip"]
+            & (grown["metric"] == "norm"))
+    # about 15x a layer, as SmolLM2
+    grown.loc[pure, "median"] = 15.0 ** grown.loc[pure, "layer"].astype(float)
     assert decoders.numbers(rates, grown)["pure_heading"] == (
         "Pretrained pure attention does not collapse here, it blows up.")
 
@@ -117,7 +124,8 @@ def test_configure_makes_one_sweep_per_window_and_rejects_a_long_window():
     runs = registry.configure("rmsnorm_decoders",
                               {"model": "pkg:smollm2", "windows": [4, 16], "n_tokens": 32})
     assert list(runs) == ["causal", "causal_sliding_window-w4", "causal_sliding_window-w16"]
-    assert runs["causal"].config.full_transformer and not runs["causal_sliding_window-w4"].config.full_transformer
+    assert (runs["causal"].config.full_transformer
+            and not runs["causal_sliding_window-w4"].config.full_transformer)
     assert runs["causal_sliding_window-w16"].config.window == 16
     with pytest.raises(ValueError, match=r"every entry of windows must be .*\[1, 31\]"):
         registry.configure("rmsnorm_decoders", {"model": "pkg:smollm2", "windows": [4, 32], "n_tokens": 32})
@@ -140,7 +148,8 @@ def _window_rates(local_rate: float) -> pd.DataFrame:
 def test_window_claims_compare_local_and_trained_runs_with_all_global():
     slower = _verdicts(sliding_window_model.claims(_window_rates(0.2)))
     assert slower["Local (sliding-window) masks slow collapse / pretrained, pure attention"] == claims.HOLDS
-    assert slower["Pure masked attention collapses exponentially / pretrained, pure attention"] == claims.HOLDS
+    assert slower["Pure masked attention collapses exponentially / pretrained, "
+                  "pure attention"] == claims.HOLDS
     assert slower["In pretrained models LayerNorm helps (together with the other components) / "
                   "pretrained, SAN + skip + its own norms"] == claims.HOLDS
     def cells(local_rate: float) -> dict[str, claims.Cell]:
@@ -161,6 +170,7 @@ def test_window_configure_runs_three_ways_and_needs_a_binding_window():
     runs = registry.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 640})
     assert list(runs) == ["as_trained", "all_global", "all_local"]
     assert runs["as_trained"].config.model_windows and not runs["all_global"].config.model_windows
-    assert runs["all_local"].config.masks == ("causal_sliding_window",) and runs["all_local"].config.window == 512
+    assert (runs["all_local"].config.masks == ("causal_sliding_window",)
+            and runs["all_local"].config.window == 512)
     with pytest.raises(ValueError, match=r"n_tokens must be an integer in \[513, 8192\]"):
         registry.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 512})

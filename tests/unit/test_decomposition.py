@@ -14,18 +14,22 @@ N_TOKENS, D_MODEL, N_HEADS = 12, 16, 4
 
 
 def _uniform_layers(n_layers: int) -> list[engine.AttentionLayer]:
-    """Random layers (with biases) whose queries and keys are 0: every row attends uniformly to its allowed keys."""
+    """Random layers (with biases) whose queries and keys are 0: every row attends uniformly to its allowed
+    keys."""
     return [dataclasses.replace(la, W_Q=torch.zeros_like(la.W_Q), W_K=torch.zeros_like(la.W_K))
             for la in engine.random_layers(n_layers, D_MODEL, N_HEADS, seed=3)]
 
 
 def _x0(n_samples: int = 3) -> torch.Tensor:
-    return torch.randn(n_samples, N_TOKENS, D_MODEL, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    return torch.randn(n_samples, N_TOKENS, D_MODEL, generator=torch.Generator().manual_seed(5),
+                       dtype=torch.float64)
 
 
-def _reference_contractions(x0: torch.Tensor, layers: list[engine.AttentionLayer], mask: torch.Tensor) -> np.ndarray:
-    """Per layer and sample, ||P A Y|| / ||P Y|| with A the row-normalized mask and Y = P X sum_h W_V^h W_O^h,
-    in plain numpy; P X is rescaled to unit norm every layer, so the values stay meaningful far below any floor.
+def _reference_contractions(x0: torch.Tensor, layers: list[engine.AttentionLayer],
+                            mask: torch.Tensor) -> np.ndarray:
+    """Per layer and sample, ||P A Y|| / ||P Y|| with A the row-normalized mask and Y = P X sum_h W_V^h
+    W_O^h, in plain numpy; P X is rescaled to unit norm every layer, so the values stay meaningful far below
+    any floor.
 
     Shapes: x0 [sample, token, d_model] -> [layer, sample].
     """
@@ -57,11 +61,13 @@ def test_uniform_attention_contraction_equals_the_masks_own(mask_name):
         assert reference[0].max() < 1e-12
         measured, reference = measured[:1], reference[:1]  # after it only rounding noise is left to compare
     else:
-        assert (run.metrics["exact"] == 1).all() and run.metrics["mu"][-1].max() < 1e-18  # below float64's floor
+        # below float64's floor
+        assert (run.metrics["exact"] == 1).all() and run.metrics["mu"][-1].max() < 1e-18
     np.testing.assert_allclose(measured, reference, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("mask_name,window", [("causal", None), ("sliding_window", 1), ("causal_sliding_window", 3)])
+@pytest.mark.parametrize("mask_name,window", [("causal", None), ("sliding_window", 1),
+                                              ("causal_sliding_window", 3)])
 @pytest.mark.parametrize("exact_mu", [True, False])
 def test_value_gain_times_contraction_is_the_layers_ratio_of_mu(mask_name, window, exact_mu):
     layers = engine.random_layers(4, D_MODEL, N_HEADS, seed=0)  # trained-like: queries and keys not 0
@@ -96,8 +102,10 @@ def test_uniform_causal_lambda2_is_one_half_and_complete_epsilon_is_one_over_n()
     m = engine.run_san(_x0(), _uniform_layers(2), configs, attention_stats=True).metrics
     causal, complete = (m[k][1:] for k in ("attention_lambda2", "attention_epsilon"))
     torch.testing.assert_close(causal[:, 0], torch.full_like(causal[:, 0], 0.5), rtol=1e-10, atol=0)
-    torch.testing.assert_close(complete[:, 1], torch.full_like(complete[:, 1], 1 / N_TOKENS), rtol=1e-10, atol=0)
-    # causal: row i spreads 1/(i+1) over i+1 keys: epsilon 1/N, diagonal and largest weight the mean of 1/(i+1)
+    torch.testing.assert_close(complete[:, 1], torch.full_like(complete[:, 1], 1 / N_TOKENS), rtol=1e-10,
+                               atol=0)
+    # causal: row i spreads 1/(i+1) over i+1 keys: epsilon 1/N, diagonal and largest weight the mean of
+    # 1/(i+1)
     harmonic = sum(1 / (i + 1) for i in range(N_TOKENS)) / N_TOKENS
     for name, want in (("attention_epsilon", 1 / N_TOKENS), ("attention_diagonal", harmonic),
                        ("attention_max_weight", harmonic)):
@@ -113,7 +121,8 @@ def test_attention_stats_leave_the_run_unchanged_and_are_off_by_default():
     stats = engine.run_san(_x0(), layers, configs, attention_stats=True).metrics
     assert not set(metrics.ATTENTION_METRIC_NAMES) & set(plain)
     for name, values in plain.items():
-        torch.testing.assert_close(stats[name], values, rtol=1e-9, atol=1e-14)  # fused vs explicit softmax: rounding
+        # fused vs explicit softmax: rounding
+        torch.testing.assert_close(stats[name], values, rtol=1e-9, atol=1e-14)
 
 
 def test_attention_statistics_hand_example_and_bad_shape():

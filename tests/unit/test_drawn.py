@@ -15,7 +15,8 @@ from rankcollapse.book.plotting.drawn import COLUMNS, drawn_table
 def _curves() -> pd.DataFrame:
     rng = np.random.default_rng(0)
     rows = [{"label": name, "metric": "mu", "layer": t, "median": m, "q10": m / 2, "q90": m * 3}
-            for name in ("pure attention", "LayerNorm D") for t, m in enumerate(rng.uniform(0.1, 1.0, 5), start=1)]
+            for name in ("pure attention", "LayerNorm D")
+            for t, m in enumerate(rng.uniform(0.1, 1.0, 5), start=1)]
     return pd.DataFrame(rows)
 
 
@@ -29,7 +30,8 @@ def test_layer_curves_come_back_as_their_lines_and_bands():
     assert tuple(drawn.columns) == COLUMNS and set(drawn["panel_title"]) == {"causal"}
     for name, curve in table.groupby("label"):
         line = drawn[(drawn["series"] == name) & (drawn["kind"] == "line")]
-        assert line["x"].tolist() == curve["layer"].tolist() and line["y"].tolist() == pytest.approx(curve["median"].tolist())
+        assert (line["x"].tolist() == curve["layer"].tolist()
+                and line["y"].tolist() == pytest.approx(curve["median"].tolist()))
         band = drawn[(drawn["series"] == name) & (drawn["kind"] == "band")].sort_values("x")
         assert band["y_low"].tolist() == pytest.approx(curve["q10"].tolist())
         assert band["y_high"].tolist() == pytest.approx(curve["q90"].tolist())
@@ -44,7 +46,8 @@ def test_scatter_bars_images_and_reference_lines():
     drawn = drawn_table(fig)
     plt.close(fig)
     points = drawn[drawn["kind"] == "points"]
-    assert points[["x", "y"]].to_numpy().tolist() == [[1.0, 3.0], [2.0, 4.0]] and set(points["series"]) == {"masks"}
+    assert (points[["x", "y"]].to_numpy().tolist() == [[1.0, 3.0], [2.0, 4.0]]
+            and set(points["series"]) == {"masks"})
     assert drawn.loc[drawn["kind"] == "bar", ["x", "y"]].to_numpy().tolist() == [[0.0, 0.25], [1.0, 0.75]]
     cells = drawn[drawn["kind"] == "image cell"].set_index(["x", "y"])["value"]
     assert cells[(0.5, 0.5)] == 1.0 and cells[(1.5, 0.5)] == 2.0 and cells[(0.5, 1.5)] == 3.0  # origin lower

@@ -32,7 +32,8 @@ def test_attention_matrix_matches_explicit_softmax():
     A = dy.attention_matrix(X, W_Q, W_K, mask, temperature=4.0)[0]
     for i in range(5):
         allowed = [j for j in range(5) if mask[i, j]]
-        logits = torch.tensor([float(X[0, i] @ W_Q[0] @ W_K[0].T @ X[0, j]) / 2.0 for j in allowed], dtype=torch.float64)
+        logits = torch.tensor([float(X[0, i] @ W_Q[0] @ W_K[0].T @ X[0, j]) / 2.0 for j in allowed],
+                              dtype=torch.float64)
         weights = torch.exp(logits - logits.max())
         weights = weights / weights.sum()
         for k, j in enumerate(allowed):
@@ -42,7 +43,8 @@ def test_attention_matrix_matches_explicit_softmax():
 
 
 def test_exact_tracking_matches_direct_mu_above_the_floor():
-    system = dy.SystemConfig(n_tokens=10, d_model=6, n_layers=70, n_samples=4, value_weights="gaussian", seed=5)
+    system = dy.SystemConfig(n_tokens=10, d_model=6, n_layers=70, n_samples=4, value_weights="gaussian",
+                             seed=5)
     tr = dy.run_system(masks.causal_mask(10), system, dy.DynamicsConfig(temperature=6.0))
     direct = metrics.mu(tr.states)  # [sample, layer + 1]
     floor = metrics.rounding_floor(metrics.frobenius_norm(tr.states), torch.float64)
@@ -62,7 +64,8 @@ def test_orthogonal_value_matrices_keep_token_norms():
     torch.testing.assert_close(W @ W.transpose(-1, -2), eye, rtol=0, atol=1e-13)
     X = torch.randn(2, 9, 5, generator=_gen(8), dtype=torch.float64)
     for t in range(3):
-        torch.testing.assert_close(torch.linalg.vector_norm(X @ W[:, t], dim=-1), torch.linalg.vector_norm(X, dim=-1))
+        torch.testing.assert_close(torch.linalg.vector_norm(X @ W[:, t], dim=-1),
+                                   torch.linalg.vector_norm(X, dim=-1))
 
 
 def test_linear_special_case_decays_at_the_second_eigenvalue():
@@ -129,7 +132,8 @@ def test_seeded_systems_are_reproducible_and_hemisphere_holds():
 
 
 def test_summarize_collapse_linear_causal_and_a_mask_without_center():
-    linear = dy.SystemConfig(n_tokens=6, d_model=3, n_layers=40, n_samples=2, qk_weights="zero", value_weights="identity")
+    linear = dy.SystemConfig(n_tokens=6, d_model=3, n_layers=40, n_samples=2, qk_weights="zero",
+                             value_weights="identity")
     s = dy.summarize_collapse(masks.causal_mask(6), linear)
     assert s.radius == 1 and s.epsilon == pytest.approx(1 / 6, rel=1e-12)  # last row: uniform over 6 tokens
     assert 10 ** dy.log10_bound_rate(s.epsilon, s.radius) == pytest.approx(-math.log(1 - 1 / 6), rel=1e-12)

@@ -23,11 +23,12 @@ def _result(curves: dict[str, np.ndarray]) -> tuple[pd.DataFrame, SampleValues]:
     """
     rows, labels = [], []
     for norm, curve in curves.items():
-        label = {"weights": "initialized", "variant": "SAN", "mask": "causal", "window": None, "temperature": None,
-                 "norm": norm, "skip": False}
+        label = {"weights": "initialized", "variant": "SAN", "mask": "causal", "window": None,
+                 "temperature": None, "norm": norm, "skip": False}
         labels.append(label)
         for metric, values in (("relative_mu", curve), ("relative_floor", np.full_like(curve, EPS)),
-                               ("mu", curve), ("norm", np.ones_like(curve)), ("floor", np.full_like(curve, EPS))):
+                               ("mu", curve), ("norm", np.ones_like(curve)),
+                               ("floor", np.full_like(curve, EPS))):
             for layer in LAYERS:
                 median = float(np.median(values[layer]))
                 rows.append({**label, "layer": int(layer), "metric": metric, "mean": median, "median": median,
@@ -48,7 +49,8 @@ def test_resampled_medians_are_paired_across_curves():
     scaled = base * np.exp(-0.1 * LAYERS)[:, None]  # every sample scaled by the same per-layer factor
     a, b = stats.resampled_medians(base, 50), stats.resampled_medians(scaled, 50)
     assert a.shape == (50, 13)
-    np.testing.assert_allclose(b, a * np.exp(-0.1 * LAYERS), rtol=1e-12)  # same indices: the factor passes through
+    # same indices: the factor passes through
+    np.testing.assert_allclose(b, a * np.exp(-0.1 * LAYERS), rtol=1e-12)
 
 
 def test_paired_late_factor_is_exact_when_the_configuration_is_the_baseline_times_a_factor():
@@ -57,9 +59,11 @@ def test_paired_late_factor_is_exact_when_the_configuration_is_the_baseline_time
     config = effects.side(table, samples, "LN", norm="model")
     baseline = effects.side(table, samples, "pure", norm="none")
     effect = effects.late_factor(config, baseline)
-    # per-layer factors e^-0.05 over e^-0.2: e^0.15 on the full sample and in every resample (a paired bootstrap)
+    # per-layer factors e^-0.05 over e^-0.2: e^0.15 on the full sample and in every resample (a paired
+    # bootstrap)
     assert effect.estimate == pytest.approx(math.exp(0.15), rel=1e-9)
-    assert effect.low == pytest.approx(math.exp(0.15), rel=1e-9) and effect.high == pytest.approx(math.exp(0.15), rel=1e-9)
+    assert (effect.low == pytest.approx(math.exp(0.15), rel=1e-9)
+            and effect.high == pytest.approx(math.exp(0.15), rel=1e-9))
     assert effects.outcome(effect, +1) == "holds" and effects.outcome(effect, -1) == "does not hold"
 
 
@@ -78,7 +82,8 @@ def test_a_tiny_effect_with_a_tight_interval_is_tiny_and_one_across_1_is_no_effe
     tight = effects.Effect("x", 1.03, 1.02, 1.04)
     assert effects.outcome(tight, +1) == "tiny" and effects.outcome(tight, -1) == "tiny"
     assert effects.outcome(effects.Effect("x", 1.3, 0.9, 1.6), +1) == "no effect"
-    assert effects.outcome(effects.Effect("x", 1.03, 1.02, 1.04), +1, Thresholds(tiny_effect=1.025)) == "holds"
+    assert effects.outcome(effects.Effect("x", 1.03, 1.02, 1.04), +1,
+                           Thresholds(tiny_effect=1.025)) == "holds"
     assert effects.outcome(effects.Effect("x", 3.5, None, None), 0) == "does not hold"  # outside SAME_SCALE
     assert effects.outcome(effects.Effect("x", 1.5, 1.2, 1.9), 0) == "holds"
 
@@ -114,7 +119,8 @@ def _slow_decay_claim(ratio: float) -> claims.Claim:
 
 def test_moving_one_threshold_flips_a_synthetic_verdict_and_the_table_says_borderline():
     assert _slow_decay_claim(0.2).verdict == "does not hold"  # rate -log(0.2)/11 = 0.146 > 0.05: collapses
-    claim = _slow_decay_claim(0.6)  # rate 0.046 < 0.05 and x0.6 of layer 1: stable, but collapses at a cut of 0.025
+    # rate 0.046 < 0.05 and x0.6 of layer 1: stable, but collapses at a cut of 0.025
+    claim = _slow_decay_claim(0.6)
     assert claim.verdict == "holds"
     assert claim.robustness == "borderline — flips when COLLAPSE_RATE = 0.025 (→ does not hold)"
     assert "borderline — flips when COLLAPSE_RATE = 0.025" in claims.markdown_table([claim])

@@ -13,7 +13,8 @@ from rankcollapse import engine
 FLOAT_METRICS = ("mu", "relative_mu", "norm", "sigma_min", "mean_abs_cosine", "floor")
 
 
-def naive_layer(x: torch.Tensor, layer: engine.AttentionLayer, mask: torch.Tensor, scale: float) -> torch.Tensor:
+def naive_layer(x: torch.Tensor, layer: engine.AttentionLayer, mask: torch.Tensor,
+                scale: float) -> torch.Tensor:
     """One sample, one head at a time, explicit formulas.  x [token, d_model] -> [token, d_model]."""
     n_tokens = x.shape[0]
     group = layer.n_heads // layer.W_K.shape[0]
@@ -85,7 +86,8 @@ def naive_norm(y: torch.Tensor, norm: str) -> torch.Tensor:
 
 def naive_run(x0, layers, configs):
     """metrics[name] [layer + 1, config, sample] from a plain loop."""
-    out = {k: torch.zeros(len(layers) + 1, len(configs), x0.shape[0], dtype=torch.float64) for k in FLOAT_METRICS}
+    out = {k: torch.zeros(len(layers) + 1, len(configs), x0.shape[0], dtype=torch.float64)
+           for k in FLOAT_METRICS}
     for c, cfg in enumerate(configs):
         mask = cfg.build_mask(x0.shape[1])
         for s in range(x0.shape[0]):
@@ -115,10 +117,11 @@ def x0():
     return torch.randn(3, 6, 8, generator=gen, dtype=torch.float64)  # [sample, token, d_model]
 
 
+@pytest.mark.slow
 def test_engine_matches_naive_loop_float64(x0):
     layers = engine.random_layers(3, 8, 2, seed=1)
-    configs = engine.config_grid(masks=(("complete", None), ("causal_sliding_window", 2)), temperatures=(None, 0.25),
-                                 norms=norms.NORM_NAMES, skips=(False, True))
+    configs = engine.config_grid(masks=(("complete", None), ("causal_sliding_window", 2)),
+                                 temperatures=(None, 0.25), norms=norms.NORM_NAMES, skips=(False, True))
     assert len(configs) == 40
     result = engine.run_san(x0, layers, configs)
     assert result.metrics["mu"].shape == (4, 40, 3)
@@ -130,9 +133,9 @@ def test_family_features_match_naive_loop(x0):
     """GQA, RoPE, QK-norm, the model's own window, an additive score bias, no W_O."""
     gen = torch.Generator().manual_seed(5)
     r = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.5
-    layer = engine.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), b_Q=r(4, 2), b_K=r(2, 2), b_V=r(2, 2),
-                                  scaling=0.7, q_gain=1 + r(2), k_gain=1 + r(2), rope_inv_freq=torch.tensor([1.0]),
-                                  window=2, score_bias=r(4, 10, 10))
+    layer = engine.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), b_Q=r(4, 2), b_K=r(2, 2),
+                                  b_V=r(2, 2), scaling=0.7, q_gain=1 + r(2), k_gain=1 + r(2),
+                                  rope_inv_freq=torch.tensor([1.0]), window=2, score_bias=r(4, 10, 10))
     configs = (engine.SANConfig(mask="causal"),
                engine.SANConfig(mask="complete", temperature=3.0, norm="rms", skip=True))
     result = engine.run_san(x0, [layer, layer], configs)
@@ -147,7 +150,8 @@ def test_chunking_changes_nothing(x0):
     whole = engine.run_san(x0, layers, configs)
     chunked = engine.run_san(x0, layers, configs, memory_budget=1)
     assert chunked.samples_per_chunk == 1 and whole.samples_per_chunk >= 3
-    floor = 8 * torch.finfo(torch.float64).eps * whole.metrics["norm"].max().item()  # GEMM rounding varies with rows
+    # GEMM rounding varies with rows
+    floor = 8 * torch.finfo(torch.float64).eps * whole.metrics["norm"].max().item()
     for k in FLOAT_METRICS:
         torch.testing.assert_close(chunked.metrics[k], whole.metrics[k], rtol=1e-13, atol=floor)
 
@@ -156,7 +160,8 @@ def test_mu_is_invariant_to_biases_under_pure_attention(x0):
     """A is row-stochastic: b_K shifts each logit row (no effect at any depth); b_V and b_O add one row to
     every token, which leaves mu unchanged after that layer but changes the next layer's logits."""
     with_bias = engine.random_layers(4, 8, 2, seed=4, bias=True)
-    strip = lambda names: [engine.AttentionLayer(**{**la.__dict__, **dict.fromkeys(names)}) for la in with_bias]
+    strip = lambda names: [engine.AttentionLayer(**{**la.__dict__, **dict.fromkeys(names)})
+                           for la in with_bias]
     configs = engine.config_grid(masks=(("complete", None), ("causal", None)))
     a = engine.run_san(x0, with_bias, configs)
     no_key = engine.run_san(x0, strip(("b_K",)), configs)
@@ -214,7 +219,8 @@ def test_attention_sublayer_matches_naive():
     mask = masks.causal_mask(5)
     got = engine.attention_sublayer(x, layer, mask)
     for s in range(2):
-        torch.testing.assert_close(got[s], naive_layer(x[s], layer, mask, 1 / math.sqrt(2)), rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(got[s], naive_layer(x[s], layer, mask, 1 / math.sqrt(2)), rtol=1e-12,
+                                   atol=1e-14)
 
 
 def test_cheap_metric_subset_equals_the_full_set(x0):
@@ -223,7 +229,8 @@ def test_cheap_metric_subset_equals_the_full_set(x0):
     full = engine.run_san(x0, layers, configs)
     cheap = engine.run_san(x0, layers, configs, metric_names=metrics.NORM_METRIC_NAMES)
     assert set(cheap.metrics) == {*metrics.NORM_METRIC_NAMES, engine.EXACT_METRIC}
-    assert (cheap.metrics["exact"][:, 0] == 1).all() and (cheap.metrics["exact"][:, 1] == 0).all()  # none, unit
+    # none, unit
+    assert (cheap.metrics["exact"][:, 0] == 1).all() and (cheap.metrics["exact"][:, 1] == 0).all()
     for k in metrics.NORM_METRIC_NAMES:
         torch.testing.assert_close(cheap.metrics[k], full.metrics[k], rtol=1e-14, atol=0)
     with pytest.raises(ValueError, match="metric_names"):
@@ -248,9 +255,11 @@ def test_pre_norm_layers_with_output_norm_match_naive_loop(x0):
     layers = [engine.AttentionLayer(W_Q=r(4, 8, 2), W_K=r(2, 8, 2), W_V=r(2, 8, 2), W_O=r(4, 2, 8), b_O=r(8),
                                     rope_inv_freq=torch.tensor([0.5]), norm=rms(), norm_position="pre",
                                     output_norm=rms() if i else None) for i in range(2)]
-    post = engine.AttentionLayer(**{**layers[0].__dict__, "norm": norms.TrainedNorm("layernorm", 1 + r(8), r(8), 1e-5),
+    post = engine.AttentionLayer(**{**layers[0].__dict__,
+                                    "norm": norms.TrainedNorm("layernorm", 1 + r(8), r(8), 1e-5),
                                     "norm_position": "post"})
-    configs = engine.config_grid(masks=(("complete", None), ("causal", None)), norms=("model",), skips=(False, True))
+    configs = engine.config_grid(masks=(("complete", None), ("causal", None)), norms=("model",),
+                                 skips=(False, True))
     stack = [*layers, post]
     assert_agree(engine.run_san(x0, stack, configs), naive_run(x0, stack, configs))
 
@@ -313,6 +322,7 @@ def test_exact_tracking_with_padding_biases_gqa_and_score_bias(x0):
         torch.testing.assert_close(result.metrics[k][:, 0], result.metrics[k][:, 1], rtol=1e-10, atol=0)
 
 
+@pytest.mark.slow
 def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdicts():
     """settle=3: a configuration not tracked exactly stops on a chunk once every sample sat within the floor
     band for 3 layers; every computed layer is bit-identical to the full run, the held layers repeat the last
@@ -322,7 +332,8 @@ def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdi
 
     x0 = torch.randn(6, 12, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     layers = engine.random_layers(40, 16, 4, seed=0)
-    configs = (*engine.config_grid(masks=(("complete", None), ("causal", None)), norms=("none", "unit", "layernorm")),
+    configs = (*engine.config_grid(masks=(("complete", None), ("causal", None)),
+                                   norms=("none", "unit", "layernorm")),
                engine.SANConfig(mask="causal", exact_mu=False))  # pure attention not tracked: it underflows
     budget = 2 * engine.bytes_per_sample(12, layers[0], torch.float32)  # chunks of 2 samples: 3 chunks
     kw = dict(dtype=torch.float32, memory_budget=budget, metric_names=metrics.NORM_METRIC_NAMES)
@@ -334,17 +345,20 @@ def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdi
         assert torch.equal(short.metrics[k][~held], values[~held]), k  # computed layers: bit-identical
     settled_configs = {c for c in range(len(configs)) if held[:, c].any()}
     exact = {c for c in range(len(configs)) if (full.metrics[engine.EXACT_METRIC][:, c] == 1).all()}
-    assert settled_configs and exact and not settled_configs & exact  # some stop; exactly tracked ones never do
+    # some stop; exactly tracked ones never do
+    assert settled_configs and exact and not settled_configs & exact
     for c in settled_configs:
         for s in range(6):
             first = int(held[:, c, s].int().argmax())  # the first held layer of this sample
             if not held[first, c, s]:
                 continue
             assert held[first:, c, s].all()  # once stopped, stopped to the last layer
-            assert torch.equal(short.metrics["mu"][first:, c, s], short.metrics["mu"][first - 1, c, s].expand(41 - first))
+            assert torch.equal(short.metrics["mu"][first:, c, s],
+                               short.metrics["mu"][first - 1, c, s].expand(41 - first))
             window = slice(first - 3, first)  # the 3 layers before: every sample of its chunk in the band
             chunk = slice(s - s % 2, s - s % 2 + 2)
-            assert metrics.below_floor(short.metrics["mu"][window, c, chunk], short.metrics["floor"][window, c, chunk]).all()
+            assert metrics.below_floor(short.metrics["mu"][window, c, chunk],
+                                       short.metrics["floor"][window, c, chunk]).all()
     labels = config_labels(configs, "initialized")
     tables = [summarize(r.metrics, labels, 12, 16) for r in (full, short)]
     verdicts = [table_verdicts(t)[["verdict", "floor_layer"]] for t in tables]

@@ -73,6 +73,7 @@ def _naive_layer(x: np.ndarray, layer: engine.AttentionLayer, mask: np.ndarray) 
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_sweep_matches_a_naive_attention_layer():
     config = ExperimentConfig(weights=("initialized",), masks=("complete", "causal_sliding_window"), window=2,
                               norms=("none", "unit"), n_layers=2, n_samples=3, n_tokens=8, seed=3)
@@ -93,6 +94,7 @@ def test_sweep_matches_a_naive_attention_layer():
     assert provenance["depth"] == {"initialized": 2} and len(provenance["weight_sha256"]) == 64
 
 
+@pytest.mark.slow
 def test_pages_store_and_reload(tmp_path, monkeypatch):
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     small = dict(n_samples=2, n_tokens=8, n_layers=2, window=2, temperatures=[1 / 64, 1.0, 64.0])
@@ -116,6 +118,7 @@ def _stored_entries(limit: int) -> list[dict]:
     return smallest[:limit]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("record", _stored_entries(3), ids=lambda r: f"{r['page']}-{r['key']}")
 def test_stored_results_match_a_recomputation_of_their_first_layers(record):
     """Recompute the first two layers of a committed result: layer stacks are prefix-stable, so the

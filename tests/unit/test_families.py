@@ -31,7 +31,8 @@ def test_tiny_config_of_each_record_builds_its_model(name):
     config = testing.tiny_config(name)
     assert config.model_type == name and config.hidden_size <= 64 and 2 <= config.num_hidden_layers <= 4
     model = testing.tiny_model(name)
-    assert families.family_of(model) is families.FAMILIES[name] and families.family_of(model).model_type == name
+    assert (families.family_of(model) is families.FAMILIES[name]
+            and families.family_of(model).model_type == name)
     layers = extract.extract_layers(model)
     assert len(layers) == config.num_hidden_layers and layers[0].d_model == config.hidden_size
     mask = extract.model_mask(model, 5)
@@ -55,7 +56,8 @@ def _hf_allowed(model, input_ids) -> list[torch.Tensor]:
     return [torch.ones(n, n, dtype=torch.bool) if m is None else (m[0, 0] == 0) for m in seen]
 
 
-WINDOWED = ("gemma3_text", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "modernbert", "gpt_oss")  # in the tiny configs
+# in the tiny configs
+WINDOWED = ("gemma3_text", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "modernbert", "gpt_oss")
 ONE_WINDOW = ("mistral", "phi3")  # the config's one window on every layer; the others window some layers only
 
 
@@ -76,7 +78,8 @@ def test_each_layer_window_is_the_one_hugging_face_applies(name):
     windows = [layer.window for layer in layers]
     if name in WINDOWED:
         assert all(w is None or w + 1 < N_TOKENS for w in windows) and any(w is not None for w in windows)
-        assert (None in windows) == (name not in ONE_WINDOW), windows  # global layers too, where the family has them
+        # global layers too, where the family has them
+        assert (None in windows) == (name not in ONE_WINDOW), windows
     else:
         assert windows == [None] * len(layers)
 
@@ -84,7 +87,8 @@ def test_each_layer_window_is_the_one_hugging_face_applies(name):
 def test_modernbert_windows_are_bidirectional():
     model = testing.tiny_model("modernbert")
     windows = [layer.window for layer in extract.extract_layers(model)]
-    assert windows == [None, model.config.sliding_window, None]  # global, local, global: every 2nd layer global
+    # global, local, global: every 2nd layer global
+    assert windows == [None, model.config.sliding_window, None]
     allowed = _hf_allowed(model, torch.arange(3, 3 + N_TOKENS)[None])[1]
     assert torch.equal(allowed, allowed.T) and not allowed.all()  # symmetric, and the window bites
 
@@ -147,18 +151,24 @@ def _readers_run(tmp_path, monkeypatch, capsys, page: str, name: str, n_layers: 
     return [pd.read_csv(path) for path in sorted((tmp_path / "results" / page).glob("*.csv.gz"))]
 
 
-@pytest.mark.parametrize("name", ["gemma2", "modernbert", "gpt_oss"])  # soft-capping, the encoder, sinks (~30 s each)
+@pytest.mark.slow
+# soft-capping, the encoder, sinks (~30 s each)
+@pytest.mark.parametrize("name", ["gemma2", "modernbert", "gpt_oss"])
 def test_a_readers_run_of_fig2_takes_a_model_folder(tmp_path, monkeypatch, capsys, name):
     """Fig. 2 stores a result whose pretrained curves come from the reader's model (its 2 of 3 layers)."""
     tables = _readers_run(tmp_path, monkeypatch, capsys, "fig2", name, n_layers=2)
-    main = lambda t: "pretrained" in set(t["weights"]) and {"complete", "unit"} <= {*t["mask"], *t["norm"]}  # noqa: E731
+    main = lambda t: ("pretrained" in set(t["weights"])  # noqa: E731
+                      and {"complete", "unit"} <= {*t["mask"], *t["norm"]})
     (table,) = [t for t in tables if main(t)]  # the main sweep
-    assert len(tables) == 6  # and Fig. 2's controls (with/without biases, pretrained no-mixing, 2 seeds), decomposition
+    # and Fig. 2's controls (with/without biases, pretrained no-mixing, 2 seeds), decomposition
+    assert len(tables) == 6
     mu = table[(table["weights"] == "pretrained") & (table["metric"] == "mu")]
     assert set(mu["layer"]) == {0, 1, 2} and mu["median"].notna().all() and (mu["n_samples"] == 2).all()
 
 
-def test_a_readers_run_of_the_sliding_window_page_takes_a_windowed_model_folder(tmp_path, monkeypatch, capsys):
+@pytest.mark.slow
+def test_a_readers_run_of_the_sliding_window_page_takes_a_windowed_model_folder(tmp_path, monkeypatch,
+                                                                                capsys):
     """The sliding-window page on a tiny Qwen2 whose config marks its last two layers as windowed: its three
     runs (as trained, all global, all local) are stored."""
     tables = _readers_run(tmp_path, monkeypatch, capsys, "sliding_window_model", "qwen2", n_layers=3)

@@ -87,6 +87,7 @@ def _caption(page: str, key: str) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page, stem", _FIGURES, ids=[f[1] for f in _FIGURES])
 def test_every_legend_entry_is_visible_or_named_as_coinciding(page, stem, tmp_path, monkeypatch):
     fig, notes = _draw(page, stem, tmp_path, monkeypatch)
@@ -94,14 +95,16 @@ def test_every_legend_entry_is_visible_or_named_as_coinciding(page, stem, tmp_pa
     named = notes.split("A y axis ends")[0]
     assert all(label in named for label in hidden), f"hidden and not named in the caption: {hidden}"
     key = stem.replace("-", "_")
-    assert f"{{glue:text}}`{key}_notes`" in _caption(page, key), "the caption does not show the computed words"
+    assert f"{{glue:text}}`{key}_notes`" in _caption(page, key), (
+        "the caption does not show the computed words")
     plt.close(fig)
 
 
 def _two_curves(gap: float):
     """One panel, two curves over 12 layers, the second ``gap`` times the first."""
     layers = np.arange(1, 13)
-    rows = [dict(weights="w", mask="m", label=label, layer=int(t), metric="mu", median=v, mean=v, q10=v, q90=v)
+    rows = [dict(weights="w", mask="m", label=label, layer=int(t), metric="mu", median=v, mean=v,
+                 q10=v, q90=v)
             for label, factor in (("a", 1.0), ("b", gap)) for t, v in zip(layers, factor * 0.5 ** layers)]
     return pd.DataFrame(rows)
 
@@ -114,8 +117,8 @@ def test_coinciding_curves_are_found_named_and_restyled_and_separate_ones_are_no
     words = overlap.coincidence_words(same)
     assert "a and b in the panel" in words
     assert "0.1 %" in words  # the curves differ by 0.1 %, measured where they overlap
-    styles = {line.get_label(): (str(line.get_linestyle()), line.get_marker()) for line in same.axes[0].get_lines()
-              if line.get_label() in ("a", "b")}
+    styles = {line.get_label(): (str(line.get_linestyle()), line.get_marker())
+              for line in same.axes[0].get_lines() if line.get_label() in ("a", "b")}
     assert styles["a"] != styles["b"]
     apart = plotting.layer_curve_grid(_two_curves(100.0), "mu", row="weights", col="mask", hue="label")
     assert max(hidden_fractions(apart).values()) == 0 and overlap.coincidence_words(apart) == ""
@@ -177,7 +180,8 @@ def test_a_curve_below_the_clamp_is_not_drawn_as_a_plateau_and_is_marked():
 def test_masks_of_one_radius_and_rate_do_not_hide_each_other():
     from rankcollapse.book.plotting import theory
 
-    table = pd.DataFrame({"radius": [2, 2, 1], "rate": [0.7, 0.7, 2.0]}, index=["strided", "random", "complete"])
+    table = pd.DataFrame({"radius": [2, 2, 1], "rate": [0.7, 0.7, 2.0]},
+                         index=["strided", "random", "complete"])
     sweep = pd.DataFrame({"radius": [1, 2], "rate": [0.5, 0.2], "linear rate": [0.6, 0.25]}, index=[8, 4])
     fig = theory.rate_figure(table, sweep, 8.0)
     fig.canvas.draw()
@@ -192,10 +196,12 @@ def test_the_contrast_legend_reads_in_the_order_of_the_bars_and_zero_bars_show()
     from rankcollapse.book.plotting import theory
 
     contrast = pd.DataFrame({"mask": ["causal"] * 3, "W_V": ["orthogonal", "gaussian", "uniform"],
-                             "not collapsed": [0.0, 0.05, 0.02], "low": [0.0, 0.03, 0.01], "high": [0.02, 0.09, 0.05]})
+                             "not collapsed": [0.0, 0.05, 0.02], "low": [0.0, 0.03, 0.01],
+                             "high": [0.02, 0.09, 0.05]})
     fig = theory.contrast_figure(contrast, 1e-8, 400)
     legend = fig.legends[0]
-    assert [t.get_text() for t in legend.get_texts()] == ["$W_V$ orthogonal", "$W_V$ gaussian", "$W_V$ uniform"]
+    assert [t.get_text() for t in legend.get_texts()] == ["$W_V$ orthogonal", "$W_V$ gaussian",
+                                                          "$W_V$ uniform"]
     assert legend._ncols == 3  # one row: read left to right as the bars are
     assert fig.axes[0].collections and any(len(c.get_segments()) for c in fig.axes[0].collections
                                            if hasattr(c, "get_segments") and c.get_linewidth()[0] >= 4)

@@ -18,8 +18,9 @@ def _save(folder, config) -> str:
 
 
 def _sizes(**extra) -> dict:
-    return dict(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-                intermediate_size=48, max_position_embeddings=64, sliding_window=4, **extra)
+    return dict(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64, sliding_window=4,
+                **extra)
 
 
 @pytest.mark.parametrize("device_map", ["auto", "disk"])
@@ -90,10 +91,13 @@ def test_the_commands_memory_and_time_follow_from_the_measured_throughput():
     got = large_models.estimate(mistral, "fig2", {"n_samples": 256, "n_tokens": 128}, registry.runs_at)
     rate = json.loads(plan.THROUGHPUT_FILE.read_text())["NVIDIA H200|float64|4096"]["units_per_s"]
     configurations = len(PAPER_MASKS) * len(fig2.FIXED["norms"])
-    main = 256 * 32 * configurations * 2 / rate / 60  # the paper's sweep: 256 samples, 32 layers, 2 weight sources
-    runs = registry.runs_at("fig2", {"n_samples": 256, "n_tokens": 128, "n_layers": 32, "model": "pkg:minilm"})
+    # the paper's sweep: 256 samples, 32 layers, 2 weight sources
+    main = 256 * 32 * configurations * 2 / rate / 60
+    runs = registry.runs_at("fig2", {"n_samples": 256, "n_tokens": 128, "n_layers": 32,
+                                     "model": "pkg:minilm"})
+    # Fig. 2's controls, at their samples
     controls = sum(r.config.n_samples * 32 * len(r.config.san_configs()) * len(r.config.weights)
-                   for part, r in runs.items() if part != "main") / rate / 60  # Fig. 2's controls, at their samples
+                   for part, r in runs.items() if part != "main") / rate / 60
     assert controls > 0 and got["minutes"] == pytest.approx(main + controls, rel=1e-12)
     attention = 32 * (2 * 4096 * 4096 + 2 * 4096 * 8 * 128)  # parameters of the 32 attention sublayers
     assert got["cpu_gb"] == pytest.approx((7.24e9 * 4 + attention * 8) / 1e9, rel=1e-12)

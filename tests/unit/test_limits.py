@@ -44,7 +44,8 @@ def _rows(norm_label, norm, relative):
 
 
 def test_table_limits_per_configuration():
-    table = pd.DataFrame(_rows("none", 0.5 ** T, np.full(13, 0.4)) + _rows("unit", np.ones(13), 0.4 * 0.3 ** T))
+    table = pd.DataFrame(_rows("none", 0.5 ** T, np.full(13, 0.4))
+                         + _rows("unit", np.ones(13), 0.4 * 0.3 ** T))
     found = limits.table_limits(table).set_index("norm")
     assert found.loc["none", "limit"] == limits.TO_ZERO and found.loc["unit", "limit"] == limits.TO_VECTOR
     assert found.loc["none", "norm ratio"] == pytest.approx(0.5 ** 11)
