@@ -1,4 +1,5 @@
-"""The "Beyond the paper" pages run under papermill at tiny parameters, and their glued numbers hold together."""
+"""The "Beyond the paper" pages run under papermill at tiny parameters, and their glued numbers hold
+together."""
 
 import importlib.util
 
@@ -26,7 +27,8 @@ def test_mask_design(repo_root, tmp_path, figure_dir):
     assert {p.suffix for p in figure_dir.glob("fig-mask-design-rates.*")} == {".png", ".svg", ".pdf", ".json", ".csv"}
     assert glued["mask_design_decomp_init_n"] == 3 and glued["mask_design_decomp_pre_wide_n"] == 2
     assert 0 < glued["mask_design_decomp_init_gain_min"] <= glued["mask_design_decomp_init_gain_max"]
-    assert {"mask_design_decomp_claims", "mask_design_decomp_headline"} <= set(glued)  # Markdown: rows in unit tests
+    # Markdown: rows in unit tests
+    assert {"mask_design_decomp_claims", "mask_design_decomp_headline"} <= set(glued)
     assert {p.suffix for p in figure_dir.glob("fig-mask-design-decomposition.*")} == {".png", ".svg", ".pdf", ".json",
                                                                                       ".csv"}
 

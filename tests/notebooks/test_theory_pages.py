@@ -98,7 +98,8 @@ def test_equilibria_page(repo_root, tmp_path, figure_dir, figure_text_px):
         "equilibria-1-layer", "equilibria-20-sweep-samples"])
 def test_accepted_parameters_the_claim_needs_more_of_say_so(argv, words, tmp_path, capsys):
     """Parameters the page accepts but at which a claim is not yet visible: the page runs to its end and says
-    which check does not hold, with its numbers (the command line repeats it), where an empty assert stopped it."""
+    which check does not hold, with its numbers (the command line repeats it), where an empty assert stopped
+    it."""
     from rankcollapse.book import cli
 
     assert cli.main(["run", *argv, "--output", str(tmp_path / "out")]) == 0

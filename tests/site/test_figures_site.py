@@ -78,7 +78,8 @@ def test_figures_have_alt_text_full_size_link_downloads_and_citation(page):
 
 
 def test_every_figure_text_is_at_least_9px_at_1280(site_page, repo_root):
-    """On-screen font size of each figure's smallest text = recorded pt x inline dpi / 72 x shown / natural width."""
+    """On-screen font size of each figure's smallest text = recorded pt x inline dpi / 72 x shown / natural
+    width."""
     measured, too_small = {}, {}
     for page in FIGURE_PAGES:
         site_page.goto(page)

@@ -1,4 +1,5 @@
-"""The built pages' text, read from the HTML (no browser): nothing unrendered, no Python repr, no missing value.
+"""The built pages' text, read from the HTML (no browser): nothing unrendered, no Python repr, no missing
+value.
 
 A reader must never see MyST that did not render (``{ref}``, ``{glue:…}``, a ```` ```{ ```` fence), a
 Python object's repr (``<IPython.core.display.Markdown object>``) or a value that is missing (``nan``,
@@ -13,6 +14,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.site
 
 SITE = Path(__import__("os").environ.get("RANKCOLLAPSE_SITE", Path(__file__).resolve().parents[2] / "_build" / "html"))
 FORBIDDEN = {
@@ -34,11 +37,13 @@ def page_text(html: str) -> str:
     return re.sub(r"\s+", " ", html_module.unescape(text))
 
 
-REPR = re.compile(r"<[\w.]+ object( at 0x[0-9a-f]+)?>")  # a Python object's repr, e.g. a Markdown never displayed
+# a Python object's repr, e.g. a Markdown never displayed
+REPR = re.compile(r"<[\w.]+ object( at 0x[0-9a-f]+)?>")
 
 
 def output_text(html: str) -> str:
-    """Everything a page shows but its code cells' input: prose and every cell's output, ``<pre>`` included."""
+    """Everything a page shows but its code cells' input: prose and every cell's output, ``<pre>``
+    included."""
     html = re.sub(r'<div class="cell_input[^"]*"[^>]*>.*?</div>\s*</div>', " ", html, flags=re.S)
     return html_module.unescape(re.sub(r"<[^>]+>", " ", html))
 

@@ -13,8 +13,9 @@ A4_CSS_PX = 703  # 210 mm less bookpdf's 12 mm margins, at 96 px per inch
 
 pytestmark = pytest.mark.site
 
-# What a reader cannot see, as a list of findings. ``mode``: "desk" (1280 px: every table and figure within the
-# column, nothing to scroll to), "phone" (a computed table may scroll in its box), "print" (nothing scrolls).
+# What a reader cannot see, as a list of findings. ``mode``: "desk" (1280 px: every table and figure within
+# the column, nothing to scroll to), "phone" (a computed table may scroll in its box), "print" (nothing
+# scrolls).
 _MEASURE = """mode => {
   const desk = mode === "desk";
   const article = document.querySelector("article.bd-article");
@@ -66,7 +67,8 @@ def _findings(browser, site_url, width: int, print_media: bool = False) -> dict[
 
 
 def test_tables_and_figures_fit_the_column_at_1280_px(browser, site_url):
-    """The mask-design table's last column and the RMSNorm table's "late rate" were out of sight at 1280 px."""
+    """The mask-design table's last column and the RMSNorm table's "late rate" were out of sight at 1280
+    px."""
     assert not _findings(browser, site_url, 1280)
 
 

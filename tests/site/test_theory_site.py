@@ -18,7 +18,8 @@ def test_counterexample_figure_renders_with_glued_numbers(site_page, js_errors, 
     figure = site_page.locator("figure#fig-counterexample-fig1")
     assert figure.count() == 1 and _loaded(figure)
     width = figure.locator("img").evaluate("i => i.naturalWidth")
-    assert 0.9 * COLUMN_PX < width <= 1.15 * COLUMN_PX  # the two-panel figure, column-wide (not a placeholder)
+    # the two-panel figure, column-wide (not a placeholder)
+    assert 0.9 * COLUMN_PX < width <= 1.15 * COLUMN_PX
     caption = " ".join(figure.locator("figcaption").inner_text().split())
     assert re.search(r"Fig\. \d+(\.\d+)*", caption)
     assert "3 of the 6 pictured starts keep full rank" in caption

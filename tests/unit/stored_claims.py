@@ -1,7 +1,8 @@
 """The claims tables of the experiment and response pages, built from the largest stored results of each page
 (as the book shows them, ``show_largest_stored``), for tests/unit/test_claims.py.
 
-``page_claims()``: page -> its list of Claim, from the store under ``results/`` (every result verified on load).
+``page_claims()``: page -> its list of Claim, from the store under ``results/`` (every result verified on
+load).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from rankcollapse.experiments.store import ResultStore, StoredResult
 
 
 def _largest(store: ResultStore, page: str, **wanted) -> StoredResult:
-    """The stored result of ``page`` with the most samples x tokens among those whose parameters match ``wanted``."""
+    """The stored result of ``page`` with the most samples x tokens among those whose parameters match
+    ``wanted``."""
     found = []
     for key in store.keys(page):
         result = store.verify(page, key)

@@ -91,11 +91,13 @@ def test_numbers_name_the_order_and_the_fastest_sparse_mask():
     assert found["n_pairs"] == 2 and found["collapse_words"] == "every mask collapses"
     assert found["uni_vs_bi"] == ("collapses sometimes faster, sometimes more slowly than the bidirectional one "
                                   "(rate ratio 0.50 to 2.40)")
-    assert found["unconnected_verdicts"] == "dilated: “collapses”"  # beside "disconnected masks": their verdict
+    # beside "disconnected masks": their verdict
+    assert found["unconnected_verdicts"] == "dilated: “collapses”"
 
 
 def test_windows_within_five_percent_collapse_at_the_same_rate():
-    """MPNet initialized: uni- over bidirectional rates 0.97 to 1.00 read "more slowly", which no reader can see."""
+    """MPNet initialized: uni- over bidirectional rates 0.97 to 1.00 read "more slowly", which no reader can
+    see."""
     table = pd.DataFrame({
         "mask": ["complete", "causal window 1", "causal window 2", "window ±1", "window ±2", "window ±1 + 1 global"],
         "edge share": [1.0, 0.02, 0.03, 0.02, 0.04, 0.04], "radius": [1, 64, 32, 64, 32, 1],
@@ -185,8 +187,10 @@ def _decomposition_frame(factors: dict, read_from: int = 1) -> pd.DataFrame:
 
 def test_attention_drives_the_decay_only_where_its_log_share_is_the_larger():
     frame = _decomposition_frame({("window ±1", "initialized"): (1 / 3, 0.9),  # the value maps drive it
-                                  ("causal", "initialized"): (1.2, 0.5),  # attention drives it, against a gain > 1
-                                  ("window ±1", "pretrained"): (1.5, 0.8),  # no decay at all: gain x contraction > 1
+                                  # attention drives it, against a gain > 1
+                                  ("causal", "initialized"): (1.2, 0.5),
+                                  # no decay at all: gain x contraction > 1
+                                  ("window ±1", "pretrained"): (1.5, 0.8),
                                   ("causal", "pretrained"): (0.5, 0.4)})
     shares = mask_design.decay_shares(frame).set_index(["mask", "weights"])
     assert shares["attention_drives"].to_dict() == {("window ±1", "initialized"): False, ("causal", "initialized"): True,
@@ -195,7 +199,8 @@ def test_attention_drives_the_decay_only_where_its_log_share_is_the_larger():
     verdicts = [c.verdict for c in mask_design.decomposition_claims(frame)]
     assert verdicts == ["holds partly", "holds partly"]
     words = mask_design.decay_driver(mask_design.decay_shares(frame), "initialized")
-    assert words["driver"] == "the value maps' gain" and words["n"] == 1  # window ±1 is the only local mask here
+    # window ±1 is the only local mask here
+    assert words["driver"] == "the value maps' gain" and words["n"] == 1
     words = mask_design.decay_driver(mask_design.decay_shares(frame), "pretrained", local=False)
     assert words["driver"] == "attention's contraction"  # causal alone among complete and causal
     mixed = _decomposition_frame({("window ±1", "pretrained"): (1.5, 0.8), ("window ±8", "pretrained"): (0.3, 0.9),

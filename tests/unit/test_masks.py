@@ -95,7 +95,8 @@ def naive_hops(mask: torch.Tensor) -> list[list[int | None]]:
     flow = mask.T.to(torch.int64)  # flow[j, i] = 1: one step j -> i
     reach, hops = torch.eye(n, dtype=torch.int64), [[0 if s == t else None for t in range(n)] for s in range(n)]
     for step in range(1, n):
-        reach = ((reach @ flow) > 0).to(torch.int64)  # reachable in exactly `step` steps (self-loops: at most)
+        # reachable in exactly `step` steps (self-loops: at most)
+        reach = ((reach @ flow) > 0).to(torch.int64)
         for s, t in zip(*torch.nonzero(reach).T.tolist()):
             if hops[s][t] is None:
                 hops[s][t] = step

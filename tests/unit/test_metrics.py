@@ -136,7 +136,8 @@ def test_gram_spectrum_agrees_with_the_svd_and_gives_the_same_rank(dtype, shape)
     assert torch.equal(out["numerical_rank"], (svd > rtol * svd[:, :1]).sum(-1))
     assert torch.allclose(out["sigma_min_floor"], rtol * svd[:, 0], rtol=1e-12)
     above = svd[:, -1] > out["sigma_min_floor"]
-    # within GRAM_RESOLUTION relative, or the SVD's own accuracy (n + d) eps64 sigma_max (two SVDs differ by that)
+    # within GRAM_RESOLUTION relative, or the SVD's own accuracy (n + d) eps64 sigma_max
+    # (two SVDs differ by that)
     tol = 2 * metrics.GRAM_RESOLUTION * svd[:, -1] + (n + d) * torch.finfo(f64).eps * svd[:, 0]
     assert ((out["sigma_min"] - svd[:, -1]).abs()[above] <= tol[above]).all()
     # below its floor sigma_min is rounding noise either way: both values stay below the floor

@@ -67,7 +67,8 @@ def test_model_spec_is_checked_before_anything_loads(spec, why):
 def test_model_spec_accepts_packaged_names_folders_and_hub_ids(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     for spec in ("pkg:minilm", "pkg:gemma3", str(tmp_path), "sentence-transformers/all-mpnet-base-v2",
-                 "HuggingFaceTB/SmolLM2-135M-Instruct", "gpt2", "bert-base-uncased"):  # a hub id's owner is optional
+                 # a hub id's owner is optional
+                 "HuggingFaceTB/SmolLM2-135M-Instruct", "gpt2", "bert-base-uncased"):
         models.check_model_spec(spec)
     with pytest.raises(ValueError, match="a file, not a folder"):
         models.check_model_spec(str(tmp_path / "config.json"))

@@ -76,7 +76,8 @@ def test_paper_profile_lists_the_experiment_pages():
     assert registry.pages_with_profile("paper") == registry.EXPERIMENT_PAGES
     assert {"fig2", "sample_size", "appendix_g1"} <= set(registry.EXPERIMENT_PAGES)
     assert all(e.profiles["paper"]["n_samples"] == 3000 for e in registry.PAGES.values()
-               if e.profiles and e.name != "sliding_window_model")  # its long samples: about 1000 in the corpus
+               # its long samples: about 1000 in the corpus
+               if e.profiles and e.name != "sliding_window_model")
     paper = registry.profile_parameters("sliding_window_model", "paper")
     assert paper["n_samples"] == registry.WINDOW_PAPER_SAMPLES
 

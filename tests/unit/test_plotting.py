@@ -28,7 +28,8 @@ def test_export_figure_writes_formats_with_parameters(book):
     assert drawn.loc[drawn["kind"] == "image cell", "value"].sum() == masks.causal_sliding_window_mask(6, 2).sum()
     assert all(p.parent == book / "_build" / "figures" for p in paths.values())
     record = json.loads(paths["json"].read_text())
-    assert record["parameters"] == {"n_tokens": 6, "window": 2}  # the whole record: tests/unit/test_provenance.py
+    # the whole record: tests/unit/test_provenance.py
+    assert record["parameters"] == {"n_tokens": 6, "window": 2}
     png_text = Image.open(paths["png"]).text
     assert json.loads(png_text["Description"])["parameters"]["window"] == 2
     assert '"window": 2' in paths["svg"].read_text()
@@ -78,7 +79,8 @@ def test_layer_curve_grid_is_column_wide_wrapped_and_legible():
     assert axes[0].get_ylabel() == r"$\mu(X)$"
     assert [len(sub.legends) for sub in [fig]] == [1]  # one legend for the whole figure
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "dtype floor" in labels and any("of its floor" in label for label in labels)  # crosses on the complete mask
+    # crosses on the complete mask
+    assert "dtype floor" in labels and any("of its floor" in label for label in labels)
     info = plotting.legibility(fig)
     assert info["min_font_pt"] >= 11 and info["inline_dpi"] == plotting.SCREEN_DPI
     shown = screen_text_px(info["min_font_pt"], info["inline_dpi"], info["width_in"] * info["inline_dpi"],
@@ -144,7 +146,8 @@ def test_grid_with_long_labels_stays_in_the_column_and_keeps_colours():
     fig = plotting.layer_curve_grid(table, "mu")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
-    assert Image.open(buffer).width <= plotting.COLUMN_PX * 1.05  # shown at its natural size: text stays legible
+    # shown at its natural size: text stays legible
+    assert Image.open(buffer).width <= plotting.COLUMN_PX * 1.05
     colour_of = {}
     for ax in fig.get_axes():
         for line in ax.get_lines():

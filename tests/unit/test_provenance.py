@@ -92,7 +92,8 @@ def test_the_source_hash_names_the_code_loaded_not_the_files_edited_since(tmp_pa
     loaded = provenance.source_sha256()
     assert loaded == provenance.package_sha256(Path(provenance.__file__).resolve().parents[1])
     (tmp_path / "a.py").write_text("edited = True\n")
-    monkeypatch.setattr(provenance, "__file__", str(tmp_path / "experiments" / "provenance.py"))  # as if every file changed
+    # as if every file changed
+    monkeypatch.setattr(provenance, "__file__", str(tmp_path / "experiments" / "provenance.py"))
     assert provenance.source_sha256() == loaded
 
 
@@ -104,7 +105,8 @@ def _full_disk(tmp):
 
 def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(tmp_path, monkeypatch):
     """One sentence naming the file (a ValueError too, so the command line prints it as one line), the
-    temporary file removed, the old file untouched; a result whose record cannot be written leaves no table."""
+    temporary file removed, the old file untouched; a result whose record cannot be written leaves no
+    table."""
     target = tmp_path / "a.csv"
     target.write_text("old")
     with pytest.raises(provenance.WriteError) as err:
@@ -114,7 +116,8 @@ def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(tmp_path, mo
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.csv"]
 
     store = ResultStore(tmp_path / "results")
-    monkeypatch.setattr(Path, "write_text", lambda self, text: _full_disk(self))  # the JSON, written after the CSV
+    # the JSON, written after the CSV
+    monkeypatch.setattr(Path, "write_text", lambda self, text: _full_disk(self))
     with pytest.raises(provenance.WriteError, match=r"could not write .*\.json \(No space left on device\)"):
         store.save("fig2", {"n": 1}, pd.DataFrame({"layer": [0], "mean": [1.0]}), {})
     assert list((tmp_path / "results" / "fig2").iterdir()) == [] and store.load("fig2", {"n": 1}) is None

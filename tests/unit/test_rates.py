@@ -20,8 +20,10 @@ def test_linear_causal_ratio_is_one_half_after_40_layers():
                                                    qk_weights="zero", value_weights="identity"))
     log_mu = simulate(X0, masks.causal_mask(16), W_Q, W_K, W_V, 60).log_mu_exact  # [sample, layer + 1]
     ratio = torch.exp(-rates.layer_rates(log_mu))  # mu(t + 1) / mu(t)  [sample, layer]
-    assert (ratio[:, 40:] - 0.5).abs().max() < 1e-6  # |lambda_2| of the uniform causal matrix: its diagonal 1/2
-    assert (ratio[:, :3] - 0.5).abs().max() > 1e-6  # not from the start: the other eigenvalues 1/3, 1/4, ... fade
+    # |lambda_2| of the uniform causal matrix: its diagonal 1/2
+    assert (ratio[:, 40:] - 0.5).abs().max() < 1e-6
+    # not from the start: the other eigenvalues 1/3, 1/4, ... fade
+    assert (ratio[:, :3] - 0.5).abs().max() > 1e-6
 
 
 def test_complete_mask_track_matches_direct_above_the_floor_and_converges_cubically():
@@ -51,6 +53,7 @@ def test_causal_window_has_one_jordan_chain(n_tokens, window):
     assert ranks[multiplicity - 1] == n_tokens - multiplicity + 1
 
 
+@pytest.mark.slow
 def test_rotated_counterexample_is_the_rotated_trajectory():
     X0 = torch.randn(16, 2, 2, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     for angle in (0.3, 1.1, 2.5, 4.0):

@@ -153,6 +153,7 @@ DAMAGES = {  # what is done to a stored result -> words of the error's first lin
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_damaged_result_is_refused_by_load_entries_and_summary(tmp_path, damage):
     store = ResultStore(tmp_path)

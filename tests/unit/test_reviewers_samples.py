@@ -1,6 +1,6 @@
-"""The reviewers page's "is 32 samples enough" pair (book.pages._reviewers_sweeps.sample_pair): Fig. 2's stored
-run joined with the stored run of the same parameters on its first 32 samples, read back from results/; and its
-figure's ratios against the two stored tables read independently."""
+"""The reviewers page's "is 32 samples enough" pair (book.pages._reviewers_sweeps.sample_pair): Fig. 2's
+stored run joined with the stored run of the same parameters on its first 32 samples, read back from results/;
+and its figure's ratios against the two stored tables read independently."""
 
 import json
 

@@ -11,7 +11,8 @@ from rankcollapse.book.runner import page_parameters
 from rankcollapse.book.shown import Shown
 
 PASTED = re.compile(r"\{glue(?::\w+)?\}`([\w]+)(?::[^`]*)?`|^```\{glue(?::\w+)?\}\s+([\w]+)", re.M)
-SLOW = {"theorem1", "theorem2", "counterexample", "equilibria", "reviewers", "data", "large_models"}  # they compute
+# they compute
+SLOW = {"theorem1", "theorem2", "counterexample", "equilibria", "reviewers", "data", "large_models"}
 
 
 def pasted_names(name: str, root) -> set[str]:

@@ -24,7 +24,8 @@ def test_caption_text_keeps_math_source_and_marks_it_for_mathjax_in_html():
     caption = nodes.caption("", "", nodes.math("", r"\mu(X)"), nodes.Text("  against\nlayer "), nodes.emphasis("", "t"))
     assert caption_text(caption) == r"\mu(X) against layer t"
     assert caption_text(caption, math_html=True) == (
-        r'<span class="math notranslate nohighlight">\(\mu(X)\)</span> against layer t')  # MathJax reads class math
+        # MathJax reads class math
+        r'<span class="math notranslate nohighlight">\(\mu(X)\)</span> against layer t')
 
 
 def test_site_url_from_baseurl_or_github_pages():

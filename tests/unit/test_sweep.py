@@ -1,5 +1,5 @@
-"""Long sweeps (rankcollapse.experiments.sweep): two gloo ranks store the single-process result; a run killed with
-SIGKILL and started again stores the uninterrupted result; the plan (size, time, memory) and the progress
+"""Long sweeps (rankcollapse.experiments.sweep): two gloo ranks store the single-process result; a run killed
+with SIGKILL and started again stores the uninterrupted result; the plan (size, time, memory) and the progress
 bar show when asked and never in a Jupyter kernel; a budget that cannot hold one block is refused."""
 
 import json
@@ -25,9 +25,11 @@ from rankcollapse.experiments.store import ResultStore
 pytestmark = pytest.mark.models
 
 ROOT = Path(__file__).resolve().parents[2]
-# MiniLM, 4 x 16 tokens, 2 layers; Fig. 2's controls on 1 sample, one weight seed (its controls and pretrained_self)
+# MiniLM, 4 x 16 tokens, 2 layers; Fig. 2's controls on 1 sample, one weight seed
+# (its controls and pretrained_self)
 TINY = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 16, "n_layers": 2, "n_samples_controls": 1, "n_weight_seeds": 1}
-TINY_FIG4 = {k: v for k, v in TINY.items() if k not in ("n_samples_controls", "n_weight_seeds")}  # Fig. 2's own
+# Fig. 2's own
+TINY_FIG4 = {k: v for k, v in TINY.items() if k not in ("n_samples_controls", "n_weight_seeds")}
 
 
 
@@ -60,6 +62,7 @@ def _record(table: Path) -> Path:
     return table.with_name(table.name.removesuffix(".csv.gz") + ".json")
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
     """fig4 (SAN + the pretrained and initialized full transformer, every metric), float64: samples sharded
     over 2 CPU ranks (torchrun, gloo) in blocks of 1, gathered to rank 0, equal to one process to 1e-12."""
@@ -81,6 +84,7 @@ def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
     assert not (tmp_path / "dist" / ".partial").exists()
 
 
+@pytest.mark.slow
 def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
     """SIGKILL after the first checkpoints: no result is left; the same command again finishes with a
     table identical to an uninterrupted run's and deletes its checkpoints."""
@@ -91,7 +95,8 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     partial = tmp_path / "killed" / ".partial" / "fig2"
     deadline = time.monotonic() + 900
     finished = lambda: sorted(p.name for p in partial.glob("*/*.pt") if not p.name.startswith("."))  # noqa: E731
-    while len(finished()) < 3 and process.poll() is None and time.monotonic() < deadline:  # not the writer's temporaries
+    # not the writer's temporaries
+    while len(finished()) < 3 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
@@ -140,6 +145,7 @@ class _KernelStream:
 _KernelStream.__module__ = "ipykernel.iostream"
 
 
+@pytest.mark.slow
 def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsys, monkeypatch):
     with ranks.progress(True):
         result = _compute("fig2", tmp_path / "asked", **TINY)
@@ -188,7 +194,8 @@ def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameter
     plan = sweep.units(config, 4)
     assert [(u.start, u.stop) for u in plan if u.weights == "pretrained" and not u.full] == [(0, 4), (4, 8), (8, 10)]
     assert len(plan) == 3 * 2 * 2 and len({u.name for u in plan}) == len(plan)
-    metrics = {"mu": torch.arange(12.0).reshape(3, 1, 4)}  # [layer + 1, config, sample]: plan[0] holds 4 samples
+    # [layer + 1, config, sample]: plan[0] holds 4 samples
+    metrics = {"mu": torch.arange(12.0).reshape(3, 1, 4)}
     checkpoints.Checkpoints(tmp_path, {"n_samples": 10}).save(plan[0], metrics, 2.5)
     loaded, seconds = checkpoints.Checkpoints(tmp_path, {"n_samples": 10}).load(plan[0])
     assert torch.equal(loaded["mu"], metrics["mu"]) and seconds == 2.5
@@ -214,6 +221,7 @@ def test_nproc_must_be_a_positive_integer(capsys):
     assert "nproc must be an integer in [1, 4096], got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_rankcollapse_run_computes_first_then_renders_the_stored_result(tmp_path, monkeypatch, capsys):
     """``rankcollapse run fig2 --profile paper`` at a reduced size: plan and progress on stderr, one stored
     result, and the executed page loads it instead of computing again."""
@@ -251,7 +259,8 @@ def test_overflowed_states_are_refused_naming_configuration_layer_and_dtype():
 
 
 def _tiny_bert(folder: Path) -> str:
-    """A seeded 2-layer BERT of width 32 with MiniLM's tokenizer (so it encodes the text), saved to ``folder``."""
+    """A seeded 2-layer BERT of width 32 with MiniLM's tokenizer (so it encodes the text), saved to
+    ``folder``."""
     import transformers
 
     from rankcollapse.hf.load import load_tokenizer
@@ -276,6 +285,7 @@ def _quiet_store(monkeypatch, root: Path) -> None:
     monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
 
 
+@pytest.mark.slow
 def test_a_local_model_whose_files_changed_is_computed_again_never_loaded(tmp_path, monkeypatch, capsys):
     """The result key holds only the folder's path: rewritten weights (halved), an edited tokenizer file, or a
     result that recorded no hash of the folder's files are computed again with one line saying why."""
@@ -443,7 +453,8 @@ def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_th
     (other / "initialized-san-0-2.pt").write_bytes(b"x")
     (other / checkpoints.RUN_RECORD).write_text(json.dumps({"git_commit": "feedface0000"}))
     runs = {r["folder"]: r for r in checkpoints.partial_runs(ResultStore())}
-    assert (runs[partial]["done"], runs[partial]["units"], runs[partial]["resumable"]) == (3, 4, True)  # 2 blocks x 2
+    # 2 blocks x 2
+    assert (runs[partial]["done"], runs[partial]["units"], runs[partial]["resumable"]) == (3, 4, True)
     assert runs[partial]["commit"] == "1234567890ab"
     assert (runs[other]["resumable"], runs[other]["commit"]) == (False, "feedface0000")
 
