@@ -41,8 +41,8 @@ def test_unavailable_hub_id_gives_one_line(monkeypatch, tmp_path):
         models.load_model("no-such-user/no-such-model")
     assert str(err.value) == (f"model 'no-such-user/no-such-model' is not in the Hugging Face cache "
                               f"({tmp_path / 'hub'}) and the hub (huggingface.co) cannot be reached: "
-                              "offline; the packaged models load offline: pkg:minilm, pkg:mpnet, pkg:smollm2, "
-                              "pkg:gemma3")
+                              "offline; the packaged models load offline: pkg:minilm, pkg:mpnet, "
+                              "pkg:smollm2, pkg:gemma3")
 
 
 ALLOWED = ("model must be a packaged model (pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3), a folder "
