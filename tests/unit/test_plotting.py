@@ -23,9 +23,11 @@ def test_export_figure_writes_formats_with_parameters(book):
     assert "radius r = 3" in ax.get_title()
     paths = plotting.export_figure(fig, "fig-test-masks", {"n_tokens": 6, "window": 2})
     plt.close(fig)
-    assert {p.name for p in paths.values()} == {f"fig-test-masks.{e}" for e in ("png", "svg", "pdf", "json", "csv")}
+    assert {p.name for p in paths.values()} == {f"fig-test-masks.{e}"
+                                                for e in ("png", "svg", "pdf", "json", "csv")}
     drawn = pd.read_csv(paths["csv"])  # the mask's cells as drawn: 1 where token i attends to token j
-    assert drawn.loc[drawn["kind"] == "image cell", "value"].sum() == masks.causal_sliding_window_mask(6, 2).sum()
+    assert (drawn.loc[drawn["kind"] == "image cell", "value"].sum()
+            == masks.causal_sliding_window_mask(6, 2).sum())
     assert all(p.parent == book / "_build" / "figures" for p in paths.values())
     record = json.loads(paths["json"].read_text())
     # the whole record: tests/unit/test_provenance.py
@@ -131,7 +133,8 @@ def test_export_records_legibility_and_svg_keeps_text(book):
     paths = plotting.export_figure(fig, "fig-test-text", {})
     plt.close(fig)
     record = json.loads(paths["json"].read_text())
-    assert record["legibility"]["min_font_pt"] > 0 and record["legibility"]["inline_dpi"] == plotting.SCREEN_DPI
+    assert (record["legibility"]["min_font_pt"] > 0
+            and record["legibility"]["inline_dpi"] == plotting.SCREEN_DPI)
     assert ">selectable<" in paths["svg"].read_text()  # svg.fonttype none: text, not glyph paths
 
 
@@ -223,15 +226,18 @@ def test_a_variant_has_one_colour_in_every_figure_and_no_two_variants_share_one(
     appearance. Now every variant's colour comes from one table."""
     from rankcollapse.core.norms import NORM_LABELS
 
-    variants = [label for label in plotting.VARIANT_COLOURS if not label.startswith("d_QK") and label != "own scaling"]
+    variants = [label for label in plotting.VARIANT_COLOURS
+                if not label.startswith("d_QK") and label != "own scaling"]
     assert set(NORM_LABELS.values()) <= set(variants) and "full transformer" in variants
     used = [plotting.VARIANT_COLOURS[v] for v in variants]
     assert len(used) == len(set(used)), "two variants share a colour"
     pure = NORM_LABELS["none"]
     one = plotting.hue_colours(pd.DataFrame({"label": [pure, NORM_LABELS["unit"]]}), "label")
-    other = plotting.hue_colours(pd.DataFrame({"label": ["full transformer", NORM_LABELS["model"], pure]}), "label")
+    other = plotting.hue_colours(pd.DataFrame({"label": ["full transformer", NORM_LABELS["model"], pure]}),
+                                 "label")
     with_samples = plotting.hue_colours(pd.DataFrame({"label": [f"{NORM_LABELS['model']}, 32 samples",
                                                                 f"{pure}, 3000 samples"]}), "label")
     assert one[pure] == other[pure] == with_samples[f"{pure}, 3000 samples"]
-    temperatures = plotting.hue_colours(pd.DataFrame({"label": ["d_QK = 1/64", "d_QK = 1", "d_QK = 64"]}), "label")
+    temperatures = plotting.hue_colours(pd.DataFrame({"label": ["d_QK = 1/64", "d_QK = 1", "d_QK = 64"]}),
+                                        "label")
     assert len(set(temperatures.values())) == 3
