@@ -69,15 +69,16 @@ def test_a_part_stored_only_on_another_device_joins_the_scale(tmp_path, pair):
     assert report.largest_stored(shown, store) == shown  # no deep part at 32 samples anywhere
     _store(store, replace(deep, n_samples=32, device="cuda"))
     moved = report.largest_stored(shown, store)
-    assert [(r.provenance["parameters"]["n_samples"], r.provenance["parameters"]["device"]) for r in moved.values()] \
-        == [(32, "cpu"), (32, "cuda")]
+    assert [(r.provenance["parameters"]["n_samples"], r.provenance["parameters"]["device"])
+            for r in moved.values()] == [(32, "cpu"), (32, "cuda")]
 
 
 def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
     large, _ = pair
     common = {"model_layers": 12, "model_description": "MiniLM", "hardware": "CPU x86_64, 2 cores",
               "device": "cpu", "wall_time_s": 1201.8, "git_commit": "67f324776d9ae82e"}
-    one = ResultStore(tmp_path / "one").save("fig2", stored_parameters(large), _store(ResultStore(tmp_path / "t"), large).table,
+    one = ResultStore(tmp_path / "one").save("fig2", stored_parameters(large),
+                                             _store(ResultStore(tmp_path / "t"), large).table,
                                              {**common, "compute_time_s": 1190.0, "units_resumed": 0})
     # one definition of a run's time, the units' seconds (compute_time_s), on the scale note
     # and the re-run block
@@ -91,12 +92,13 @@ def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
 
 
 def test_the_sample_ratio_is_the_small_mean_over_the_large_mean_per_curve_and_layer():
-    rows = [dict(weights="initialized", variant="SAN", mask=mask, window=window, temperature=None, norm="none",
-                 skip=False, layer=layer, metric="mu", mean=mean, std=0.0, median=mean, q10=mean / 2, q90=mean * 2,
-                 min=0.0, max=1.0, n_samples=n)
+    rows = [dict(weights="initialized", variant="SAN", mask=mask, window=window, temperature=None,
+                 norm="none", skip=False, layer=layer, metric="mu", mean=mean, std=0.0, median=mean,
+                 q10=mean / 2, q90=mean * 2, min=0.0, max=1.0, n_samples=n)
             for mask, window in (("complete", None), ("sliding_window", 4))
             for layer in (0, 1, 2)
-            for n, mean in ((32, 3.0 * (layer + 1) * (2 if mask == "complete" else 1)), (3000, 1.5 * (layer + 1)))]
+            for n, mean in ((32, 3.0 * (layer + 1) * (2 if mask == "complete" else 1)),
+                            (3000, 1.5 * (layer + 1)))]
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     ratios = sample_size.mean_ratios(table)
     assert len(ratios) == 4 and set(ratios["layer"]) == {1, 2}  # layer 0 (X(0)) has no place on the log axis
@@ -112,7 +114,8 @@ def test_the_rerun_block_states_the_cost_of_every_part(tmp_path, pair):
     common = {"hardware": "CPU x86_64, 2 cores", "git_commit": "abc"}
     store = ResultStore(tmp_path / "s")
     results = {"large": store.save("fig2", stored_parameters(large), table,
-                                   {**common, "wall_time_s": 100.0, "compute_time_s": 3000.0, "units_resumed": 9}),
+                                   {**common, "wall_time_s": 100.0, "compute_time_s": 3000.0,
+                                    "units_resumed": 9}),
                "small": store.save("fig2", stored_parameters(small), table, {**common, "wall_time_s": 20.0})}
     block = report.rerun_result_block("sample_size", {"n_samples": 8}, results)
     # the resumed part counts every session (3000 s), the other its wall time: 3020 s in all, split by part
@@ -142,7 +145,8 @@ def test_the_banner_is_empty_unless_the_page_shows_another_run(tmp_path, pair):
 def _with_provenance(store: ResultStore, config, page: str = "fig2"):
     table = _store(ResultStore(store.root / "tables"), config, page).table
     return store.save(page, stored_parameters(config), table,
-                      {"model_description": "owner/MiniLM (a tiny one)", "weight_sha256": "w", "git_commit": "c0ffee"})
+                      {"model_description": "owner/MiniLM (a tiny one)", "weight_sha256": "w",
+                       "git_commit": "c0ffee"})
 
 
 def test_a_figure_names_the_data_it_draws_and_only_parameters_its_masks_use(tmp_path, pair):
