@@ -381,6 +381,7 @@ def test_a_read_only_store_is_refused_before_the_first_unit(tmp_path, monkeypatc
         f"(Read-only file system){words}")
 
 
+@pytest.mark.slow
 def test_a_corrupt_checkpoint_is_named_moved_aside_and_its_unit_computed_again(tmp_path, monkeypatch, capsys):
     """A truncated checkpoint (it used to raise PytorchStreamReader's error on every re-run; torch's own words
     depend on where the file was cut) and one whose metrics were changed after writing: one warning line each,
