@@ -37,13 +37,14 @@ def page_claims(store: ResultStore | None = None) -> dict[str, list]:
     deep = _largest(store, "skip_connections", n_layers=128)
     decoders = {rmsnorm_decoders.CAUSAL: _largest(store, "rmsnorm_decoders", masks=["causal"])}
     for window in (4, 16):
-        decoders[rmsnorm_decoders.window_part(window)] = _largest(store, "rmsnorm_decoders",
-                                                                  masks=["causal_sliding_window"], window=window)
+        decoders[rmsnorm_decoders.window_part(window)] = _largest(
+            store, "rmsnorm_decoders", masks=["causal_sliding_window"], window=window)
     sliding = {"as_trained": _largest(store, "sliding_window_model", full_transformer=True),
                "all_global": _largest(store, "sliding_window_model", model_windows=False),
                "all_local": _largest(store, "sliding_window_model", masks=["causal_sliding_window"])}
     return {
-        "fig2": fig2.claims(fig2_result.table, fig2_result.provenance["parameters"]["n_tokens"], fig2_result.samples),
+        "fig2": fig2.claims(fig2_result.table, fig2_result.provenance["parameters"]["n_tokens"],
+                            fig2_result.samples),
         "fig3": fig3.claims(fig3_result.table, fig3_result.samples),
         "fig4": fig4.claims(_largest(store, "fig4").table),
         "appendix_g1": appendix_g1.claims(g1_fig2.table, g1_fig3.table, g1_fig2.samples, g1_fig3.samples),
