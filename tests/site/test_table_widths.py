@@ -21,7 +21,8 @@ _MEASURE = """mode => {
   const article = document.querySelector("article.bd-article");
   const col = article.getBoundingClientRect();
   const found = [];
-  const name = el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + " " + el.textContent.trim().slice(0, 40);
+  const name = el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + " " + \
+el.textContent.trim().slice(0, 40);
   for (const el of article.querySelectorAll("table, figure, img")) {
     const r = el.getBoundingClientRect();
     if (mode !== "phone" && (r.right > col.right + 1 || r.left < col.left - 1))
@@ -39,7 +40,8 @@ _MEASURE = """mode => {
     for (const cell of table.querySelectorAll("td, th")) {
       const r = cell.getBoundingClientRect();
       if (cell.scrollWidth > cell.clientWidth + 1 || r.right > Math.min(box.right, col.right) + 1)
-        found.push(`cell "${cell.textContent.trim().slice(0, 30)}" cut off at ${Math.round(Math.min(box.right, col.right))} px`);
+        found.push(`cell "${cell.textContent.trim().slice(0, 30)}" cut off at \
+${Math.round(Math.min(box.right, col.right))} px`);
     }
   }
   return found;

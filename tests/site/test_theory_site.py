@@ -28,7 +28,8 @@ def test_counterexample_figure_renders_with_glued_numbers(site_page, js_errors, 
     assert "-0.2585" in body and "-0.9660" in body  # B, glued from the fixed-point analysis
     assert re.search(r"a fraction 0\.1\d{3} \(95% Wilson interval 0\.\d{4}–0\.\d{4}\)", body)
     assert site_page.locator("#prop-counterexample").count() == 1  # the proposition block and its anchor
-    assert site_page.locator("div.figure-downloads[data-figure='fig-counterexample-fig1'] a[href$='fig-counterexample-fig1.svg']").count() == 1
+    assert site_page.locator("div.figure-downloads[data-figure='fig-counterexample-fig1'] "
+                             "a[href$='fig-counterexample-fig1.svg']").count() == 1
     for other in ("fig-counterexample-basins", "fig-counterexample-rotation"):
         assert _loaded(site_page.locator(f"figure#{other}"))
     figure.screenshot(path=str(repo_root / "_build" / "screenshot-counterexample-fig1.png"))
