@@ -438,6 +438,7 @@ def test_the_measured_throughput_is_scaled_to_the_runs_sequence_length(tmp_path,
     assert "scaled to 32 tokens" in source
 
 
+@pytest.mark.slow
 def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_them(
         tmp_path, monkeypatch, capsys):
     """The book's own store keeps a run's finished units in the user's cache, not in the work tree: a run
