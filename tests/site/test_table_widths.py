@@ -69,8 +69,8 @@ def _findings(browser, site_url, width: int, print_media: bool = False) -> dict[
 
 
 def test_tables_and_figures_fit_the_column_at_1280_px(browser, site_url):
-    """The mask-design table's last column and the RMSNorm table's "late rate" were out of sight at 1280
-    px."""
+    """The mask-design table's last column and the RMSNorm table's "late rate" were out of sight at
+    1280 px."""
     assert not _findings(browser, site_url, 1280)
 
 
