@@ -42,7 +42,8 @@ def test_tiny_family_own_norm_matches_hugging_face(family):
     model = tiny_model(family)
     norm32 = extract.validate_norms(model, _ids())
     block32 = extract.validate_attention_block(model, _ids())
-    assert len(norm32) == len(block32) == 3 and max(norm32) <= FLOAT32 and max(block32) <= FLOAT32, (norm32, block32)
+    assert (len(norm32) == len(block32) == 3 and max(norm32) <= FLOAT32
+            and max(block32) <= FLOAT32), (norm32, block32)
     model = model.double()
     norm64 = extract.validate_norms(model, _ids())
     block64 = extract.validate_attention_block(model, _ids())
@@ -96,28 +97,29 @@ def test_sinks_make_rows_of_a_sum_to_less_than_one():
     model = tiny_model("gpt_oss").double()
     captured = {}
     module = model.layers[1].self_attn  # a global layer: every earlier key allowed
-    hooks = [module.register_forward_pre_hook(lambda m, args, kwargs: captured.update(x=kwargs["hidden_states"]),
-                                              with_kwargs=True),
+    hooks = [module.register_forward_pre_hook(
+                 lambda m, args, kwargs: captured.update(x=kwargs["hidden_states"]), with_kwargs=True),
              module.register_forward_hook(lambda m, args, output: captured.update(a=output[1]))]
     with extract.Float64Casts():
         model(input_ids=_ids())
     for hook in hooks:
         hook.remove()
     layer = extract.extract_layers(model)[1]
-    ones = dict(W_V=torch.zeros_like(layer.W_V), b_V=torch.ones(layer.W_V.shape[0], layer.d_head, dtype=torch.float64),
-                W_O=None, b_O=None)
+    ones = dict(W_V=torch.zeros_like(layer.W_V),
+                b_V=torch.ones(layer.W_V.shape[0], layer.d_head, dtype=torch.float64), W_O=None, b_O=None)
     mask = extract.model_mask(model, 12)
     sums = engine.attention_sublayer(captured["x"], engine.AttentionLayer(**{**layer.__dict__, **ones}), mask)
     sums = sums.view(3, 12, layer.n_heads, layer.d_head)  # [sample, token, head, d_head]: one value per head
     want = captured["a"].sum(-1).transpose(1, 2)  # [sample, token, head]
     torch.testing.assert_close(sums, want[..., None].expand_as(sums), rtol=1e-12, atol=0)
     assert (sums < 1).all() and (sums > 0).all()
-    free = engine.attention_sublayer(captured["x"], engine.AttentionLayer(**{**layer.__dict__, **ones, "sinks": None}),
-                                     mask)
+    free = engine.attention_sublayer(captured["x"],
+                                     engine.AttentionLayer(**{**layer.__dict__, **ones, "sinks": None}), mask)
     torch.testing.assert_close(free, torch.ones_like(free), rtol=0, atol=1e-12)
     configs = engine.config_grid(masks=(("causal", None),))
     exact = {name: engine.run_san(captured["x"], [la], configs).metrics[engine.EXACT_METRIC][-1]
-             for name, la in (("sinks", layer), ("none", engine.AttentionLayer(**{**layer.__dict__, "sinks": None})))}
+             for name, la in (("sinks", layer),
+                              ("none", engine.AttentionLayer(**{**layer.__dict__, "sinks": None})))}
     assert exact["sinks"].eq(0).all() and exact["none"].eq(1).all()
 
 

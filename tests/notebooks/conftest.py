@@ -29,7 +29,8 @@ def figure_text_px(figure_dir):
             info = json.loads(sidecar.read_text())["legibility"]
             with Image.open(sidecar.with_suffix(".png")) as png:
                 natural = png.width * info["inline_dpi"] / info["png_dpi"]
-            sizes[sidecar.stem] = screen_text_px(info["min_font_pt"], info["inline_dpi"], natural, min(natural, COLUMN_PX))
+            sizes[sidecar.stem] = screen_text_px(info["min_font_pt"], info["inline_dpi"], natural,
+                                                 min(natural, COLUMN_PX))
         return sizes
 
     return measure

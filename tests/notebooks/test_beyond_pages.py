@@ -1,4 +1,5 @@
-"""The "Beyond the paper" pages run under papermill at tiny parameters, and their glued numbers hold together."""
+"""The "Beyond the paper" pages run under papermill at tiny parameters, and their glued numbers hold
+together."""
 
 import importlib.util
 
@@ -23,16 +24,19 @@ def test_mask_design(repo_root, tmp_path, figure_dir):
     assert glued["mask_design_n_masks"] == 14 and glued["mask_design_n_connected"] == 12  # at N = 16
     assert glued["mask_design_unconnected"] == "dilated ±2, dilation 2, random 15 %"
     assert glued["mask_design_causal_radius_max"] == 15  # causal window 1 at N = 16
-    assert {p.suffix for p in figure_dir.glob("fig-mask-design-rates.*")} == {".png", ".svg", ".pdf", ".json", ".csv"}
+    assert {p.suffix for p in figure_dir.glob("fig-mask-design-rates.*")} == {".png", ".svg", ".pdf", ".json",
+                                                                              ".csv"}
     assert glued["mask_design_decomp_init_n"] == 3 and glued["mask_design_decomp_pre_wide_n"] == 2
     assert 0 < glued["mask_design_decomp_init_gain_min"] <= glued["mask_design_decomp_init_gain_max"]
-    assert {"mask_design_decomp_claims", "mask_design_decomp_headline"} <= set(glued)  # Markdown: rows in unit tests
-    assert {p.suffix for p in figure_dir.glob("fig-mask-design-decomposition.*")} == {".png", ".svg", ".pdf", ".json",
-                                                                                      ".csv"}
+    # Markdown: rows in unit tests
+    assert {"mask_design_decomp_claims", "mask_design_decomp_headline"} <= set(glued)
+    assert ({p.suffix for p in figure_dir.glob("fig-mask-design-decomposition.*")}
+            == {".png", ".svg", ".pdf", ".json", ".csv"})
 
 
 def test_large_models(repo_root, tmp_path):
-    glued = read_glue(execute_page(repo_root / "book" / "beyond" / "large_models.md", {}, tmp_path / "page.ipynb"))
+    glued = read_glue(execute_page(repo_root / "book" / "beyond" / "large_models.md", {},
+                                   tmp_path / "page.ipynb"))
     assert "layers.2 → disk" in glued["large_models_placement"] and glued["large_models_difference"] < 1e-5
     assert "gpt_oss" in glued["large_models_families"] and glued["large_models_gpu"] == "NVIDIA H200"
 
@@ -41,7 +45,8 @@ def test_large_models(repo_root, tmp_path):
                     reason="needs the packaged SmolLM2 (requirements-models-extra.txt)")
 def test_rmsnorm_decoders(repo_root, tmp_path):
     out = execute_page(repo_root / "book" / "beyond" / "rmsnorm_decoders.md",
-                       {"n_samples": 2, "n_tokens": 16, "n_layers": 3, "windows": [4]}, tmp_path / "page.ipynb")
+                       {"n_samples": 2, "n_tokens": 16, "n_layers": 3, "windows": [4]},
+                       tmp_path / "page.ipynb")
     glued = read_glue(out)
     assert "causal_sliding_window 4 (radius 4)" in glued["rmsnorm_decoders_pure_rates_pretrained"]
     assert glued["rmsnorm_decoders_full_ratio"] > 0

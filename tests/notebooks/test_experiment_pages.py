@@ -34,13 +34,15 @@ def test_fig2(repo_root, tmp_path, figure_dir, results_dir):
     glued = _run(repo_root, tmp_path, "experiments/fig2", TINY)
     assert glued["fig2_n_layers"] == 4
     assert glued["fig2_pure_complete"] < glued["fig2_pure_window"]
-    assert glued["fig2_ln_complete_over_floor"] == pytest.approx(glued["fig2_ln_complete"] / glued["fig2_floor_complete"])
+    assert glued["fig2_ln_complete_over_floor"] == pytest.approx(glued["fig2_ln_complete"]
+                                                                 / glued["fig2_floor_complete"])
     meta = json.loads((figure_dir / "fig-fig2-mu.json").read_text())
     assert meta["parameters"]["n_tokens"] == 8 and "pretrained" in meta["parameters"]["weights"]
     assert {p.suffix for p in figure_dir.glob("fig-fig2-mu.*")} == {".png", ".svg", ".pdf", ".json", ".csv"}
-    # the main sweep, its controls, the pretrained no-mixing control, two seed replicates and the decomposition,
-    # each with its per-sample values
-    assert len(list((results_dir / "fig2").glob("*.csv.gz"))) == 6 == len(list((results_dir / "fig2").glob("*.samples.npz")))
+    # the main sweep, its controls, the pretrained no-mixing control, two seed replicates and the
+    # decomposition, each with its per-sample values
+    assert (len(list((results_dir / "fig2").glob("*.csv.gz"))) == 6
+            == len(list((results_dir / "fig2").glob("*.samples.npz"))))
     assert glued["fig2_n_seeds"] == 3 and "fig-fig2-controls" in {p.stem for p in figure_dir.glob("*.json")}
     assert "fig2_controls_summary" in glued and "fig2_controls_claims" in glued
     assert "fig-fig2-decomposition" in {p.stem for p in figure_dir.glob("*.json")}

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.notebook
 def test_reviewers_page(repo_root, tmp_path, figure_dir, figure_text_px):
     glued = read_glue(execute_page(repo_root / "book" / "response" / "reviewers.md", {
         "n_samples": 4, "complete_layers": 6, "linear_layers": 60, "rotations": [0.7, 1.9], "pair_layers": 20,
-        "path_points": 9, "path_depths": [30, 300], "bisection_rounds": 3, "widths": [8, 16], "width_layers": 12,
-        "width_seeds": 2, "width_masks": ["causal", "complete"],
+        "path_points": 9, "path_depths": [30, 300], "bisection_rounds": 3, "widths": [8, 16],
+        "width_layers": 12, "width_seeds": 2, "width_masks": ["causal", "complete"],
     }, tmp_path / "reviewers.ipynb"))
     assert abs(glued["rv_causal_ratio_40"] - 0.5) < 1e-6
     assert glued["rv_complete_loglog_slope"] > 0.5 > glued["rv_linear_loglog_slope"]

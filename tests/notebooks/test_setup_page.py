@@ -27,6 +27,8 @@ def test_setup_page_at_small_parameters(repo_root, tmp_path, figure_dir, figure_
 
 def test_page_without_parameters_cell_is_rejected(tmp_path):
     page = tmp_path / "p.md"
-    page.write_text("---\njupytext:\n  text_representation: {extension: .md, format_name: myst}\nkernelspec: {display_name: Python 3, language: python, name: python3}\n---\n# T\n\n```{code-cell} ipython3\nx = 1\n```\n")
+    page.write_text("---\njupytext:\n  text_representation: {extension: .md, format_name: myst}\n"
+                    "kernelspec: {display_name: Python 3, language: python, name: python3}\n---\n# T\n\n"
+                    "```{code-cell} ipython3\nx = 1\n```\n")
     with pytest.raises(ValueError, match="no cell tagged 'parameters'"):
         execute_page(page, {}, tmp_path / "out.ipynb")

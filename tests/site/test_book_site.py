@@ -51,7 +51,8 @@ def _wait_for_math(page) -> int:
     """Wait until MathJax has typeset the page; the number of rendered formulas."""
     if page.locator(".math").count() == 0:
         return 0
-    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
+    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                           timeout=30_000)
     page.evaluate("() => MathJax.startup.promise")
     return page.locator("mjx-container").count()
 
@@ -128,7 +129,8 @@ def test_pdf_exists_and_holds_every_figure_of_the_site(site_page):
         site_page.goto(f"{docname}.html")
         in_site += site_page.locator("article.bd-article img").evaluate_all(
             "imgs => imgs.filter(i => !/\\.svg($|\\?)/.test(i.getAttribute('src'))).length")
-    assert in_site > 10 and in_pdf == in_site, f"{in_pdf} images in the PDF, {in_site} raster figures in the site"
+    assert in_site > 10 and in_pdf == in_site, (f"{in_pdf} images in the PDF, "
+                                                f"{in_site} raster figures in the site")
     text = "".join(page.extract_text() for page in reader.pages)
     assert "howpublished" in text, "the figures' cite blocks are printed collapsed (no BibTeX in the PDF)"
     site_page.goto("book/intro.html")
@@ -161,7 +163,8 @@ def test_reproduce_table_fits_its_column_without_duplicate_rows(site_page, width
     if width == 1280:
         assert fits, "the results table is wider than the text column at 1280 px"
     else:
-        assert fits or scroll_cue, "a table wider than a phone's column scrolls, with a cue (_static/booksite.css)"
+        assert fits or scroll_cue, ("a table wider than a phone's column scrolls, with a cue "
+                                    "(_static/booksite.css)")
     assert site_page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     table.scroll_into_view_if_needed()
     site_page.screenshot(path=str(repo_root / "_build" / f"screenshot-reproduce-table-{width}.png"))

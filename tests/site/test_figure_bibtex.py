@@ -19,7 +19,8 @@ def site_bibtex(site: Path) -> dict[str, str]:
     """Every figure's BibTeX entry on the site, by its key."""
     entries = {}
     for page in sorted(site.glob("book/**/*.html")):
-        for block in re.findall(r'<pre class="figure-cite-bibtex">(.*?)</pre>', page.read_text(encoding="utf-8"), re.S):
+        for block in re.findall(r'<pre class="figure-cite-bibtex">(.*?)</pre>',
+                                page.read_text(encoding="utf-8"), re.S):
             entry = html.unescape(block)
             entries[re.match(r"@misc\{([^,]+),", entry)[1]] = entry
     return entries

@@ -18,7 +18,8 @@ SITE = Path(__file__).resolve().parents[2] / "_build" / "html"
 pytestmark = pytest.mark.site
 
 PAGES = sorted(str(p.relative_to(SITE)) for p in SITE.glob("book/**/*.html"))  # index.html only redirects
-FIGURE_PAGES = [page for page in PAGES if 'class="figure-downloads"' in (SITE / page).read_text() and page != "book/gallery.html"]
+FIGURE_PAGES = [page for page in PAGES
+                if 'class="figure-downloads"' in (SITE / page).read_text() and page != "book/gallery.html"]
 DOWNLOADS = ("png", "svg", "pdf", "json", "csv")
 
 
@@ -35,14 +36,16 @@ def test_site_has_figures_and_a_gallery():
     assert len(FIGURE_PAGES) >= 5, FIGURE_PAGES
     gallery = _soup("book/gallery.html")
     cards = gallery.select("figure.gallery-figure")
-    n_figures = sum(len(_soup(page).select("figure[id^=fig-]")) for page in PAGES if page != "book/gallery.html")
+    n_figures = sum(len(_soup(page).select("figure[id^=fig-]")) for page in PAGES
+                    if page != "book/gallery.html")
     assert len(cards) == n_figures
     for card in cards:
         img, link = card.find("img"), card.find("a")
         assert (SITE / "book" / img["src"]).resolve().is_file() and img["alt"]
         assert re.fullmatch(r"[\w/.-]+\.html#fig-[\w-]+", link["href"])
     assert len(gallery.select("details.figure-cite")) == n_figures
-    numbers = [tuple(map(int, card.find("strong").get_text().removeprefix("Fig. ").split("."))) for card in cards]
+    numbers = [tuple(map(int, card.find("strong").get_text().removeprefix("Fig. ").split(".")))
+               for card in cards]
     assert numbers == sorted(numbers)  # in the order of the book
 
 
@@ -78,7 +81,8 @@ def test_figures_have_alt_text_full_size_link_downloads_and_citation(page):
 
 
 def test_every_figure_text_is_at_least_9px_at_1280(site_page, repo_root):
-    """On-screen font size of each figure's smallest text = recorded pt x inline dpi / 72 x shown / natural width."""
+    """On-screen font size of each figure's smallest text = recorded pt x inline dpi / 72 x shown / natural
+    width."""
     measured, too_small = {}, {}
     for page in FIGURE_PAGES:
         site_page.goto(page)
@@ -89,10 +93,12 @@ def test_every_figure_text_is_at_least_9px_at_1280(site_page, repo_root):
             img.element_handle().wait_for_element_state("visible")
             site_page.wait_for_function("i => i.complete && i.naturalWidth > 0", arg=img.element_handle())
             width, natural = img.evaluate("i => [i.getBoundingClientRect().width, i.naturalWidth]")
-            href = site_page.locator(f"div.figure-downloads[data-figure='{label}'] a[href$='.json']").get_attribute("href")
+            href = site_page.locator(f"div.figure-downloads[data-figure='{label}'] "
+                                     "a[href$='.json']").get_attribute("href")
             record = site_page.request.get(site_page.url.rsplit("/", 1)[0] + "/" + href).json()
             info = record["legibility"]
-            measured[label] = round(screen_text_px(info["min_font_pt"], info["inline_dpi"], natural, width), 1)
+            measured[label] = round(screen_text_px(info["min_font_pt"], info["inline_dpi"], natural, width),
+                                    1)
             if measured[label] < MIN_TEXT_PX:
                 too_small[label] = measured[label]
         if page == "book/experiments/fig2.html":
@@ -104,10 +110,12 @@ def test_every_figure_text_is_at_least_9px_at_1280(site_page, repo_root):
 def test_every_page_has_citation_meta_tags_and_version_in_footer():
     for page in PAGES:
         soup = _soup(page)
-        meta = {tag["name"]: tag["content"] for tag in soup.find_all("meta", attrs={"name": re.compile("^citation_")})}
+        meta = {tag["name"]: tag["content"]
+                for tag in soup.find_all("meta", attrs={"name": re.compile("^citation_")})}
         assert {"citation_title", "citation_author", "citation_publication_date", "citation_public_url",
                 "citation_inbook_title"} <= set(meta), page
-        assert meta["citation_public_url"].startswith("https://") and meta["citation_public_url"].endswith(".html")
+        assert (meta["citation_public_url"].startswith("https://")
+                and meta["citation_public_url"].endswith(".html"))
         footer = soup.select_one(".book-version")
         assert footer is not None and f"Version {__version__}" in footer.get_text(), page
         assert re.search(r"commit [0-9a-f]{7,}", footer.get_text()), page
@@ -134,10 +142,12 @@ def test_no_page_overflows_a_phone(browser, site_url):
 
 CONTRAST_JS = """el => {
   const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
-  const lum = c => { const [r, g, b] = c.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+  const lum = c => { const [r, g, b] = c.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : \
+((v + 0.055) / 1.055) ** 2.4; });
                      return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
   let bg = el, colour = getComputedStyle(el.querySelector('.caption-text') || el).color;
-  while (bg && getComputedStyle(bg).backgroundColor.match(/rgba\\(.*, 0\\)|transparent/)) bg = bg.parentElement;
+  while (bg && getComputedStyle(bg).backgroundColor.match(/rgba\\(.*, 0\\)|transparent/)) \
+bg = bg.parentElement;
   const [a, b] = [lum(rgb(colour)), lum(rgb(getComputedStyle(bg || document.body).backgroundColor))];
   return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
 }"""

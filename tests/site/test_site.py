@@ -20,14 +20,16 @@ def test_setup_page_figure_glue_and_citation(site_page, js_errors, repo_root):
     assert "uni-directional window radius 5" in " ".join(caption.split())
     body = site_page.locator("main").inner_text()
     assert "Zhang and Sennrich, 2019" in body  # {cite:p} rendered through sphinxcontrib-bibtex
-    assert site_page.locator("div.figure-downloads[data-figure='fig-setup-masks'] a[href$='fig-setup-masks.svg']").count() == 1
+    assert site_page.locator("div.figure-downloads[data-figure='fig-setup-masks'] "
+                             "a[href$='fig-setup-masks.svg']").count() == 1
     site_page.screenshot(path=str(repo_root / "_build" / "screenshot-setup.png"), full_page=True)
     assert js_errors == []
 
 
 def test_downloadable_figure_carries_provenance(site_page):
     site_page.goto("book/setup.html")
-    href = site_page.locator("div.figure-downloads[data-figure='fig-setup-masks'] a[href$='.json']").get_attribute("href")
+    href = site_page.locator("div.figure-downloads[data-figure='fig-setup-masks'] "
+                             "a[href$='.json']").get_attribute("href")
     response = site_page.request.get(site_page.url.rsplit("/", 1)[0] + "/" + href)
     assert response.ok
     record = response.json()
@@ -41,5 +43,6 @@ def test_intro_links_to_setup_and_bibliography_lists_the_paper(site_page, js_err
     site_page.wait_for_load_state("load")
     assert site_page.url.endswith("book/setup.html#sec-setup") or "setup.html" in site_page.url
     site_page.goto("book/bibliography.html")
-    assert "On the Role of Attention Masks and LayerNorm in Transformers" in site_page.locator("main").inner_text()
+    assert ("On the Role of Attention Masks and LayerNorm in Transformers"
+            in site_page.locator("main").inner_text())
     assert js_errors == []

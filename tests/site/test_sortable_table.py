@@ -16,7 +16,8 @@ def test_clicking_a_header_sorts_numbers_numerically_and_none_last(browser):
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.set_content(f"<html><body>{sortable_table(table)}</body></html>")
-    column = lambda: page.eval_on_selector_all("tbody tr td:first-child", "cells => cells.map(c => c.textContent)")  # noqa: E731
+    column = lambda: page.eval_on_selector_all("tbody tr td:first-child",  # noqa: E731
+                                               "cells => cells.map(c => c.textContent)")
     page.click("th:nth-child(2)")
     assert column() == ["c", "d", "a", "b"]  # 2 < 4 < 16 < none (not "16" < "2" as text)
     page.click("th:nth-child(2)")

@@ -13,14 +13,16 @@ A4_CSS_PX = 703  # 210 mm less bookpdf's 12 mm margins, at 96 px per inch
 
 pytestmark = pytest.mark.site
 
-# What a reader cannot see, as a list of findings. ``mode``: "desk" (1280 px: every table and figure within the
-# column, nothing to scroll to), "phone" (a computed table may scroll in its box), "print" (nothing scrolls).
+# What a reader cannot see, as a list of findings. ``mode``: "desk" (1280 px: every table and figure within
+# the column, nothing to scroll to), "phone" (a computed table may scroll in its box), "print" (nothing
+# scrolls).
 _MEASURE = """mode => {
   const desk = mode === "desk";
   const article = document.querySelector("article.bd-article");
   const col = article.getBoundingClientRect();
   const found = [];
-  const name = el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + " " + el.textContent.trim().slice(0, 40);
+  const name = el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + " " + \
+el.textContent.trim().slice(0, 40);
   for (const el of article.querySelectorAll("table, figure, img")) {
     const r = el.getBoundingClientRect();
     if (mode !== "phone" && (r.right > col.right + 1 || r.left < col.left - 1))
@@ -38,7 +40,8 @@ _MEASURE = """mode => {
     for (const cell of table.querySelectorAll("td, th")) {
       const r = cell.getBoundingClientRect();
       if (cell.scrollWidth > cell.clientWidth + 1 || r.right > Math.min(box.right, col.right) + 1)
-        found.push(`cell "${cell.textContent.trim().slice(0, 30)}" cut off at ${Math.round(Math.min(box.right, col.right))} px`);
+        found.push(`cell "${cell.textContent.trim().slice(0, 30)}" cut off at \
+${Math.round(Math.min(box.right, col.right))} px`);
     }
   }
   return found;
@@ -66,7 +69,8 @@ def _findings(browser, site_url, width: int, print_media: bool = False) -> dict[
 
 
 def test_tables_and_figures_fit_the_column_at_1280_px(browser, site_url):
-    """The mask-design table's last column and the RMSNorm table's "late rate" were out of sight at 1280 px."""
+    """The mask-design table's last column and the RMSNorm table's "late rate" were out of sight at
+    1280 px."""
     assert not _findings(browser, site_url, 1280)
 
 

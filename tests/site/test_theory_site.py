@@ -18,7 +18,8 @@ def test_counterexample_figure_renders_with_glued_numbers(site_page, js_errors, 
     figure = site_page.locator("figure#fig-counterexample-fig1")
     assert figure.count() == 1 and _loaded(figure)
     width = figure.locator("img").evaluate("i => i.naturalWidth")
-    assert 0.9 * COLUMN_PX < width <= 1.15 * COLUMN_PX  # the two-panel figure, column-wide (not a placeholder)
+    # the two-panel figure, column-wide (not a placeholder)
+    assert 0.9 * COLUMN_PX < width <= 1.15 * COLUMN_PX
     caption = " ".join(figure.locator("figcaption").inner_text().split())
     assert re.search(r"Fig\. \d+(\.\d+)*", caption)
     assert "3 of the 6 pictured starts keep full rank" in caption
@@ -27,7 +28,8 @@ def test_counterexample_figure_renders_with_glued_numbers(site_page, js_errors, 
     assert "-0.2585" in body and "-0.9660" in body  # B, glued from the fixed-point analysis
     assert re.search(r"a fraction 0\.1\d{3} \(95% Wilson interval 0\.\d{4}–0\.\d{4}\)", body)
     assert site_page.locator("#prop-counterexample").count() == 1  # the proposition block and its anchor
-    assert site_page.locator("div.figure-downloads[data-figure='fig-counterexample-fig1'] a[href$='fig-counterexample-fig1.svg']").count() == 1
+    assert site_page.locator("div.figure-downloads[data-figure='fig-counterexample-fig1'] "
+                             "a[href$='fig-counterexample-fig1.svg']").count() == 1
     for other in ("fig-counterexample-basins", "fig-counterexample-rotation"):
         assert _loaded(site_page.locator(f"figure#{other}"))
     figure.screenshot(path=str(repo_root / "_build" / "screenshot-counterexample-fig1.png"))

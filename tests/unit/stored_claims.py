@@ -1,7 +1,8 @@
 """The claims tables of the experiment and response pages, built from the largest stored results of each page
 (as the book shows them, ``show_largest_stored``), for tests/unit/test_claims.py.
 
-``page_claims()``: page -> its list of Claim, from the store under ``results/`` (every result verified on load).
+``page_claims()``: page -> its list of Claim, from the store under ``results/`` (every result verified on
+load).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from rankcollapse.experiments.store import ResultStore, StoredResult
 
 
 def _largest(store: ResultStore, page: str, **wanted) -> StoredResult:
-    """The stored result of ``page`` with the most samples x tokens among those whose parameters match ``wanted``."""
+    """The stored result of ``page`` with the most samples x tokens among those whose parameters match
+    ``wanted``."""
     found = []
     for key in store.keys(page):
         result = store.verify(page, key)
@@ -35,13 +37,14 @@ def page_claims(store: ResultStore | None = None) -> dict[str, list]:
     deep = _largest(store, "skip_connections", n_layers=128)
     decoders = {rmsnorm_decoders.CAUSAL: _largest(store, "rmsnorm_decoders", masks=["causal"])}
     for window in (4, 16):
-        decoders[rmsnorm_decoders.window_part(window)] = _largest(store, "rmsnorm_decoders",
-                                                                  masks=["causal_sliding_window"], window=window)
+        decoders[rmsnorm_decoders.window_part(window)] = _largest(
+            store, "rmsnorm_decoders", masks=["causal_sliding_window"], window=window)
     sliding = {"as_trained": _largest(store, "sliding_window_model", full_transformer=True),
                "all_global": _largest(store, "sliding_window_model", model_windows=False),
                "all_local": _largest(store, "sliding_window_model", masks=["causal_sliding_window"])}
     return {
-        "fig2": fig2.claims(fig2_result.table, fig2_result.provenance["parameters"]["n_tokens"], fig2_result.samples),
+        "fig2": fig2.claims(fig2_result.table, fig2_result.provenance["parameters"]["n_tokens"],
+                            fig2_result.samples),
         "fig3": fig3.claims(fig3_result.table, fig3_result.samples),
         "fig4": fig4.claims(_largest(store, "fig4").table),
         "appendix_g1": appendix_g1.claims(g1_fig2.table, g1_fig3.table, g1_fig2.samples, g1_fig3.samples),

@@ -30,11 +30,13 @@ def test_strided_pattern_sparse_transformer():
 
 
 def test_dilated_window_pattern():
-    assert as_rows(masks.dilated_window_mask(6, 1, 2)) == ["1.1...", ".1.1..", "1.1.1.", ".1.1.1", "..1.1.", "...1.1"]
+    assert as_rows(masks.dilated_window_mask(6, 1, 2)) == ["1.1...", ".1.1..", "1.1.1.", ".1.1.1", "..1.1.",
+                                                           "...1.1"]
 
 
 def test_global_window_pattern():
-    assert as_rows(masks.global_window_mask(5, 1, n_global=1)) == ["11111", "111..", "1111.", "1.111", "1..11"]
+    assert as_rows(masks.global_window_mask(5, 1, n_global=1)) == ["11111", "111..", "1111.", "1.111",
+                                                                   "1..11"]
 
 
 def test_random_mask_is_seeded_and_keeps_self_loops():
@@ -52,7 +54,8 @@ def test_mask_from_matrix_adds_self_loops():
 
 def test_build_mask_dispatch_matches_builders():
     assert torch.equal(masks.build_mask("sliding_window", 9, window=2), masks.sliding_window_mask(9, 2))
-    assert torch.equal(masks.build_mask("global_window", 9, window=1, n_global=2), masks.global_window_mask(9, 1, 2))
+    assert torch.equal(masks.build_mask("global_window", 9, window=1, n_global=2),
+                       masks.global_window_mask(9, 1, 2))
     assert torch.equal(masks.build_mask("random", 9, density=0.3, seed=1), masks.random_mask(9, 0.3, 1))
 
 
@@ -93,9 +96,11 @@ def naive_hops(mask: torch.Tensor) -> list[list[int | None]]:
     boolean matrix powers rather than the package's BFS (None: unreachable)."""
     n = mask.shape[0]
     flow = mask.T.to(torch.int64)  # flow[j, i] = 1: one step j -> i
-    reach, hops = torch.eye(n, dtype=torch.int64), [[0 if s == t else None for t in range(n)] for s in range(n)]
+    reach, hops = (torch.eye(n, dtype=torch.int64),
+                   [[0 if s == t else None for t in range(n)] for s in range(n)])
     for step in range(1, n):
-        reach = ((reach @ flow) > 0).to(torch.int64)  # reachable in exactly `step` steps (self-loops: at most)
+        # reachable in exactly `step` steps (self-loops: at most)
+        reach = ((reach @ flow) > 0).to(torch.int64)
         for s, t in zip(*torch.nonzero(reach).T.tolist()):
             if hops[s][t] is None:
                 hops[s][t] = step

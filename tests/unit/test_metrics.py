@@ -79,7 +79,8 @@ def test_batched_leading_axes_match_per_item_and_all_metrics_agree():
             assert out["mu"][c, s].item() == pytest.approx(metrics.mu(x, k).item(), rel=1e-12)
             assert out["sigma_min"][c, s].item() == pytest.approx(_sigma_min(x).item(), rel=1e-10)
             assert out["numerical_rank"][c, s].item() == metrics.numerical_rank(x).item()
-            assert out["mean_abs_cosine"][c, s].item() == pytest.approx(metrics.mean_abs_cosine(x).item(), rel=1e-12)
+            assert out["mean_abs_cosine"][c, s].item() == pytest.approx(metrics.mean_abs_cosine(x).item(),
+                                                                        rel=1e-12)
     assert out["mu"].dtype == f64
 
 
@@ -136,7 +137,8 @@ def test_gram_spectrum_agrees_with_the_svd_and_gives_the_same_rank(dtype, shape)
     assert torch.equal(out["numerical_rank"], (svd > rtol * svd[:, :1]).sum(-1))
     assert torch.allclose(out["sigma_min_floor"], rtol * svd[:, 0], rtol=1e-12)
     above = svd[:, -1] > out["sigma_min_floor"]
-    # within GRAM_RESOLUTION relative, or the SVD's own accuracy (n + d) eps64 sigma_max (two SVDs differ by that)
+    # within GRAM_RESOLUTION relative, or the SVD's own accuracy (n + d) eps64 sigma_max
+    # (two SVDs differ by that)
     tol = 2 * metrics.GRAM_RESOLUTION * svd[:, -1] + (n + d) * torch.finfo(f64).eps * svd[:, 0]
     assert ((out["sigma_min"] - svd[:, -1]).abs()[above] <= tol[above]).all()
     # below its floor sigma_min is rounding noise either way: both values stay below the floor
@@ -178,7 +180,8 @@ def test_every_floor_is_a_recorded_metric_and_flags_values_near_it():
 def test_full_rank_and_collapsed_float32_states_need_no_svd(monkeypatch):
     gen = torch.Generator().manual_seed(5)
     full = torch.randn(3, 16, 24, generator=gen)
-    collapsed = torch.randn(3, 1, 24, generator=gen).repeat(1, 16, 1) + 1e-9 * torch.randn(3, 16, 24, generator=gen)
+    collapsed = (torch.randn(3, 1, 24, generator=gen).repeat(1, 16, 1)
+                 + 1e-9 * torch.randn(3, 16, 24, generator=gen))
     monkeypatch.setattr(metrics, "_singular_values", lambda X: pytest.fail(f"SVD of {X.shape[0]} samples"))
     assert metrics.all_metrics(full)["numerical_rank"].tolist() == [16, 16, 16]
     out = metrics.all_metrics(collapsed)  # sigma_min certified below its floor: no SVD needed
@@ -191,8 +194,10 @@ def test_the_small_lapack_problems_run_on_one_cpu_thread_and_the_count_is_restor
     wait on each other when the cores are shared); the caller's thread count comes back, even on error."""
     seen = []
     eigvalsh, svdvals = torch.linalg.eigvalsh, torch.linalg.svdvals
-    monkeypatch.setattr(torch.linalg, "eigvalsh", lambda *a, **k: seen.append(torch.get_num_threads()) or eigvalsh(*a, **k))
-    monkeypatch.setattr(torch.linalg, "svdvals", lambda *a, **k: seen.append(torch.get_num_threads()) or svdvals(*a, **k))
+    monkeypatch.setattr(torch.linalg, "eigvalsh",
+                        lambda *a, **k: seen.append(torch.get_num_threads()) or eigvalsh(*a, **k))
+    monkeypatch.setattr(torch.linalg, "svdvals",
+                        lambda *a, **k: seen.append(torch.get_num_threads()) or svdvals(*a, **k))
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

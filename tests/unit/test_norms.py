@@ -20,9 +20,11 @@ def test_rms_norm_gives_norm_sqrt_d():
 
 def test_layernorm_matches_torch_without_affine():
     X = _x()
-    torch.testing.assert_close(norms.apply_norm(X, "layernorm"), torch.nn.functional.layer_norm(X, (6,), eps=1e-5))
+    torch.testing.assert_close(norms.apply_norm(X, "layernorm"),
+                               torch.nn.functional.layer_norm(X, (6,), eps=1e-5))
     centred = X - X.mean(-1, keepdim=True)
-    torch.testing.assert_close(norms.apply_norm(X, "layernorm"), centred / torch.sqrt(centred.var(-1, unbiased=False, keepdim=True) + 1e-5))
+    torch.testing.assert_close(norms.apply_norm(X, "layernorm"),
+                               centred / torch.sqrt(centred.var(-1, unbiased=False, keepdim=True) + 1e-5))
 
 
 def test_none_is_the_identity_and_unknown_names_are_refused():
@@ -35,7 +37,8 @@ def test_none_is_the_identity_and_unknown_names_are_refused():
 def test_trained_layernorm_is_torch_layernorm_with_its_affine():
     X = _x()
     gen = torch.Generator().manual_seed(4)
-    w, b = torch.randn(6, generator=gen, dtype=torch.float64), torch.randn(6, generator=gen, dtype=torch.float64)
+    w, b = (torch.randn(6, generator=gen, dtype=torch.float64),
+            torch.randn(6, generator=gen, dtype=torch.float64))
     got = norms.apply_trained_norm(X, norms.TrainedNorm("layernorm", w, b, 1e-12))
     torch.testing.assert_close(got, torch.nn.functional.layer_norm(X, (6,), w, b, eps=1e-12))
     centred = X - X.mean(-1, keepdim=True)
@@ -50,8 +53,8 @@ def test_trained_rms_norm_multiplies_by_its_gain():
 
 def test_fresh_layernorm_is_layernorm_without_affine():
     X = _x()
-    torch.testing.assert_close(norms.apply_trained_norm(X, norms.fresh_layernorm(6)), norms.apply_norm(X, "layernorm"),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(norms.apply_trained_norm(X, norms.fresh_layernorm(6)),
+                               norms.apply_norm(X, "layernorm"), rtol=0, atol=0)
 
 
 def test_model_norm_needs_weights_and_bad_trained_norms_are_refused():

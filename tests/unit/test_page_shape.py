@@ -27,14 +27,16 @@ def code_and_prose_lines(path: Path) -> tuple[int, int]:
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(ROOT / "book")))
 def test_no_page_has_more_code_than_prose(path):
     code, prose = code_and_prose_lines(path)
-    assert code <= prose, f"{path.name}: {code} code lines > {prose} prose lines; move logic into src/rankcollapse"
+    assert code <= prose, (f"{path.name}: {code} code lines > {prose} prose lines; "
+                           "move logic into src/rankcollapse")
 
 
 @pytest.mark.parametrize("name", sorted(REGISTERED))
 def test_a_computed_pages_code_is_its_parameters_cell_and_one_call(name):
     cells = [c for c in jupytext.read(REGISTERED[name].path(ROOT)).cells if c.cell_type == "code"]
     assert len(cells) == 2, f"{name}: {len(cells)} code cells; a page has its parameters cell and one call"
-    assert "parameters" in cells[0].metadata.get("tags", []), f"{name}: the first code cell is not `parameters`"
+    assert "parameters" in cells[0].metadata.get("tags", []), (f"{name}: the first code cell is not "
+                                                               "`parameters`")
     assert cells[1].source.strip() == ONE_CALL.format(name=name)
     assert cells[1].metadata.get("tags") == ["remove-cell"]
 
@@ -48,7 +50,8 @@ def test_page_modules_return_what_they_show_and_never_glue(path):
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
     used = {m for m in imported if any(m == g or m.startswith(f"{g}.") for g in GLUE_MODULES)}
-    assert not used, f"{path.name} imports {sorted(used)}; return values in a Shown, report.present glues them"
+    assert not used, (f"{path.name} imports {sorted(used)}; "
+                      "return values in a Shown, report.present glues them")
     names = {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}
     names |= {n.attr for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)}
     assert not {n for n in names if n.startswith("glue")}, f"{path.name} glues; return it in a Shown instead"

@@ -63,7 +63,8 @@ def test_experiment_pages_keep_their_fixed_choices_and_take_the_readers_paramete
     ("fig3", {"temperatures": [0, 1]}, "temperatures must be a finite number > 0"),
     ("fig3", {"temperatures": []}, "temperatures must be a non-empty tuple"),
     ("fig2", {"n_layer": 3}, "unknown experiment parameter"),
-    ("sample_size", {"n_samples": 8, "n_samples_small": 8}, r"n_samples_small must be an integer in \[1, 7\]"),
+    ("sample_size", {"n_samples": 8, "n_samples_small": 8},
+     r"n_samples_small must be an integer in \[1, 7\]"),
     ("fig9", {}, "unknown page 'fig9'; pages are: setup"),
     ("theorem1", {"temperature": -1.0}, "temperature must be a finite number > 0"),
 ])
@@ -76,7 +77,8 @@ def test_paper_profile_lists_the_experiment_pages():
     assert registry.pages_with_profile("paper") == registry.EXPERIMENT_PAGES
     assert {"fig2", "sample_size", "appendix_g1"} <= set(registry.EXPERIMENT_PAGES)
     assert all(e.profiles["paper"]["n_samples"] == 3000 for e in registry.PAGES.values()
-               if e.profiles and e.name != "sliding_window_model")  # its long samples: about 1000 in the corpus
+               # its long samples: about 1000 in the corpus
+               if e.profiles and e.name != "sliding_window_model")
     paper = registry.profile_parameters("sliding_window_model", "paper")
     assert paper["n_samples"] == registry.WINDOW_PAPER_SAMPLES
 
@@ -125,5 +127,6 @@ def test_no_private_name_crosses_modules():
     for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rankcollapse"):
-                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                private = [a.name for a in node.names
+                           if a.name.startswith("_") and not a.name.startswith("__")]
                 assert not private, f"{path.name} imports private {private} from {node.module}"

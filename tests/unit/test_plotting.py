@@ -23,12 +23,15 @@ def test_export_figure_writes_formats_with_parameters(book):
     assert "radius r = 3" in ax.get_title()
     paths = plotting.export_figure(fig, "fig-test-masks", {"n_tokens": 6, "window": 2})
     plt.close(fig)
-    assert {p.name for p in paths.values()} == {f"fig-test-masks.{e}" for e in ("png", "svg", "pdf", "json", "csv")}
+    assert {p.name for p in paths.values()} == {f"fig-test-masks.{e}"
+                                                for e in ("png", "svg", "pdf", "json", "csv")}
     drawn = pd.read_csv(paths["csv"])  # the mask's cells as drawn: 1 where token i attends to token j
-    assert drawn.loc[drawn["kind"] == "image cell", "value"].sum() == masks.causal_sliding_window_mask(6, 2).sum()
+    assert (drawn.loc[drawn["kind"] == "image cell", "value"].sum()
+            == masks.causal_sliding_window_mask(6, 2).sum())
     assert all(p.parent == book / "_build" / "figures" for p in paths.values())
     record = json.loads(paths["json"].read_text())
-    assert record["parameters"] == {"n_tokens": 6, "window": 2}  # the whole record: tests/unit/test_provenance.py
+    # the whole record: tests/unit/test_provenance.py
+    assert record["parameters"] == {"n_tokens": 6, "window": 2}
     png_text = Image.open(paths["png"]).text
     assert json.loads(png_text["Description"])["parameters"]["window"] == 2
     assert '"window": 2' in paths["svg"].read_text()
@@ -78,7 +81,8 @@ def test_layer_curve_grid_is_column_wide_wrapped_and_legible():
     assert axes[0].get_ylabel() == r"$\mu(X)$"
     assert [len(sub.legends) for sub in [fig]] == [1]  # one legend for the whole figure
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "dtype floor" in labels and any("of its floor" in label for label in labels)  # crosses on the complete mask
+    # crosses on the complete mask
+    assert "dtype floor" in labels and any("of its floor" in label for label in labels)
     info = plotting.legibility(fig)
     assert info["min_font_pt"] >= 11 and info["inline_dpi"] == plotting.SCREEN_DPI
     shown = screen_text_px(info["min_font_pt"], info["inline_dpi"], info["width_in"] * info["inline_dpi"],
@@ -129,7 +133,8 @@ def test_export_records_legibility_and_svg_keeps_text(book):
     paths = plotting.export_figure(fig, "fig-test-text", {})
     plt.close(fig)
     record = json.loads(paths["json"].read_text())
-    assert record["legibility"]["min_font_pt"] > 0 and record["legibility"]["inline_dpi"] == plotting.SCREEN_DPI
+    assert (record["legibility"]["min_font_pt"] > 0
+            and record["legibility"]["inline_dpi"] == plotting.SCREEN_DPI)
     assert ">selectable<" in paths["svg"].read_text()  # svg.fonttype none: text, not glyph paths
 
 
@@ -144,7 +149,8 @@ def test_grid_with_long_labels_stays_in_the_column_and_keeps_colours():
     fig = plotting.layer_curve_grid(table, "mu")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
-    assert Image.open(buffer).width <= plotting.COLUMN_PX * 1.05  # shown at its natural size: text stays legible
+    # shown at its natural size: text stays legible
+    assert Image.open(buffer).width <= plotting.COLUMN_PX * 1.05
     colour_of = {}
     for ax in fig.get_axes():
         for line in ax.get_lines():
@@ -220,15 +226,18 @@ def test_a_variant_has_one_colour_in_every_figure_and_no_two_variants_share_one(
     appearance. Now every variant's colour comes from one table."""
     from rankcollapse.core.norms import NORM_LABELS
 
-    variants = [label for label in plotting.VARIANT_COLOURS if not label.startswith("d_QK") and label != "own scaling"]
+    variants = [label for label in plotting.VARIANT_COLOURS
+                if not label.startswith("d_QK") and label != "own scaling"]
     assert set(NORM_LABELS.values()) <= set(variants) and "full transformer" in variants
     used = [plotting.VARIANT_COLOURS[v] for v in variants]
     assert len(used) == len(set(used)), "two variants share a colour"
     pure = NORM_LABELS["none"]
     one = plotting.hue_colours(pd.DataFrame({"label": [pure, NORM_LABELS["unit"]]}), "label")
-    other = plotting.hue_colours(pd.DataFrame({"label": ["full transformer", NORM_LABELS["model"], pure]}), "label")
+    other = plotting.hue_colours(pd.DataFrame({"label": ["full transformer", NORM_LABELS["model"], pure]}),
+                                 "label")
     with_samples = plotting.hue_colours(pd.DataFrame({"label": [f"{NORM_LABELS['model']}, 32 samples",
                                                                 f"{pure}, 3000 samples"]}), "label")
     assert one[pure] == other[pure] == with_samples[f"{pure}, 3000 samples"]
-    temperatures = plotting.hue_colours(pd.DataFrame({"label": ["d_QK = 1/64", "d_QK = 1", "d_QK = 64"]}), "label")
+    temperatures = plotting.hue_colours(pd.DataFrame({"label": ["d_QK = 1/64", "d_QK = 1", "d_QK = 64"]}),
+                                        "label")
     assert len(set(temperatures.values())) == 3

@@ -39,7 +39,8 @@ def test_figures_and_results_carry_the_same_record(book):
     figure = json.loads(plotting.export_figure(fig, "fig-test-line", {"n": 2})["json"].read_text())
     plt.close(fig)
     result = ResultStore(book / "results").load_or_compute(
-        "fig2", {"n": 2}, lambda: (pd.DataFrame({"layer": [0], "mean": [1.0]}), {"dtype": "float64"})).provenance
+        "fig2", {"n": 2},
+        lambda: (pd.DataFrame({"layer": [0], "mean": [1.0]}), {"dtype": "float64"})).provenance
     assert set(figure) == RECORD_FIELDS | {"legibility", "data"} and RECORD_FIELDS <= set(result)
     assert figure["data"] == []  # the stored results a figure draws: none given here
     assert figure["parameters"] == result["parameters"] == {"n": 2}
@@ -66,9 +67,11 @@ def test_atomic_write_leaves_no_temporaries_and_no_half_file(tmp_path):
     assert target.read_text() == "{}" and [p.name for p in target.parent.iterdir()] == ["a.json"]
 
 
-@pytest.mark.parametrize("module", ["rankcollapse.experiments.store", "rankcollapse.book.cli", "rankcollapse.experiments.provenance"])
+@pytest.mark.parametrize("module", ["rankcollapse.experiments.store", "rankcollapse.book.cli",
+                                    "rankcollapse.experiments.provenance"])
 def test_store_and_command_line_do_not_import_the_plotting_stack(module):
-    code = f"import sys, {module}; print(sorted(m for m in ('matplotlib', 'seaborn', 'rankcollapse.book.plotting.common') if m in sys.modules))"
+    code = (f"import sys, {module}; print(sorted(m for m in "
+            "('matplotlib', 'seaborn', 'rankcollapse.book.plotting.common') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -92,7 +95,8 @@ def test_the_source_hash_names_the_code_loaded_not_the_files_edited_since(tmp_pa
     loaded = provenance.source_sha256()
     assert loaded == provenance.package_sha256(Path(provenance.__file__).resolve().parents[1])
     (tmp_path / "a.py").write_text("edited = True\n")
-    monkeypatch.setattr(provenance, "__file__", str(tmp_path / "experiments" / "provenance.py"))  # as if every file changed
+    # as if every file changed
+    monkeypatch.setattr(provenance, "__file__", str(tmp_path / "experiments" / "provenance.py"))
     assert provenance.source_sha256() == loaded
 
 
@@ -104,17 +108,20 @@ def _full_disk(tmp):
 
 def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(tmp_path, monkeypatch):
     """One sentence naming the file (a ValueError too, so the command line prints it as one line), the
-    temporary file removed, the old file untouched; a result whose record cannot be written leaves no table."""
+    temporary file removed, the old file untouched; a result whose record cannot be written leaves no
+    table."""
     target = tmp_path / "a.csv"
     target.write_text("old")
     with pytest.raises(provenance.WriteError) as err:
         provenance.atomic_write(target, _full_disk)
-    assert str(err.value) == f"could not write {target} (No space left on device); nothing was left half-written"
+    assert str(err.value) == (f"could not write {target} (No space left on device); "
+                              "nothing was left half-written")
     assert isinstance(err.value, ValueError) and isinstance(err.value, OSError)
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.csv"]
 
     store = ResultStore(tmp_path / "results")
-    monkeypatch.setattr(Path, "write_text", lambda self, text: _full_disk(self))  # the JSON, written after the CSV
+    # the JSON, written after the CSV
+    monkeypatch.setattr(Path, "write_text", lambda self, text: _full_disk(self))
     with pytest.raises(provenance.WriteError, match=r"could not write .*\.json \(No space left on device\)"):
         store.save("fig2", {"n": 1}, pd.DataFrame({"layer": [0], "mean": [1.0]}), {})
     assert list((tmp_path / "results" / "fig2").iterdir()) == [] and store.load("fig2", {"n": 1}) is None
@@ -134,7 +141,7 @@ def test_a_checkpoint_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
     unit = Unit("initialized", False, 0, 2)
     with pytest.raises(provenance.WriteError) as err:
         Checkpoints(tmp_path, {"n": 1}).save(unit, {"mu": torch.zeros(3, 1, 2)}, 1.0)
-    assert str(err.value) == (f"could not write {tmp_path / unit.name}.pt (torch.save failed: [enforce fail at "
-                              f"inline_container.cc:672] . unexpected pos 704 vs 598; is the disk full?); nothing "
-                              f"was left half-written")
+    assert str(err.value) == (f"could not write {tmp_path / unit.name}.pt (torch.save failed: "
+                              f"[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598; "
+                              f"is the disk full?); nothing was left half-written")
     assert list(tmp_path.iterdir()) == []

@@ -20,14 +20,17 @@ def test_linear_causal_ratio_is_one_half_after_40_layers():
                                                    qk_weights="zero", value_weights="identity"))
     log_mu = simulate(X0, masks.causal_mask(16), W_Q, W_K, W_V, 60).log_mu_exact  # [sample, layer + 1]
     ratio = torch.exp(-rates.layer_rates(log_mu))  # mu(t + 1) / mu(t)  [sample, layer]
-    assert (ratio[:, 40:] - 0.5).abs().max() < 1e-6  # |lambda_2| of the uniform causal matrix: its diagonal 1/2
-    assert (ratio[:, :3] - 0.5).abs().max() > 1e-6  # not from the start: the other eigenvalues 1/3, 1/4, ... fade
+    # |lambda_2| of the uniform causal matrix: its diagonal 1/2
+    assert (ratio[:, 40:] - 0.5).abs().max() < 1e-6
+    # not from the start: the other eigenvalues 1/3, 1/4, ... fade
+    assert (ratio[:, :3] - 0.5).abs().max() > 1e-6
 
 
 def test_complete_mask_track_matches_direct_above_the_floor_and_converges_cubically():
     X0, W_Q, W_K, W_V = sample_system(SystemConfig(n_tokens=8, d_model=4, n_layers=9, n_samples=3))
     exact = rates.complete_mask_log_mu(X0, W_Q, W_K, W_V, 9, temperature=4.0)
-    direct = simulate(X0, masks.complete_mask(8), W_Q, W_K, W_V, 9, DynamicsConfig(temperature=4.0)).log_mu_exact
+    direct = simulate(X0, masks.complete_mask(8), W_Q, W_K, W_V, 9,
+                      DynamicsConfig(temperature=4.0)).log_mu_exact
     above = direct[0] > math.log(1e-8)  # mu of X far above its rounding floor
     assert torch.allclose(exact[0, above], direct[0, above], rtol=1e-6)
     steps = rates.layer_rates(exact)  # [sample, layer]
@@ -51,6 +54,7 @@ def test_causal_window_has_one_jordan_chain(n_tokens, window):
     assert ranks[multiplicity - 1] == n_tokens - multiplicity + 1
 
 
+@pytest.mark.slow
 def test_rotated_counterexample_is_the_rotated_trajectory():
     X0 = torch.randn(16, 2, 2, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     for angle in (0.3, 1.1, 2.5, 4.0):
@@ -66,8 +70,9 @@ def test_jump_along_the_value_path_is_where_the_second_fixed_point_appears():
     W0, W1 = torch.eye(2, dtype=torch.float64), ce.COUNTEREXAMPLE_W_V
     # W(s) = [[1 - s/2, 2 s], [0, 1]]: fixed points off (0, 1) exist iff (2 s)^2 + (s / 2)^2 > 1
     closed_form = 1 / math.sqrt(4.25)
-    low, high = ce.locate_switch(lambda s: torch.tensor([ce.has_second_stable_point(ce.value_path(W0, W1, float(x)))
-                                                          for x in s]), 0.0, 1.0, rounds=6)
+    low, high = ce.locate_switch(
+        lambda s: torch.tensor([ce.has_second_stable_point(ce.value_path(W0, W1, float(x))) for x in s]),
+        0.0, 1.0, rounds=6)
     assert low <= closed_form <= high and high - low < 1e-7
     X0 = torch.tensor([[[0.0, 1.0], [-0.2585, -0.9660]]], dtype=torch.float64)
     mu = ce.path_mu(X0, W0, W1, torch.tensor([0.3, 0.45, 0.52, 1.0]), 400)[:, 0]

@@ -35,7 +35,8 @@ def test_the_parts_of_a_page_move_to_the_largest_scale_where_all_are_stored(tmp_
     large, small = pair
     shown = {"large": _store(store, large), "small": _store(store, small)}
     assert report.largest_stored(shown, store) == shown  # nothing larger stored
-    _store(store, replace(large, n_samples=64, n_tokens=32, dtype="float32"))  # larger, but its small is missing
+    # larger, but its small is missing
+    _store(store, replace(large, n_samples=64, n_tokens=32, dtype="float32"))
     assert report.largest_stored(shown, store) == shown
     _store(store, replace(small, n_tokens=32, dtype="float32"))
     moved = report.largest_stored(shown, store)
@@ -68,17 +69,19 @@ def test_a_part_stored_only_on_another_device_joins_the_scale(tmp_path, pair):
     assert report.largest_stored(shown, store) == shown  # no deep part at 32 samples anywhere
     _store(store, replace(deep, n_samples=32, device="cuda"))
     moved = report.largest_stored(shown, store)
-    assert [(r.provenance["parameters"]["n_samples"], r.provenance["parameters"]["device"]) for r in moved.values()] \
-        == [(32, "cpu"), (32, "cuda")]
+    assert [(r.provenance["parameters"]["n_samples"], r.provenance["parameters"]["device"])
+            for r in moved.values()] == [(32, "cpu"), (32, "cuda")]
 
 
 def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
     large, _ = pair
     common = {"model_layers": 12, "model_description": "MiniLM", "hardware": "CPU x86_64, 2 cores",
               "device": "cpu", "wall_time_s": 1201.8, "git_commit": "67f324776d9ae82e"}
-    one = ResultStore(tmp_path / "one").save("fig2", stored_parameters(large), _store(ResultStore(tmp_path / "t"), large).table,
+    one = ResultStore(tmp_path / "one").save("fig2", stored_parameters(large),
+                                             _store(ResultStore(tmp_path / "t"), large).table,
                                              {**common, "compute_time_s": 1190.0, "units_resumed": 0})
-    # one definition of a run's time, the units' seconds (compute_time_s), on the scale note and the re-run block
+    # one definition of a run's time, the units' seconds (compute_time_s), on the scale note
+    # and the re-run block
     assert "in 1190 s at commit 67f324776d9a;" in shown.scale_note(one)
     assert "took 1190 s" in report.rerun_result_block("fig2", {}, {"main": one})
     resumed = ResultStore(tmp_path / "two").save("fig2", stored_parameters(large), one.table,
@@ -89,17 +92,19 @@ def test_the_scale_note_counts_every_session_of_a_resumed_run(tmp_path, pair):
 
 
 def test_the_sample_ratio_is_the_small_mean_over_the_large_mean_per_curve_and_layer():
-    rows = [dict(weights="initialized", variant="SAN", mask=mask, window=window, temperature=None, norm="none",
-                 skip=False, layer=layer, metric="mu", mean=mean, std=0.0, median=mean, q10=mean / 2, q90=mean * 2,
-                 min=0.0, max=1.0, n_samples=n)
+    rows = [dict(weights="initialized", variant="SAN", mask=mask, window=window, temperature=None,
+                 norm="none", skip=False, layer=layer, metric="mu", mean=mean, std=0.0, median=mean,
+                 q10=mean / 2, q90=mean * 2, min=0.0, max=1.0, n_samples=n)
             for mask, window in (("complete", None), ("sliding_window", 4))
             for layer in (0, 1, 2)
-            for n, mean in ((32, 3.0 * (layer + 1) * (2 if mask == "complete" else 1)), (3000, 1.5 * (layer + 1)))]
+            for n, mean in ((32, 3.0 * (layer + 1) * (2 if mask == "complete" else 1)),
+                            (3000, 1.5 * (layer + 1)))]
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     ratios = sample_size.mean_ratios(table)
     assert len(ratios) == 4 and set(ratios["layer"]) == {1, 2}  # layer 0 (X(0)) has no place on the log axis
     assert dict(zip(ratios["mask"], ratios["mean"])) == {"complete": 4.0, "sliding_window": 2.0}
-    assert (ratios[["median", "q10", "q90"]].to_numpy() == ratios[["mean"]].to_numpy()).all()  # a line, no band
+    # a line, no band
+    assert (ratios[["median", "q10", "q90"]].to_numpy() == ratios[["mean"]].to_numpy()).all()
     assert sample_size.numbers(table)["max_mean_ratio"] == 4.0
 
 
@@ -109,7 +114,8 @@ def test_the_rerun_block_states_the_cost_of_every_part(tmp_path, pair):
     common = {"hardware": "CPU x86_64, 2 cores", "git_commit": "abc"}
     store = ResultStore(tmp_path / "s")
     results = {"large": store.save("fig2", stored_parameters(large), table,
-                                   {**common, "wall_time_s": 100.0, "compute_time_s": 3000.0, "units_resumed": 9}),
+                                   {**common, "wall_time_s": 100.0, "compute_time_s": 3000.0,
+                                    "units_resumed": 9}),
                "small": store.save("fig2", stored_parameters(small), table, {**common, "wall_time_s": 20.0})}
     block = report.rerun_result_block("sample_size", {"n_samples": 8}, results)
     # the resumed part counts every session (3000 s), the other its wall time: 3020 s in all, split by part
@@ -139,7 +145,8 @@ def test_the_banner_is_empty_unless_the_page_shows_another_run(tmp_path, pair):
 def _with_provenance(store: ResultStore, config, page: str = "fig2"):
     table = _store(ResultStore(store.root / "tables"), config, page).table
     return store.save(page, stored_parameters(config), table,
-                      {"model_description": "owner/MiniLM (a tiny one)", "weight_sha256": "w", "git_commit": "c0ffee"})
+                      {"model_description": "owner/MiniLM (a tiny one)", "weight_sha256": "w",
+                       "git_commit": "c0ffee"})
 
 
 def test_a_figure_names_the_data_it_draws_and_only_parameters_its_masks_use(tmp_path, pair):
@@ -149,7 +156,8 @@ def test_a_figure_names_the_data_it_draws_and_only_parameters_its_masks_use(tmp_
                                              "computed_at_commit": "c0ffee"}]
     assert "window" in layer_results._figure_parameters(result)  # Fig. 2's windows take it
     complete_only = _with_provenance(ResultStore(tmp_path / "c"), replace(large, masks=("complete",)))
-    assert "window" not in layer_results._figure_parameters(complete_only)  # no mask of the run takes a window
+    # no mask of the run takes a window
+    assert "window" not in layer_results._figure_parameters(complete_only)
 
 
 def test_a_figure_of_several_runs_lists_the_values_they_differ_in(tmp_path, pair):
@@ -169,9 +177,9 @@ def test_a_figure_of_several_runs_lists_the_values_they_differ_in(tmp_path, pair
 
 
 def test_fig2_controls_move_to_the_largest_count_stored_for_all_of_them(tmp_path):
-    """Fig. 2 (``grows_own_counts``): its controls and seed replicates, on their own sample count, are shown at
-    the largest count stored for every one of them at the main sweep's scale; a count missing for one part is
-    skipped, and on a page without the flag (the sample-size page's small part) the count stays its own."""
+    """Fig. 2 (``grows_own_counts``): its controls and seed replicates, on their own sample count, are shown
+    at the largest count stored for every one of them at the main sweep's scale; a count missing for one part
+    is skipped, and on a page without the flag (the sample-size page's small part) the count stays its own."""
     store = ResultStore(tmp_path)
     page = {"model": "pkg:minilm", "n_samples": 8, "n_tokens": 16, "n_layers": 2, "n_samples_controls": 2,
             "n_weight_seeds": 2}

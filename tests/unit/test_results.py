@@ -16,8 +16,8 @@ from rankcollapse.experiments.table import check_table
 from rankcollapse.book import registry
 from rankcollapse.experiments import sweep
 
-from rankcollapse.experiments.store import (TABLE_SUFFIX, DamagedResultError, ResultStore, canonical_parameters,
-                                            result_key, summary_table)
+from rankcollapse.experiments.store import (TABLE_SUFFIX, DamagedResultError, ResultStore,
+                                            canonical_parameters, result_key, summary_table)
 from rankcollapse.experiments.store_upgrade import upgrade_store
 
 
@@ -68,8 +68,8 @@ def test_load_or_compute_computes_once_and_records_provenance(tmp_path):
     first = store.load_or_compute("fig3", {"n": 1}, compute)
     second = store.load_or_compute("fig3", {"n": 1}, compute)
     assert len(calls) == 1 and not first.loaded and second.loaded
-    for field in ("git_commit", "rankcollapse_version", "torch_version", "hardware", "wall_time_s", "model_spec",
-                  "table_sha256", "table_rows"):
+    for field in ("git_commit", "rankcollapse_version", "torch_version", "hardware", "wall_time_s",
+                  "model_spec", "table_sha256", "table_rows"):
         assert field in second.provenance
 
 
@@ -153,6 +153,7 @@ DAMAGES = {  # what is done to a stored result -> words of the error's first lin
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_damaged_result_is_refused_by_load_entries_and_summary(tmp_path, damage):
     """The second line names the command that recomputes the result: the page's parameters its record says
@@ -183,7 +184,8 @@ def test_check_failure_is_refused_with_the_reason(tmp_path):
     def check(table, parameters):
         raise ValueError("configurations missing: ['x']")
 
-    with pytest.raises(DamagedResultError, match=re.escape("does not match its parameters: configurations missing")):
+    with pytest.raises(DamagedResultError,
+                       match=re.escape("does not match its parameters: configurations missing")):
         store.load("fig2", {"n": 1}, check)
 
 
@@ -192,11 +194,13 @@ def stored_copy(tmp_path):
     """A copy of the smallest stored Fig. 2 main result stored before per-sample values were kept (the
     paper's masks and weights, no controls), in a temporary store, and its experiment config."""
     real = ResultStore()
-    record = min((r for r in real.entries("fig2") if "samples_sha256" not in r and "self" not in r["parameters"]["masks"]
+    record = min((r for r in real.entries("fig2")
+                  if "samples_sha256" not in r and "self" not in r["parameters"]["masks"]
                   and "initialized_nobias" not in r["parameters"]["weights"]), key=lambda r: r["table_rows"])
     (tmp_path / "fig2").mkdir()
     for suffix in (TABLE_SUFFIX, ".json"):
-        shutil.copyfile(real.root / "fig2" / f"{record['key']}{suffix}", tmp_path / "fig2" / f"{record['key']}{suffix}")
+        shutil.copyfile(real.root / "fig2" / f"{record['key']}{suffix}",
+                        tmp_path / "fig2" / f"{record['key']}{suffix}")
     config = ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v
                                              for k, v in record["parameters"].items()})
     return ResultStore(tmp_path), config, tmp_path / "fig2" / f"{record['key']}{TABLE_SUFFIX}"
@@ -212,7 +216,8 @@ def _record(table):
 def test_damaged_stored_result_fails_its_page(stored_copy, damage, monkeypatch):
     store, config, csv = stored_copy
     assert sweep.run_experiment("fig2", config, store).loaded  # the intact copy loads
-    monkeypatch.setattr(sweep, "compute", lambda *a, **k: pytest.fail("a damaged result must not be recomputed"))
+    monkeypatch.setattr(sweep, "compute",
+                        lambda *a, **k: pytest.fail("a damaged result must not be recomputed"))
     DAMAGES[damage][0](csv, _record(csv))
     with pytest.raises(DamagedResultError, match=csv.name) as err:
         sweep.run_experiment("fig2", config, store)
@@ -227,7 +232,8 @@ def test_table_with_other_configurations_is_refused(stored_copy):
     table = pd.read_csv(csv, keep_default_na=False, na_values=[""])
     parameters = canonical_parameters(stored_parameters(config))
     store.save("fig2", parameters, table[table["norm"] != "unit"], json.loads(_record(csv).read_text()))
-    with pytest.raises(DamagedResultError, match=r"8 configurations missing \(first: .*'unit'.*\), 0 not asked for"):
+    with pytest.raises(DamagedResultError,
+                       match=r"8 configurations missing \(first: .*'unit'.*\), 0 not asked for"):
         sweep.run_experiment("fig2", config, store)
     store.save("fig2", parameters, table.drop(columns="q10"), {})
     with pytest.raises(DamagedResultError, match="its columns are .*; expected .*q10"):
@@ -260,7 +266,8 @@ def test_tables_are_compressed_deterministically_and_hashed_as_csv(tmp_path):
     data = first.table_path.read_bytes()
     assert data == second.table_path.read_bytes()  # no time or name in the gzip header
     text = gzip.decompress(data)
-    assert text.startswith(b"layer,metric,mean,") and hashlib.sha256(text).hexdigest() == first.provenance["table_sha256"]
+    assert (text.startswith(b"layer,metric,mean,")
+            and hashlib.sha256(text).hexdigest() == first.provenance["table_sha256"])
     assert ResultStore(tmp_path / "a").keys("fig2") == [first.key]
 
 
@@ -273,8 +280,9 @@ def test_an_earlier_versions_store_is_refused_then_upgraded_in_place(tmp_path):
     plain = _as_earlier_version(plain_one)
     _as_earlier_version(hashless, drop_hash=True)
     assert store.keys("fig2") == sorted([plain_one.key, hashless.key])
-    with pytest.raises(DamagedResultError, match=re.escape(f"its uncompressed {plain.name} is there, stored by an "
-                                                           "earlier version: python results/upgrade_store.py")):
+    with pytest.raises(DamagedResultError, match=re.escape(f"its uncompressed {plain.name} is there, stored "
+                                                           "by an earlier version: "
+                                                           "python results/upgrade_store.py")):
         store.load("fig2", {"n": 1})
     checked = []
     written = upgrade_store(store, lambda table, parameters: checked.append(parameters))
@@ -292,7 +300,8 @@ def test_upgrade_refuses_a_plain_table_that_is_not_the_recorded_one(tmp_path):
     stored = store.save("fig2", {"n": 1}, _table(1.0), {})
     plain = _as_earlier_version(stored)
     plain.write_text(plain.read_text() + "\n")  # one byte more: not the recorded bytes
-    with pytest.raises(DamagedResultError, match=re.escape(f"{plain} is damaged: the table is not the one recorded")):
+    with pytest.raises(DamagedResultError,
+                       match=re.escape(f"{plain} is damaged: the table is not the one recorded")):
         upgrade_store(store, lambda t, p: None)
     assert plain.is_file() and not stored.table_path.exists()  # left as it was
 
@@ -307,7 +316,8 @@ def test_upgrade_checks_tables_without_hashes_before_recording_them(tmp_path):
 
     with pytest.raises(ValueError, match="not the expected table"):
         upgrade_store(store, check)
-    assert "table_sha256" not in json.loads(_record(bad.table_path).read_text()) and not bad.table_path.exists()
+    assert ("table_sha256" not in json.loads(_record(bad.table_path).read_text())
+            and not bad.table_path.exists())
 
 
 def test_a_packaged_result_is_reused_only_with_the_package_it_recorded(stored_copy, monkeypatch, capsys):

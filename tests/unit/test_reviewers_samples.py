@@ -1,6 +1,6 @@
-"""The reviewers page's "is 32 samples enough" pair (book.pages._reviewers_sweeps.sample_pair): Fig. 2's stored
-run joined with the stored run of the same parameters on its first 32 samples, read back from results/; and its
-figure's ratios against the two stored tables read independently."""
+"""The reviewers page's "is 32 samples enough" pair (book.pages._reviewers_sweeps.sample_pair): Fig. 2's
+stored run joined with the stored run of the same parameters on its first 32 samples, read back from results/;
+and its figure's ratios against the two stored tables read independently."""
 
 import json
 
@@ -41,7 +41,8 @@ def test_pair_joins_the_stored_32_sample_run(repo_root):
     pd.testing.assert_frame_equal(rows, small.table.reset_index(drop=True), check_dtype=False)
     ax = figures.sample_size_figure(joined.table, page.PAPER_SAMPLES).axes[0]
     drawn = [line for line in ax.get_lines() if len(line.get_xdata()) == 12]
-    assert np.isclose(_last_mu(small.table) / _last_mu(large.table), [line.get_ydata()[-1] for line in drawn]).any()
+    assert np.isclose(_last_mu(small.table) / _last_mu(large.table),
+                      [line.get_ydata()[-1] for line in drawn]).any()
 
 
 def test_pair_is_none_without_more_samples_or_a_stored_run(repo_root, tmp_path):

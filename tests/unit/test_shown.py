@@ -11,7 +11,9 @@ from rankcollapse.book.runner import page_parameters
 from rankcollapse.book.shown import Shown
 
 PASTED = re.compile(r"\{glue(?::\w+)?\}`([\w]+)(?::[^`]*)?`|^```\{glue(?::\w+)?\}\s+([\w]+)", re.M)
-SLOW = {"theorem1", "theorem2", "counterexample", "equilibria", "reviewers", "data", "large_models"}  # they compute
+# they compute; fig2 and pretrained_panels take over 3 s
+SLOW = {"theorem1", "theorem2", "counterexample", "equilibria", "reviewers", "data", "large_models", "fig2",
+        "pretrained_panels"}
 
 
 def pasted_names(name: str, root) -> set[str]:

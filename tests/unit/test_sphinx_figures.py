@@ -21,10 +21,12 @@ def _config(**kw):
 
 
 def test_caption_text_keeps_math_source_and_marks_it_for_mathjax_in_html():
-    caption = nodes.caption("", "", nodes.math("", r"\mu(X)"), nodes.Text("  against\nlayer "), nodes.emphasis("", "t"))
+    caption = nodes.caption("", "", nodes.math("", r"\mu(X)"), nodes.Text("  against\nlayer "),
+                            nodes.emphasis("", "t"))
     assert caption_text(caption) == r"\mu(X) against layer t"
     assert caption_text(caption, math_html=True) == (
-        r'<span class="math notranslate nohighlight">\(\mu(X)\)</span> against layer t')  # MathJax reads class math
+        # MathJax reads class math
+        r'<span class="math notranslate nohighlight">\(\mu(X)\)</span> against layer t')
 
 
 def test_site_url_from_baseurl_or_github_pages():
@@ -51,7 +53,8 @@ def test_figure_citation_names_version_commit_url_and_parameters():
 
 def test_figure_citation_names_the_commit_that_computed_the_data_beside_the_render_commit():
     record = {"parameters": {}, "git_commit": "render99",
-              "data": [{"result": "results/fig2/84d73a032d5630f6.csv", "computed_at_commit": "35be2223a296888e"}]}
+              "data": [{"result": "results/fig2/84d73a032d5630f6.csv",
+                        "computed_at_commit": "35be2223a296888e"}]}
     cite = figure_citation("fig-x-mu", "5.1", "Fig. 2", "https://owner.github.io/book/p.html#fig-x-mu",
                            record, _config(), "def5678")
     for text in cite.values():
@@ -66,7 +69,8 @@ def test_citation_cff_matches_the_package():
     assert str(cff["version"]) == __version__
     assert all("name" in a or "family-names" in a for a in cff["authors"])
     paper = cff["references"][0]
-    assert paper["title"] == "On the Role of Attention Masks and LayerNorm in Transformers" and paper["year"] == 2024
+    assert (paper["title"] == "On the Role of Attention Masks and LayerNorm in Transformers"
+            and paper["year"] == 2024)
     book_config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert cff["title"] == book_config["title"] and cff["repository-code"] == book_config["repository"]["url"]
 
@@ -89,8 +93,9 @@ def _build_tiny_book(tmp_path, monkeypatch, export: bool):
         (src / "_build" / "figures" / "fig-tiny-pic.json").write_text(
             json.dumps({"parameters": {"n": 3}, "git_commit": "abc1234"}))
     (src / "conf.py").write_text(
-        "extensions = ['rankcollapse.book.sphinx_figures']\nproject = 'Tiny'\nauthor = 'Team'\ncopyright = '2026'\n"
-        "html_baseurl = 'https://example.org/tiny/'\nhtml_title = 'Tiny book'\nhtml_theme = 'sphinx_book_theme'\nnumfig = True\n")
+        "extensions = ['rankcollapse.book.sphinx_figures']\nproject = 'Tiny'\nauthor = 'Team'\n"
+        "copyright = '2026'\nhtml_baseurl = 'https://example.org/tiny/'\nhtml_title = 'Tiny book'\n"
+        "html_theme = 'sphinx_book_theme'\nnumfig = True\n")
     (src / "index.rst").write_text("Tiny\n====\n\n.. figure:: pic.png\n   :name: fig-tiny-pic\n\n"
                                    "   A picture of :math:`\\mu(X)` over depth.\n\n.. figure-gallery::\n")
     monkeypatch.delenv("RANKCOLLAPSE_FIGURE_DIR", raising=False)
@@ -105,7 +110,8 @@ def test_extension_decorates_an_exported_figure(tmp_path, monkeypatch):
     page, warnings = _build_tiny_book(tmp_path, monkeypatch, export=True)
     assert "fig-tiny-pic" not in warnings
     assert 'alt="A picture of \\mu(X) over depth."' in page
-    assert 'href="_figures/fig-tiny-pic.png"' in page and (tmp_path / "html" / "_figures" / "fig-tiny-pic.json").is_file()
+    assert ('href="_figures/fig-tiny-pic.png"' in page
+            and (tmp_path / "html" / "_figures" / "fig-tiny-pic.json").is_file())
     assert 'href="_figures/fig-tiny-pic.csv" download>CSV (the points drawn)</a>' in page
     assert "https://example.org/tiny/index.html#fig-tiny-pic" in page and "n=3" in page and "abc1234" in page
     assert 'class="figure-gallery"' in page and 'id="gallery-fig-tiny-pic"' in page
@@ -124,11 +130,15 @@ def test_every_kind_of_figure_bibtex_compiles_with_bibtex_and_latex(tmp_path):
     """The entries carried n_layers, U(±1/√d), JSON braces and results/<page>/<key>.csv as they were: LaTeX
     stopped at the first underscore ("Missing $ inserted") and had no glyph for ± or √."""
     record = {"git_commit": "f4ecf666397b", "parameters": {
-        "weights": {"initialized": "initialized: U(±1/√d), seed 0", "pretrained": "pretrained: all-mpnet-base-v2"},
-        "mask_options": ['["causal", true]', '["density", 0.15]'], "n_layers": 12, "note": "100 % & #1, ~x^2 $5 \\ μ ‖X‖"},
-              "data": [{"result": "results/appendix_g1/17585253890de7ea.csv", "computed_at_commit": "13f61b99ff42"}]}
+        "weights": {"initialized": "initialized: U(±1/√d), seed 0",
+                    "pretrained": "pretrained: all-mpnet-base-v2"},
+        "mask_options": ['["causal", true]', '["density", 0.15]'], "n_layers": 12,
+        "note": "100 % & #1, ~x^2 $5 \\ μ ‖X‖"},
+              "data": [{"result": "results/appendix_g1/17585253890de7ea.csv",
+                        "computed_at_commit": "13f61b99ff42"}]}
     entries = [figure_citation(f"fig-{name}", "10.1", "Appendix G.1: 128 layers — Fig. 2’s “μ”",
-                               f"https://owner.github.io/book/book/experiments/{name}.html#fig-{name}", record,
+                               f"https://owner.github.io/book/book/experiments/{name}.html#fig-{name}",
+                               record,
                                _config(author="The rankcollapse companion team"), "def5678")["bibtex"]
                for name in ("appendix_g1-fig2", "mask_design-rates")]
     log = compile_bibtex(entries, tmp_path)

@@ -30,7 +30,8 @@ def test_rank_correlation_is_pandas_spearman_bit_for_bit_with_ties_and_nans(seed
     y = x + rng.normal(size=20)
     x[3], y[7] = np.nan, np.nan
     keep = ~(np.isnan(x) | np.isnan(y))
-    reference = pd.Series(x[keep]).rank().corr(pd.Series(y[keep]).rank())  # Spearman: Pearson on average ranks
+    # Spearman: Pearson on average ranks
+    reference = pd.Series(x[keep]).rank().corr(pd.Series(y[keep]).rank())
     assert stats.rank_correlation(x, y) == reference  # bit for bit: the book's glued values must not move
 
 

@@ -22,7 +22,8 @@ def test_runs_differing_only_in_configuration_are_told_apart(tmp_path):
     shown = table.drop(columns=["result"])
     assert not shown.duplicated().any(), shown
     settings = set(table.loc[table["page"] == "pageA", "settings"])
-    assert settings == {"norms: none; temperatures: 1.0, 64.0", "norms: none, layernorm; temperatures: default"}
+    assert settings == {"norms: none; temperatures: 1.0, 64.0",
+                        "norms: none, layernorm; temperatures: default"}
     # a setting shared by all runs of a page (masks) is not repeated; a page with one run shows a dash
     assert table.loc[table["page"] == "pageB", "settings"].tolist() == ["–"]
 
@@ -37,7 +38,8 @@ def test_columns_fit_a_text_column(tmp_path):
 def test_a_page_without_layers_shows_the_scale_it_has_not_none(tmp_path):
     """A page whose runs have no n_layers (or no n_samples) showed "None×128×None"."""
     store = ResultStore(tmp_path)
-    store.save("pageC", {"n_tokens": 128, "model": "pkg:minilm"}, TABLE, {"hardware": "CPU", "dtype": "float64"})
+    store.save("pageC", {"n_tokens": 128, "model": "pkg:minilm"}, TABLE,
+               {"hardware": "CPU", "dtype": "float64"})
     assert summary_table(store)["scale"].tolist() == ["128"]
 
 

@@ -1,5 +1,5 @@
-"""Long sweeps (rankcollapse.experiments.sweep): two gloo ranks store the single-process result; a run killed with
-SIGKILL and started again stores the uninterrupted result; the plan (size, time, memory) and the progress
+"""Long sweeps (rankcollapse.experiments.sweep): two gloo ranks store the single-process result; a run killed
+with SIGKILL and started again stores the uninterrupted result; the plan (size, time, memory) and the progress
 bar show when asked and never in a Jupyter kernel; a budget that cannot hold one block is refused."""
 
 import json
@@ -25,9 +25,12 @@ from rankcollapse.experiments.store import ResultStore
 pytestmark = pytest.mark.models
 
 ROOT = Path(__file__).resolve().parents[2]
-# MiniLM, 4 x 16 tokens, 2 layers; Fig. 2's controls on 1 sample, one weight seed (its controls and pretrained_self)
-TINY = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 16, "n_layers": 2, "n_samples_controls": 1, "n_weight_seeds": 1}
-TINY_FIG4 = {k: v for k, v in TINY.items() if k not in ("n_samples_controls", "n_weight_seeds")}  # Fig. 2's own
+# MiniLM, 4 x 16 tokens, 2 layers; Fig. 2's controls on 1 sample, one weight seed (its controls and
+# pretrained_self)
+TINY = {"model": "pkg:minilm", "n_samples": 4, "n_tokens": 16, "n_layers": 2, "n_samples_controls": 1,
+        "n_weight_seeds": 1}
+# Fig. 2's own
+TINY_FIG4 = {k: v for k, v in TINY.items() if k not in ("n_samples_controls", "n_weight_seeds")}
 
 
 
@@ -60,6 +63,7 @@ def _record(table: Path) -> Path:
     return table.with_name(table.name.removesuffix(".csv.gz") + ".json")
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
     """fig4 (SAN + the pretrained and initialized full transformer, every metric), float64: samples sharded
     over 2 CPU ranks (torchrun, gloo) in blocks of 1, gathered to rank 0, equal to one process to 1e-12."""
@@ -67,8 +71,8 @@ def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
     single = _compute("fig4", tmp_path / "single", **TINY_FIG4)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                "-m", "rankcollapse", "compute", "fig4", *_pairs(TINY_FIG4)]
-    done = subprocess.run(command, cwd=ROOT, env=_environment(tmp_path / "dist", 1), capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(command, cwd=ROOT, env=_environment(tmp_path / "dist", 1), capture_output=True,
+                          text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     table, provenance, csv = _stored(tmp_path / "dist", "fig4")
     assert csv.name == f"{single.key}.csv.gz"  # the same key
@@ -81,6 +85,7 @@ def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
     assert not (tmp_path / "dist" / ".partial").exists()
 
 
+@pytest.mark.slow
 def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
     """SIGKILL after the first checkpoints: no result is left; the same command again finishes with a
     table identical to an uninterrupted run's and deletes its checkpoints."""
@@ -90,8 +95,10 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     partial = tmp_path / "killed" / ".partial" / "fig2"
     deadline = time.monotonic() + 900
-    finished = lambda: sorted(p.name for p in partial.glob("*/*.pt") if not p.name.startswith("."))  # noqa: E731
-    while len(finished()) < 3 and process.poll() is None and time.monotonic() < deadline:  # not the writer's temporaries
+    finished = lambda: sorted(p.name for p in partial.glob("*/*.pt")  # noqa: E731
+                              if not p.name.startswith("."))
+    # not the writer's temporaries
+    while len(finished()) < 3 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
@@ -102,8 +109,8 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     killed_seconds = sum(torch.load(p, weights_only=True)["seconds"] for p in partial.glob("*/*.pt")
                          if not p.name.startswith("."))
 
-    again = subprocess.run(command, cwd=ROOT, env={**env, ranks.PROGRESS_ENV: "1"}, capture_output=True, text=True,
-                           timeout=900)
+    again = subprocess.run(command, cwd=ROOT, env={**env, ranks.PROGRESS_ENV: "1"}, capture_output=True,
+                           text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resuming, {len(left)} of 16 units" in again.stderr
     assert not (tmp_path / "killed" / ".partial").exists()
@@ -112,7 +119,8 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     uninterrupted = _compute("fig2", tmp_path / "whole", **parameters)
     resumed, record, csv = _stored(tmp_path / "killed", "fig2")
     assert csv.name == f"{uninterrupted.key}.csv.gz"
-    assert record["source_sha256"] == source_sha256() and record["git_commit"] == uninterrupted.provenance["git_commit"]
+    assert (record["source_sha256"] == source_sha256()
+            and record["git_commit"] == uninterrupted.provenance["git_commit"])
     assert record["units_resumed"] == len(left) and uninterrupted.provenance["units_resumed"] == 0
     assert record["compute_time_s"] > killed_seconds > 0  # the killed session's units count, and the new ones
     assert 0 < uninterrupted.provenance["compute_time_s"] <= uninterrupted.provenance["wall_time_s"]
@@ -140,11 +148,13 @@ class _KernelStream:
 _KernelStream.__module__ = "ipykernel.iostream"
 
 
+@pytest.mark.slow
 def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsys, monkeypatch):
     with ranks.progress(True):
         result = _compute("fig2", tmp_path / "asked", **TINY)
     err = capsys.readouterr().err
-    size = "fig2: 4 samples x (2 initialized + 2 pretrained) layers x 12 configurations = 192 sample.layer.configs"
+    size = ("fig2: 4 samples x (2 initialized + 2 pretrained) layers x 12 configurations "
+            "= 192 sample.layer.configs")
     assert size in err
     assert "expected time" in err and "sample.layer.configs/s per process" in err
     assert re.search(r"expected time of the layers (under 1 s|\S+ \S+ or less) \(loading the model", err)
@@ -169,8 +179,9 @@ def test_plan_and_progress_show_when_asked_and_never_in_a_kernel(tmp_path, capsy
 
 def test_a_budget_that_cannot_hold_one_block_is_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(plan.BUDGET_ENV, "1000")
-    with pytest.raises(ValueError, match=r"memory budget \(1,000 bytes, \$RANKCOLLAPSE_MEMORY_BUDGET\) cannot "
-                                         r"hold one block: one sample of 16 tokens at width 384 in float64 needs"):
+    with pytest.raises(ValueError, match=r"memory budget \(1,000 bytes, \$RANKCOLLAPSE_MEMORY_BUDGET\) "
+                                         r"cannot hold one block: one sample of 16 tokens at width 384 in "
+                                         r"float64 needs"):
         _compute("fig2", tmp_path, **TINY)
     assert not (tmp_path / "fig2").exists()
 
@@ -186,9 +197,11 @@ def test_a_budget_that_cannot_hold_one_block_is_refused(tmp_path, monkeypatch, c
 def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameters(tmp_path):
     config = ExperimentConfig(n_samples=10, full_transformer=True)
     plan = sweep.units(config, 4)
-    assert [(u.start, u.stop) for u in plan if u.weights == "pretrained" and not u.full] == [(0, 4), (4, 8), (8, 10)]
+    assert ([(u.start, u.stop) for u in plan if u.weights == "pretrained" and not u.full]
+            == [(0, 4), (4, 8), (8, 10)])
     assert len(plan) == 3 * 2 * 2 and len({u.name for u in plan}) == len(plan)
-    metrics = {"mu": torch.arange(12.0).reshape(3, 1, 4)}  # [layer + 1, config, sample]: plan[0] holds 4 samples
+    # [layer + 1, config, sample]: plan[0] holds 4 samples
+    metrics = {"mu": torch.arange(12.0).reshape(3, 1, 4)}
     checkpoints.Checkpoints(tmp_path, {"n_samples": 10}).save(plan[0], metrics, 2.5)
     loaded, seconds = checkpoints.Checkpoints(tmp_path, {"n_samples": 10}).load(plan[0])
     assert torch.equal(loaded["mu"], metrics["mu"]) and seconds == 2.5
@@ -214,6 +227,7 @@ def test_nproc_must_be_a_positive_integer(capsys):
     assert "nproc must be an integer in [1, 4096], got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_rankcollapse_run_computes_first_then_renders_the_stored_result(tmp_path, monkeypatch, capsys):
     """``rankcollapse run fig2 --profile paper`` at a reduced size: plan and progress on stderr, one stored
     result, and the executed page loads it instead of computing again."""
@@ -225,7 +239,8 @@ def test_rankcollapse_run_computes_first_then_renders_the_stored_result(tmp_path
     argv = ["run", "fig2", "--profile", "paper", *_pairs(small), "--output", str(tmp_path / "run")]
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
-    assert "fig2: 4 samples x (12 initialized + 6 pretrained) layers x 12 configurations" in err and "24/24" in err
+    assert ("fig2: 4 samples x (12 initialized + 6 pretrained) layers x 12 configurations" in err
+            and "24/24" in err)
     table, provenance, _ = _stored(tmp_path / "results", "fig2")
     assert provenance["parameters"]["overlap"] == "sentence_starts" and set(table["n_samples"]) == {4}
     assert "loaded from the results store" in (tmp_path / "run" / "fig2.ipynb").read_text()
@@ -239,9 +254,9 @@ def test_overflowed_states_are_refused_naming_configuration_layer_and_dtype():
     sweep.check_finite({"norm": norm, "numerical_rank": rank}, labels, "float32")  # finite: nothing to say
     norm[18:, 0, 2] = float("inf")
     norm[25:, 0, :] = float("nan")
-    with pytest.raises(ValueError, match=r"^weights pretrained, variant SAN, mask causal, norm none: norm is not "
-                                         r"finite from layer 18 on \(the hidden states overflowed in float32\); "
-                                         r"run it with -p dtype float64$"):
+    with pytest.raises(ValueError, match=r"^weights pretrained, variant SAN, mask causal, norm none: norm is "
+                                         r"not finite from layer 18 on \(the hidden states overflowed in "
+                                         r"float32\); run it with -p dtype float64$"):
         sweep.check_finite({"norm": norm, "numerical_rank": rank}, labels, "float32")
     with pytest.raises(ValueError, match=r"overflowed in float64\)$"):
         sweep.check_finite({"norm": norm}, labels, "float64")
@@ -251,7 +266,8 @@ def test_overflowed_states_are_refused_naming_configuration_layer_and_dtype():
 
 
 def _tiny_bert(folder: Path) -> str:
-    """A seeded 2-layer BERT of width 32 with MiniLM's tokenizer (so it encodes the text), saved to ``folder``."""
+    """A seeded 2-layer BERT of width 32 with MiniLM's tokenizer (so it encodes the text), saved to
+    ``folder``."""
     import transformers
 
     from rankcollapse.hf.load import load_tokenizer
@@ -268,7 +284,8 @@ def _tiny_bert(folder: Path) -> str:
 
 def _said(capsys) -> list[str]:
     """The lines on stderr since the last look, less Hugging Face's progress bars of loading a model."""
-    return [line for line in capsys.readouterr().err.splitlines() if line and not line.startswith("Loading weights")]
+    return [line for line in capsys.readouterr().err.splitlines()
+            if line and not line.startswith("Loading weights")]
 
 
 def _quiet_store(monkeypatch, root: Path) -> None:
@@ -276,6 +293,7 @@ def _quiet_store(monkeypatch, root: Path) -> None:
     monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
 
 
+@pytest.mark.slow
 def test_a_local_model_whose_files_changed_is_computed_again_never_loaded(tmp_path, monkeypatch, capsys):
     """The result key holds only the folder's path: rewritten weights (halved), an edited tokenizer file, or a
     result that recorded no hash of the folder's files are computed again with one line saying why."""
@@ -331,8 +349,8 @@ def test_the_memory_check_refuses_from_the_shapes_before_building_layers_or_draw
     argv = ["compute", "fig2", "-p", "n_layers", "4096", "-p", "n_samples", "5000", "-p", "n_tokens", "16"]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "rankcollapse compute: error: fig2 needs about 69.22 GiB per process but 1.00 GiB are available on cpu; "
-        "use fewer samples or layers, or a larger machine")
+        "rankcollapse compute: error: fig2 needs about 69.22 GiB per process but 1.00 GiB are available on "
+        "cpu; use fewer samples or layers, or a larger machine")
     assert not tmp_path.joinpath("fig2").exists() and not tmp_path.joinpath(".partial").exists()
 
 
@@ -346,7 +364,8 @@ def test_a_read_only_store_is_refused_before_the_first_unit(tmp_path, monkeypatc
     root = tmp_path / "results"
     _quiet_store(monkeypatch, root)
     argv = ["compute", "fig2", *_pairs(TINY)]
-    words = ", so nothing was computed; make it writable, or set RANKCOLLAPSE_RESULTS_DIR to a writable folder"
+    words = (", so nothing was computed; make it writable, or set RANKCOLLAPSE_RESULTS_DIR to a writable "
+             "folder")
     (root / "fig2").mkdir(parents=True)
     try:
         for folder in (root, root / "fig2"):
@@ -371,6 +390,7 @@ def test_a_read_only_store_is_refused_before_the_first_unit(tmp_path, monkeypatc
         f"(Read-only file system){words}")
 
 
+@pytest.mark.slow
 def test_a_corrupt_checkpoint_is_named_moved_aside_and_its_unit_computed_again(tmp_path, monkeypatch, capsys):
     """A truncated checkpoint (it used to raise PytorchStreamReader's error on every re-run; torch's own words
     depend on where the file was cut) and one whose metrics were changed after writing: one warning line each,
@@ -389,9 +409,9 @@ def test_a_corrupt_checkpoint_is_named_moved_aside_and_its_unit_computed_again(t
     again, extra = sweep.compute(config, label="fig2", partial=partial)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and extra["units_resumed"] == 2
-    assert re.fullmatch(rf"warning: checkpoint {re.escape(str(edited))} is corrupt \(its metrics are not those "
-                        rf"it was written with\); moved it to initialized-san-0-2\.pt\.corrupt and computing its "
-                        rf"unit again", lines[0])
+    assert re.fullmatch(rf"warning: checkpoint {re.escape(str(edited))} is corrupt \(its metrics are not "
+                        rf"those it was written with\); moved it to initialized-san-0-2\.pt\.corrupt and "
+                        rf"computing its unit again", lines[0])
     assert re.fullmatch(rf"warning: checkpoint {re.escape(str(truncated))} is corrupt \(.+\); moved it to "
                         rf"pretrained-san-2-4\.pt\.corrupt and "
                         rf"computing its unit again", lines[1])
@@ -418,7 +438,9 @@ def test_the_measured_throughput_is_scaled_to_the_runs_sequence_length(tmp_path,
     assert "scaled to 32 tokens" in source
 
 
-def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_them(tmp_path, monkeypatch, capsys):
+@pytest.mark.slow
+def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_them(
+        tmp_path, monkeypatch, capsys):
     """The book's own store keeps a run's finished units in the user's cache, not in the work tree: a run
     killed in one checkout (here: three of its four units left) resumes in a fresh clone of the same source,
     ``rankcollapse results`` lists it meanwhile, and units left by other source are named with the commit to
@@ -443,7 +465,8 @@ def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_th
     (other / "initialized-san-0-2.pt").write_bytes(b"x")
     (other / checkpoints.RUN_RECORD).write_text(json.dumps({"git_commit": "feedface0000"}))
     runs = {r["folder"]: r for r in checkpoints.partial_runs(ResultStore())}
-    assert (runs[partial]["done"], runs[partial]["units"], runs[partial]["resumable"]) == (3, 4, True)  # 2 blocks x 2
+    # 2 blocks x 2
+    assert (runs[partial]["done"], runs[partial]["units"], runs[partial]["resumable"]) == (3, 4, True)
     assert runs[partial]["commit"] == "1234567890ab"
     assert (runs[other]["resumable"], runs[other]["commit"]) == (False, "feedface0000")
 

@@ -43,27 +43,32 @@ def test_config_defaults_are_the_page_parameters(config_class):
 BAD = [
     (setup.SetupConfig, {"window": 16}, "window must be an integer in \\[1, 15\\]"),
     (setup.SetupConfig, {"table_windows": []}, "table_windows must be a non-empty list"),
-    (data.DataConfig, {"model_specs": ["pkg:bert"]}, "model_specs must be a non-empty tuple of distinct values"),
+    (data.DataConfig, {"model_specs": ["pkg:bert"]},
+     "model_specs must be a non-empty tuple of distinct values"),
     (theorem1.Theorem1Config, {"dtype": "float16"}, "dtype must be one of 'float64', 'float32'"),
     (theorem1.Theorem1Config, {"temperature": 0.0}, "temperature must be a finite number > 0"),
     (theorem1.Theorem1Config, {"value_weights": "haar"}, "value_weights must be one of"),
     (theorem1.Theorem1Config, {"paper_masks": ["full"]}, "paper_masks must be a non-empty tuple"),
-    (theorem1.Theorem1Config, {"sweep_windows": [1, 16]}, "every entry of sweep_windows must be an integer in \\[1, 15\\]"),
+    (theorem1.Theorem1Config, {"sweep_windows": [1, 16]},
+     "every entry of sweep_windows must be an integer in \\[1, 15\\]"),
     (theorem1.Theorem1Config, {"random_density": 0.0}, "random_density must be a number in \\(0.0, 1.0\\]"),
     (theorem1.Theorem1Config, {"y_min": 0.0}, "y_min must be a number in \\(0.0, 1.0\\)"),
     (theorem2.Theorem2Config, {"norms": ["layernorm", "unit"]}, "norms must start with 'unit'"),
     (theorem2.Theorem2Config, {"norms": ["unit", "sphere"]}, "norms must be a non-empty tuple"),
     (theorem2.Theorem2Config, {"contrast_window": 8}, "contrast_window must be an integer in \\[1, 7\\]"),
     (theorem2.Theorem2Config, {"collapse_tol": -1.0}, "collapse_tol must be a number in \\(0.0, 1.0\\]"),
-    (counterexample.CounterexampleConfig, {"W_V": [[1.0, 0.0]]}, "W_V must be a 2 x 2 list of finite numbers"),
-    (counterexample.CounterexampleConfig, {"W_V": [[1.0, 0.0], [0.0, 1.0]]}, "W_V=.*has no stable fixed point B"),
+    (counterexample.CounterexampleConfig, {"W_V": [[1.0, 0.0]]},
+     "W_V must be a 2 x 2 list of finite numbers"),
+    (counterexample.CounterexampleConfig, {"W_V": [[1.0, 0.0], [0.0, 1.0]]},
+     "W_V=.*has no stable fixed point B"),
     (counterexample.CounterexampleConfig, {"W_V": [[0.5, 0.5], [0.0, 1.0]]}, "c\\^2 \\+ \\(1 - a\\)\\^2 > 1"),
     (counterexample.CounterexampleConfig, {"n_angles": 2}, "n_angles must be an integer in \\[8,"),
     (counterexample.CounterexampleConfig, {"starts_token2": []}, "starts_token2 must be a non-empty list"),
     (equilibria.EquilibriaConfig, {"a": 1.0}, "a must be a number in \\(0.0, 1.0\\)"),
     (equilibria.EquilibriaConfig, {"c": 0.4}, "c must be a number in \\[0.428"),  # c* = 0.4243 at d = 3
     (equilibria.EquilibriaConfig, {"d_model": 7}, "d_model must be an integer in \\[2, 6\\]"),
-    (equilibria.EquilibriaConfig, {"sweep_factors": [1.1, 1.5]}, "sweep_factors must hold values below and above 1"),
+    (equilibria.EquilibriaConfig, {"sweep_factors": [1.1, 1.5]},
+     "sweep_factors must hold values below and above 1"),
 ]
 
 
@@ -81,14 +86,16 @@ def test_log10_bound_rate_survives_underflow():
 
 
 def test_setup_radius_table():
-    result = setup.compute(setup.SetupConfig(n_tokens=9, window=2, table_n_tokens=(8, 9), table_windows=(1, 2)))
+    result = setup.compute(setup.SetupConfig(n_tokens=9, window=2, table_n_tokens=(8, 9),
+                                             table_windows=(1, 2)))
     assert result.numbers["setup_radius_uni"] == 4 and result.numbers["setup_radius_sliding"] == 2
     assert result.radii.loc[9, ("uni-directional window", 1)] == 8
 
 
 def test_theorem1_tiny():
     config = theorem1.Theorem1Config(n_tokens=8, d_model=4, n_layers=20, n_samples=2, window=1, stride=3,
-                                   sweep_windows=(1, 4), temperatures=(1.0, 4.0), zoo_masks=("dilated_window",))
+                                     sweep_windows=(1, 4), temperatures=(1.0, 4.0),
+                                     zoo_masks=("dilated_window",))
     result = theorem1.compute(config)
     assert result.numbers["thm1_radius_dilated_window"] == "none"
     assert result.table.loc["dilated_window", "Theorem 1 bound"] == "does not apply: no center node"
@@ -102,7 +109,8 @@ def test_faster_or_slower():
 
 
 def test_counterexample_fixed_points_and_measure():
-    config = counterexample.CounterexampleConfig(n_layers=40, n_angles=48, basin_layers=80, mc_samples=500, mc_layers=80)
+    config = counterexample.CounterexampleConfig(n_layers=40, n_angles=48, basin_layers=80, mc_samples=500,
+                                                 mc_layers=80)
     n = counterexample.compute(config).numbers
     assert (n["ce_B_x"], n["ce_B_y"]) == pytest.approx((-0.2585, -0.9660), abs=1e-4)
     assert n["ce_B_multiplier"] < 1 < n["ce_U_multiplier"] and n["ce_max_residual"] < 1e-12
@@ -134,9 +142,10 @@ def test_equilibria_between_the_thresholds_use_tilted_planes():
 
 
 def test_equilibria_page_tiny():
-    config = equilibria.EquilibriaConfig(n_samples=300, n_layers=60, sweep_d_models=(3,), sweep_factors=(0.9, 1.5),
-                                        sweep_samples=200, sweep_layers=200)
+    config = equilibria.EquilibriaConfig(n_samples=300, n_layers=60, sweep_d_models=(3,),
+                                         sweep_factors=(0.9, 1.5), sweep_samples=200, sweep_layers=200)
     result = equilibria.compute(config)
-    assert list(result.equilibria.index) == [1, 2, 3] and (result.equilibria["rank after a kick"] == [1, 2, 3]).all()
+    assert (list(result.equilibria.index) == [1, 2, 3]
+            and (result.equilibria["rank after a kick"] == [1, 2, 3]).all())
     assert (result.fractions["low"] > 0).all()
     assert result.numbers["eq_sweep_max_below"] == 0 and result.numbers["eq_sweep_min_above"] > 0

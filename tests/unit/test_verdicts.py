@@ -103,7 +103,8 @@ def test_claim_verdicts_and_their_flips():
     assert V.claim_verdict("collapses", [floor, floor]).verdict == "cannot tell: on the rounding floor"
     mixed = V.claim_verdict("collapses", {"a": fast, "b": floor, "c": fast})
     assert mixed.verdict == "holds" and mixed.words == "holds (2 of 2 curves collapse; 1 on the floor)"
-    assert set(V.CLAIM_VERDICTS) == {"holds", "holds partly", "does not hold", "cannot tell: on the rounding floor"}
+    assert set(V.CLAIM_VERDICTS) == {"holds", "holds partly", "does not hold",
+                                     "cannot tell: on the rounding floor"}
 
 
 def test_speed_of_a_collapse_is_its_rate_or_the_layer_it_reaches_the_floor():
@@ -124,8 +125,9 @@ def _tidy(curves: dict[str, list[float]], eps: float) -> pd.DataFrame:
             norm = 100.0
             for metric, x in (("relative_mu", v), ("mu", v * norm), ("norm", norm), ("floor", eps * norm)):
                 rows.append({"weights": "initialized", "variant": "SAN", "mask": mask, "window": None,
-                             "temperature": None, "norm": "none", "skip": False, "layer": layer, "metric": metric,
-                             "mean": 2 * x, "median": x, "q10": x, "q90": x, "n_samples": 8})
+                             "temperature": None, "norm": "none", "skip": False, "layer": layer,
+                             "metric": metric, "mean": 2 * x, "median": x, "q10": x, "q90": x,
+                             "n_samples": 8})
     return pd.DataFrame(rows)
 
 
@@ -138,7 +140,8 @@ def test_table_verdicts_from_a_tidy_table_without_relative_floor():
     # the relative floor is eps (median floor / median norm), not eps ||X||: a curve at 1e-13 is above it
     low = V.table_verdicts(_tidy({"causal": [1e-13] * 13}, EPS))
     assert low["verdict"].item() == "stable"
-    with_floor = pd.concat([table, table[table["metric"] == "norm"].assign(metric="relative_floor", median=1.0)])
+    with_floor = pd.concat([table,
+                            table[table["metric"] == "norm"].assign(metric="relative_floor", median=1.0)])
     assert set(V.table_verdicts(with_floor)["verdict"]) == {"on the floor"}  # the recorded floor is used
     assert list(V.table_verdicts(table, metric="mu")["verdict"]) == ["collapses", "stable"]
 

@@ -11,7 +11,8 @@ WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "book
 
 def test_workflow_matches_the_github_schema():
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
+        [str(Path(sys.executable).parent / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
+         str(WORKFLOW)],
         capture_output=True,
         text=True,
     )
