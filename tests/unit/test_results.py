@@ -380,6 +380,7 @@ def test_a_hub_result_is_reused_only_with_the_revision_it_recorded(tmp_path, mon
         f"the cached hub revision changed since it was computed (model_revision {'a' * 40} -> {'b' * 40})")
 
 
+@pytest.mark.slow  # computes a sweep
 def test_a_result_records_the_page_parameters_that_computed_it_and_its_command_gives_them_back(tmp_path,
                                                                                                monkeypatch):
     """The store needs nothing from the book to name a damaged result's command: the record holds the page
