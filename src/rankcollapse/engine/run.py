@@ -217,8 +217,9 @@ def samples_per_chunk(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype, 
 @torch.no_grad()  # never differentiated: no autograd graph over samples x layers
 def run_san(x0: torch.Tensor, layers: list[AttentionLayer],
             configs: tuple[SANConfig, ...] | list[SANConfig], *, token_mask: torch.Tensor | None = None,
-            dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu", memory_budget: int = 2**30,
-            use_model_windows: bool = True, metric_names: tuple[str, ...] | None = None,
+            dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu",
+            memory_budget: int = 2**30, use_model_windows: bool = True,
+            metric_names: tuple[str, ...] | None = None,
             attention_stats: bool = False, settle: int | None = None) -> SANResult:
     """Run every configuration on every sample through ``layers``; keep only the metrics after each layer.
 

@@ -46,8 +46,8 @@ def complete_mask_log_mu(X0: Tensor, W_Q: Tensor, W_K: Tensor, W_V: Tensor, n_la
     """
     if X0.dim() != 3 or n_layers < 1 or W_V.dim() != 4 or W_V.shape[1] < n_layers:
         raise ValueError(f"X0 must be [sample, token, d_model] and the weights "
-                         f"[sample, layer >= n_layers, d, e]; got X0 {tuple(X0.shape)}, W_V {tuple(W_V.shape)}, "
-                         f"n_layers={n_layers}")
+                         f"[sample, layer >= n_layers, d, e]; "
+                         f"got X0 {tuple(X0.shape)}, W_V {tuple(W_V.shape)}, n_layers={n_layers}")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
     m = X0.mean(dim=-2, keepdim=True)  # [sample, 1, d_model]
