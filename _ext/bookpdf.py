@@ -6,8 +6,8 @@ Run after the HTML build (``scripts/build_book.sh`` and ``scripts/test.sh`` do):
 
 It builds ``_build/singlehtml`` with Jupyter Book (pages come from the execution cache, so nothing is
 re-run), serves it on 127.0.0.1, aborts every other request, waits for MathJax and every image, prints
-it with Debian's Chromium and writes ``_build/html/rankcollapse-companion.pdf`` atomically, where the intro page and
-every page's download menu link it. Also provides the local server and the Chromium launcher that the
+it with Debian's Chromium and writes ``_build/html/rankcollapse-companion.pdf`` atomically, where the intro
+page and every page's download menu link it. Also provides the local server and the Chromium launcher that the
 browser tests (``tests/site/conftest.py``) use.
 """
 
@@ -53,7 +53,8 @@ def serve(folder: Path) -> Iterator[str]:
 def launch_chromium(playwright):
     """Debian's Chromium, headless, with no background network traffic."""
     if not CHROMIUM.exists():
-        raise FileNotFoundError(f"Debian's chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+        raise FileNotFoundError(f"Debian's chromium is not installed at {CHROMIUM} "
+                                f"(apt-get install chromium)")
     return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
 
 
@@ -70,16 +71,19 @@ def print_pdf(folder: Path, target: Path, timeout_ms: int = 120_000) -> int:
     from rankcollapse.experiments.provenance import atomic_write
 
     root_doc = yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]
-    (folder / "whole-book.html").write_text((folder / f"{root_doc}.html").read_text(encoding="utf8"), encoding="utf8")
+    (folder / "whole-book.html").write_text((folder / f"{root_doc}.html").read_text(encoding="utf8"),
+                                            encoding="utf8")
     with serve(folder) as url, sync_playwright() as p:
         browser = launch_chromium(p)
         page = browser.new_page()
         page.route(NOT_LOCAL, lambda route: route.abort())
         page.goto(url + "whole-book.html", wait_until="load", timeout=timeout_ms)
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=timeout_ms)
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                               timeout=timeout_ms)
         page.evaluate("() => MathJax.startup.promise")
         # Lazy images (the gallery's thumbnails) load only when scrolled to: load every image now.
-        page.evaluate("() => document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
+        page.evaluate("() => document.querySelectorAll('img[loading=lazy]')"
+                      ".forEach(i => { i.loading = 'eager'; })")
         page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=timeout_ms)
         # Paper has no toggles: print every collapsed block (each figure's "Cite this figure") open.
         page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")

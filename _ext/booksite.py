@@ -61,13 +61,15 @@ def install_cell(repository_url: str, commit: str, docname: str) -> nbformat.Not
     """The first cell of an exported notebook (see the module docstring)."""
     source = INSTALL_CELL.format(
         repo=repository_url, commit=commit.removesuffix("-dirty"), folder=Path(docname).parent.as_posix(),
-        pins=" ".join(_pins(ROOT / "requirements.txt")), model_pins=" ".join(_pins(ROOT / "requirements-models.txt")),
+        pins=" ".join(_pins(ROOT / "requirements.txt")),
+        model_pins=" ".join(_pins(ROOT / "requirements-models.txt")),
     )
     return nbformat.v4.new_code_cell(source, metadata={"tags": ["install-book"]})
 
 
 def with_build_outputs(notebook: nbformat.NotebookNode, cache_dir: Path) -> nbformat.NotebookNode:
-    """``notebook`` with the outputs of its run in the execution cache ``cache_dir``, glued figures and tables shown.
+    """``notebook`` with the outputs of its run in the execution cache ``cache_dir``, glued figures and tables
+    shown.
 
     In cache mode myst-nb writes ``_build/jupyter_execute`` without outputs, so they are merged back from
     the cache (matched on the code cells). Glued values are hidden outputs there (a ``scrapbook`` record
@@ -114,7 +116,8 @@ def export_notebooks(app: Sphinx, exception: Exception | None) -> None:
             continue
         exported = with_build_outputs(nbformat.read(source, as_version=4), cache_dir)
         exported.cells.insert(0, install_cell(repository_url, commit, docname))
-        atomic_write(Path(app.outdir) / NOTEBOOK_DIR / f"{docname}.ipynb", lambda tmp: nbformat.write(exported, tmp))
+        atomic_write(Path(app.outdir) / NOTEBOOK_DIR / f"{docname}.ipynb",
+                     lambda tmp: nbformat.write(exported, tmp))
 
 
 def _group(groups: list[dict], label: str) -> list[dict]:
@@ -159,7 +162,9 @@ def labelled_cells(body: str) -> str:
 
         def row(tr: re.Match) -> str:
             names = iter(heads)
-            return re.sub(r"<td\b(?! data-label)", lambda _: f'<td data-label="{html.escape(next(names, ""), quote=True)}"', tr.group(0))
+            return re.sub(r"<td\b(?! data-label)",
+                          lambda _: f'<td data-label="{html.escape(next(names, ""), quote=True)}"',
+                          tr.group(0))
         return re.sub(r"<tr\b.*?</tr>", row, table.group(0), flags=re.S)
     return _MARKDOWN_TABLE.sub(label, body)
 

@@ -6,10 +6,11 @@ For each model size (``bert-base``: N=128, d=768, 12 heads; ``minilm``: N=128, d
 dtype of ``--dtypes`` (float32 and float64), 12 layers x 8 configurations (4 masks x {no norm, LayerNorm}) x
 ``--samples`` random X(0):
 
-* **engine**: ``rankcollapse.engine.run_san`` (metrics mu, mu/||X||, ||X|| after every layer), the pure-attention
-  configurations tracked exactly (the default; the complete mask stays direct);
+* **engine**: ``rankcollapse.engine.run_san`` (metrics mu, mu/||X||, ||X|| after every layer), the
+  pure-attention configurations tracked exactly (the default; the complete mask stays direct);
 * **engine-direct**: the same with exact tracking off (``exact_mu=False``): the script prints the overhead;
-* **engine+all**: the same with every metric (rank and sigma_min from Gram eigenvalues, SVD where unresolved; pairwise cosines), ``--all-samples``;
+* **engine+all**: the same with every metric (rank and sigma_min from Gram eigenvalues, SVD where unresolved;
+  pairwise cosines), ``--all-samples``;
 * **straightforward** (Dong et al.'s way): per configuration, a Hugging Face eager BertModel forward with
   the MLP and the skip removed (the mask as a 4-D additive mask), ``output_hidden_states`` and
   ``output_attentions`` for all samples, the same metrics computed afterwards; run twice, with every
@@ -49,7 +50,8 @@ import torch
 
 from rankcollapse.core import metrics
 from rankcollapse.core import norms
-from rankcollapse.engine import SANConfig, attend, attention_bias, attention_flop, config_grid, random_layers, run_san
+from rankcollapse.engine import (SANConfig, attend, attention_bias, attention_flop, config_grid,
+                                 random_layers, run_san)
 from rankcollapse.hf.extract import extract_layers
 
 DIMS = {"bert-base": (768, 12), "minilm": (384, 12)}
@@ -67,10 +69,12 @@ def hf_model(d_model: int, n_heads: int, n_layers: int, seed: int = 0):
     """A randomly initialized BertModel (eager), MLP and skip removed as in Dong et al.'s SAN ablation."""
     import transformers
 
-    torch.manual_seed(seed)  # HF initialises through the global RNG; the benchmark is a script, not the package
-    config = transformers.BertConfig(hidden_size=d_model, num_attention_heads=n_heads, num_hidden_layers=n_layers,
-                                     intermediate_size=4 * d_model, vocab_size=8)
-    model = transformers.AutoModel.from_config(config, attn_implementation="eager", add_pooling_layer=False).eval()
+    # HF initialises through the global RNG; the benchmark is a script, not the package
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(hidden_size=d_model, num_attention_heads=n_heads,
+                                     num_hidden_layers=n_layers, intermediate_size=4 * d_model, vocab_size=8)
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager",
+                                               add_pooling_layer=False).eval()
     model.embeddings.forward = lambda **kwargs: kwargs["inputs_embeds"]  # X(0) is given directly
     for layer in model.encoder.layer:
         layer.feed_forward_chunk = lambda attention_output: attention_output  # no MLP, no second skip
@@ -104,10 +108,12 @@ def run_straightforward(model, x0, batch: int | None = None) -> dict[str, torch.
     for config in configs():
         set_norm(model, config.norm)
         mask = config.build_mask(N_TOKENS)
-        additive = torch.zeros(N_TOKENS, N_TOKENS, dtype=x0.dtype).masked_fill(~mask, torch.finfo(x0.dtype).min)
+        additive = (torch.zeros(N_TOKENS, N_TOKENS, dtype=x0.dtype)
+                    .masked_fill(~mask, torch.finfo(x0.dtype).min))
         outs = [model(inputs_embeds=x, attention_mask=additive[None, None].expand(x.shape[0], 1, -1, -1),
                       output_hidden_states=True, output_attentions=True) for x in x0.split(batch or len(x0))]
-        hidden = [torch.cat(h) for h in zip(*(out.hidden_states for out in outs))]  # per layer [sample, token, d]
+        # per layer [sample, token, d]
+        hidden = [torch.cat(h) for h in zip(*(out.hidden_states for out in outs))]
         mus.append(torch.stack([metrics.mu(h) for h in hidden]))  # [layer + 1, sample]
         norms.append(torch.stack([metrics.frobenius_norm(h) for h in hidden]))  # [layer + 1, sample]
     return {"mu": torch.stack(mus, dim=1), "norm": torch.stack(norms, dim=1)}  # [layer + 1, config, sample]
@@ -126,7 +132,8 @@ def run_naive(model, x0) -> None:
                 metrics.mu(x)
 
 
-def matmul_gflops(d_model: int, dtype: torch.dtype = torch.float32, repeats: int = 20, trials: int = 5) -> float:
+def matmul_gflops(d_model: int, dtype: torch.dtype = torch.float32, repeats: int = 20,
+                  trials: int = 5) -> float:
     """The best of ``trials`` timings of ``repeats`` products [4096, d] @ [d, d]: the machine's dense peak."""
     a = torch.randn(4096, d_model, dtype=dtype)
     b = torch.randn(d_model, d_model, dtype=dtype)
@@ -146,9 +153,11 @@ def one(method: str, dims: str, n_samples: int, n_layers: int, batch: int, dtype
     model = hf_model(d_model, n_heads, n_layers).to(metrics.DTYPES[dtype])
     x0 = x0_for(model, n_samples)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    peak = matmul_gflops(d_model, x0.dtype)  # measured next to the run: the machine's speed drifts on a shared host
+    # measured next to the run: the machine's speed drifts on a shared host
+    peak = matmul_gflops(d_model, x0.dtype)
     start = time.perf_counter()
-    result = {"engine": lambda: run_engine(model, x0, False), "engine+all": lambda: run_engine(model, x0, True),
+    result = {"engine": lambda: run_engine(model, x0, False),
+              "engine+all": lambda: run_engine(model, x0, True),
               "engine-direct": lambda: run_engine(model, x0, False, exact_mu=False),
               "straightforward": lambda: run_straightforward(model, x0),
               "straightforward-batched": lambda: run_straightforward(model, x0, batch),
@@ -156,9 +165,9 @@ def one(method: str, dims: str, n_samples: int, n_layers: int, batch: int, dtype
     seconds = time.perf_counter() - start
     units = n_samples * n_layers * len(configs())
     label = f"straightforward, batches of {batch}" if method == "straightforward-batched" else method
-    report = {"method": label, "dims": dims, "dtype": dtype, "samples": n_samples, "layers": n_layers, "seconds": seconds,
-              "units_per_s": units / seconds, "gflops": units * attention_flop(d_model, N_TOKENS) / seconds / 1e9,
-              "matmul_gflops": peak,
+    report = {"method": label, "dims": dims, "dtype": dtype, "samples": n_samples, "layers": n_layers,
+              "seconds": seconds, "units_per_s": units / seconds,
+              "gflops": units * attention_flop(d_model, N_TOKENS) / seconds / 1e9, "matmul_gflops": peak,
               "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
               "rss_before_gib": base_rss / 2**20}
     if result is not None:
@@ -166,9 +175,11 @@ def one(method: str, dims: str, n_samples: int, n_layers: int, batch: int, dtype
     return report
 
 
-def spawn(method: str, dims: str, n_samples: int, n_layers: int, batch: int = 32, dtype: str = "float32") -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", method, "--dims", dims, "--samples", str(n_samples),
-                          "--layers", str(n_layers), "--batch", str(batch), "--dtypes", dtype],
+def spawn(method: str, dims: str, n_samples: int, n_layers: int, batch: int = 32,
+          dtype: str = "float32") -> dict:
+    out = subprocess.run([sys.executable, __file__, "--one", method, "--dims", dims,
+                          "--samples", str(n_samples), "--layers", str(n_layers), "--batch", str(batch),
+                          "--dtypes", dtype],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -181,13 +192,15 @@ def device_kind() -> str:
 
 
 def record_throughput(rows: list[dict]) -> None:
-    """Merge the engine's rows into THROUGHPUT_FILE: sample.layer.config per second per device|dtype|d_model."""
+    """Merge the engine's rows into THROUGHPUT_FILE: sample.layer.config per second per
+    device|dtype|d_model."""
     table = json.loads(THROUGHPUT_FILE.read_text()) if THROUGHPUT_FILE.is_file() else {}
     stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     for r in rows:
         key = f"{device_kind()}|{r['dtype']}|{DIMS[r['dims']][0]}"
-        table[key] = {"units_per_s": round(r["units_per_s"], 2), "samples": r["samples"], "measured_utc": stamp,
-                      "n_tokens": N_TOKENS, "torch": torch.__version__, "threads": torch.get_num_threads()}
+        table[key] = {"units_per_s": round(r["units_per_s"], 2), "samples": r["samples"],
+                      "measured_utc": stamp, "n_tokens": N_TOKENS, "torch": torch.__version__,
+                      "threads": torch.get_num_threads()}
     text = json.dumps(dict(sorted(table.items())), indent=1) + "\n"
     tmp = THROUGHPUT_FILE.with_suffix(".tmp")
     tmp.write_text(text)
@@ -198,7 +211,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="SAN engine benchmark")
     parser.add_argument("--dims", nargs="+", default=list(DIMS), choices=list(DIMS))
     parser.add_argument("--samples", type=int, default=256, help="samples for engine and straightforward")
-    parser.add_argument("--batch", type=int, default=32, help="samples per forward, batched straightforward way")
+    parser.add_argument("--batch", type=int, default=32,
+                        help="samples per forward, batched straightforward way")
     parser.add_argument("--all-samples", type=int, default=8, help="samples for the engine with every metric")
     parser.add_argument("--naive-samples", type=int, default=4, help="samples for the naive loop")
     parser.add_argument("--layers", type=int, default=12)
@@ -221,27 +235,32 @@ def main() -> None:
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {device_kind()}, N={N_TOKENS}, "
           f"{args.layers} layers x {len(configs())} configs")
-    print("| dims | dtype | method | samples | s | sample.layer.config/s | attention GFLOP/s | % of matmul GFLOP/s "
-          "| peak RSS GiB |")
+    print("| dims | dtype | method | samples | s | sample.layer.config/s | attention GFLOP/s "
+          "| % of matmul GFLOP/s | peak RSS GiB |")
     print("|---|---|---|---|---|---|---|---|---|")
     verdicts, engines = [], []
     for dims, dtype in [] if args.memory_only else [(d, t) for d in args.dims for t in args.dtypes]:
-        extras = [spawn("engine+all", dims, args.all_samples, args.layers),
-                  spawn("naive", dims, args.naive_samples, args.layers)] if dtype == "float32" and not args.no_extras else []
+        extras = ([spawn("engine+all", dims, args.all_samples, args.layers),
+                   spawn("naive", dims, args.naive_samples, args.layers)]
+                  if dtype == "float32" and not args.no_extras else [])
         rows = [spawn("engine", dims, args.samples, args.layers, dtype=dtype),
                 spawn("straightforward", dims, args.samples, args.layers, dtype=dtype),
                 spawn("straightforward-batched", dims, args.samples, args.layers, args.batch, dtype),
                 spawn("engine-direct", dims, args.samples, args.layers, dtype=dtype), *extras]
         for r in rows:
             print(f"| {dims} | {r['dtype']} | {r['method']} | {r['samples']} | {r['seconds']:.1f} | "
-                  f"{r['units_per_s']:.1f} | {r['gflops']:.1f} | {100 * r['gflops'] / r['matmul_gflops']:.0f}% of "
+                  f"{r['units_per_s']:.1f} | {r['gflops']:.1f} | "
+                  f"{100 * r['gflops'] / r['matmul_gflops']:.0f}% of "
                   f"{r['matmul_gflops']:.0f} | {r['peak_rss_gib']:.2f} |", flush=True)
         engine, fastest = rows[0], max(rows[1:3], key=lambda r: r["units_per_s"])
         eng, hf = torch.tensor(engine["mu"]), torch.tensor(fastest["mu"])
         rel = ((eng - hf).abs() / torch.tensor(fastest["norm"])).max().item()
-        share, speedup = engine["gflops"] / engine["matmul_gflops"], engine["units_per_s"] / fastest["units_per_s"]
-        overhead = engine["seconds"] / rows[3]["seconds"] - 1  # exact tracking of the pure-attention configurations
-        every = f"{engine['units_per_s'] / extras[0]['units_per_s']:.2f}x" if extras else "not run"  # goal <= 1.5x
+        share, speedup = (engine["gflops"] / engine["matmul_gflops"],
+                          engine["units_per_s"] / fastest["units_per_s"])
+        # exact tracking of the pure-attention configurations
+        overhead = engine["seconds"] / rows[3]["seconds"] - 1
+        # goal <= 1.5x
+        every = f"{engine['units_per_s'] / extras[0]['units_per_s']:.2f}x" if extras else "not run"
         verdicts.append(f"| {dims} | {dtype} | {100 * share:.0f}% | {speedup:.2f}x ({fastest['method']}) | "
                         f"{rel:.1e} | {overhead:+.0%} | {every} |")
         engines.append(engine)
@@ -255,13 +274,15 @@ def main() -> None:
     # run_san keeps one chunk of samples of one configuration alive at a time, so the peak stays flat in
     # the number of samples (X(0) plus a constant set by the chunk size) and in depth (only per-layer metrics
     # are kept), in float32 and float64 alike.
-    print("\n| memory scan | dtype | samples x 16 configs | layers | X(0) GiB | peak RSS GiB |\n|---|---|---|---|---|---|")
-    scan = [(n, 1) for n in args.memory_samples] + [(min(args.memory_samples), t) for t in args.memory_layers if t != 1]
+    print("\n| memory scan | dtype | samples x 16 configs | layers | X(0) GiB | peak RSS GiB |\n"
+          "|---|---|---|---|---|---|")
+    scan = ([(n, 1) for n in args.memory_samples]
+            + [(min(args.memory_samples), t) for t in args.memory_layers if t != 1])
     for dtype in args.dtypes:
         for n, n_layers in scan:
             row = spawn("memory", args.dims[0], n, n_layers, dtype=dtype)
-            print(f"| {args.dims[0]} | {dtype} | {n} | {n_layers} | {row['x0_gib']:.3f} | {row['peak_rss_gib']:.2f} |",
-                  flush=True)
+            print(f"| {args.dims[0]} | {dtype} | {n} | {n_layers} | {row['x0_gib']:.3f} | "
+                  f"{row['peak_rss_gib']:.2f} |", flush=True)
 
 
 def memory_scan(dims: str, n_samples: int, n_layers: int = 1, dtype: str = "float32") -> dict:
@@ -275,7 +296,8 @@ def memory_scan(dims: str, n_samples: int, n_layers: int = 1, dtype: str = "floa
     start = time.perf_counter()
     run_san(x0, layers, grid, dtype=metrics.resolve_dtype(dtype), metric_names=("mu", "norm"))
     return {"peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-            "rss_before_gib": base / 2**20, "x0_gib": x0.numel() * 4 / 2**30, "seconds": time.perf_counter() - start}
+            "rss_before_gib": base / 2**20, "x0_gib": x0.numel() * 4 / 2**30,
+            "seconds": time.perf_counter() - start}
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ from bench_san import N_TOKENS, THROUGHPUT_FILE, configs  # noqa: E402
 from rankcollapse.engine import attention_flop, random_layers, run_san  # noqa: E402
 from rankcollapse.experiments.plan import device_kind  # noqa: E402
 
-WIDTHS = {1024: 16, 2880: 64, 3584: 28, 4096: 32}  # d_model -> heads (ModernBERT-large, GPT-OSS-20B, Qwen2.5-7B, Mistral-7B)
+# d_model -> heads (ModernBERT-large, GPT-OSS-20B, Qwen2.5-7B, Mistral-7B)
+WIDTHS = {1024: 16, 2880: 64, 3584: 28, 4096: 32}
 
 
 def measure(d_model: int, n_heads: int, dtype: torch.dtype, n_samples: int, n_layers: int) -> float:
@@ -57,11 +58,12 @@ def main() -> None:
         for d_model, n_heads in WIDTHS.items():
             rate = measure(d_model, n_heads, dtype, args.samples, args.layers)
             name = str(dtype).removeprefix("torch.")
-            print(f"| {d_model} | {name} | {rate:.1f} | {rate * attention_flop(d_model, N_TOKENS) / 1e12:.2f} |",
-                  flush=True)
+            print(f"| {d_model} | {name} | {rate:.1f} | "
+                  f"{rate * attention_flop(d_model, N_TOKENS) / 1e12:.2f} |", flush=True)
             table[f"{kind}|{name}|{d_model}"] = {"units_per_s": round(rate, 2), "samples": args.samples,
                                                  "measured_utc": stamp, "n_tokens": N_TOKENS,
-                                                 "torch": torch.__version__, "threads": torch.get_num_threads()}
+                                                 "torch": torch.__version__,
+                                                 "threads": torch.get_num_threads()}
     args.out.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
 
 

@@ -53,7 +53,8 @@ def settled_share(table: pd.DataFrame, settle: int = SETTLE_LAYERS) -> tuple[int
         depth = int(wide.index.max())
         total += depth
         exact = wide.get(("min", EXACT_METRIC))
-        if ("max", "floor") not in wide or config["variant"].iloc[0] != "SAN" or (exact is not None and exact.min() == 1):
+        if (("max", "floor") not in wide or config["variant"].iloc[0] != "SAN"
+                or (exact is not None and exact.min() == 1)):
             continue  # the full transformer or a curve tracked exactly: always computed
         on_floor = (wide[("max", "mu")] <= FLOOR_BAND * wide[("min", "floor")]).loc[1:].to_numpy()
         streak = 0
@@ -79,7 +80,8 @@ def store_report(settle: int) -> None:
         skipped, total = settled_share(result.table, settle)
         p = result.provenance
         seconds = float(p.get("compute_time_s") or p.get("wall_time_s") or 0.0)
-        depth = max(p["depth"].values()) if isinstance(p.get("depth"), dict) else p["parameters"].get("n_layers")
+        depth = (max(p["depth"].values()) if isinstance(p.get("depth"), dict)
+                 else p["parameters"].get("n_layers"))
         print(f"| {page} | {key} | {p['parameters']['n_samples']} x {depth} | {p['dtype']} | {seconds:.0f} | "
               f"{100 * skipped / total:.0f} % |")
         acc = pages.setdefault(page, [0.0, 0.0, 0.0])
@@ -98,7 +100,8 @@ def page_report(page: str, pairs: list[list[str]]) -> None:
         for settle in (0, SETTLE_LAYERS):
             results, output = Path(tmp) / f"results-{settle}", Path(tmp) / f"out-{settle}"
             env = {**os.environ, SETTLE_ENV: str(settle), "RANKCOLLAPSE_RESULTS_DIR": str(results)}
-            command = ["rankcollapse", "run", page, "-p", "show_largest_stored", "False", "--output", str(output)]
+            command = ["rankcollapse", "run", page, "-p", "show_largest_stored", "False",
+                       "--output", str(output)]
             for name, value in pairs:
                 command += ["-p", name, value]
             start = time.perf_counter()
@@ -107,9 +110,11 @@ def page_report(page: str, pairs: list[list[str]]) -> None:
             store = ResultStore(results)
             stored = {p.stem: store.verify(page, p.stem) for p in sorted((results / page).glob("*.json"))}
             glued = glue_outputs(next(output.glob("*.ipynb")))
-            runs[settle] = (wall, stored, {k: {m: t for m, t in v.items() if m not in IMAGE_TYPES} for k, v in glued.items()})
+            runs[settle] = (wall, stored, {k: {m: t for m, t in v.items() if m not in IMAGE_TYPES}
+                                           for k, v in glued.items()})
     print(f"{page} {' '.join(f'{n}={v}' for n, v in pairs)}")
-    print("| settle layers | wall s | result | compute s | settled layer.config rows |\n|---|---|---|---|---|")
+    print("| settle layers | wall s | result | compute s | settled layer.config rows |\n"
+          "|---|---|---|---|---|")
     for settle, (wall, stored, _) in runs.items():
         for key, result in stored.items():
             table = result.table

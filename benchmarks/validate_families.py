@@ -38,7 +38,8 @@ def main() -> None:
         except ValueError as err:
             print(f"| pkg:{name} | skipped: {err} | | | | | | |")
             continue
-        ids = data.sample_token_ids(loaded.tokenizer, n_samples=args.samples, n_tokens=args.tokens, seed=0).input_ids
+        ids = data.sample_token_ids(loaded.tokenizer, n_samples=args.samples, n_tokens=args.tokens,
+                                    seed=0).input_ids
         print(f"| pkg:{name} | {loaded.model.config.num_hidden_layers} | {row(loaded.model, ids)} |")
 
 

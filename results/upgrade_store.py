@@ -1,8 +1,9 @@
 """Upgrade a results store written by an earlier version, in place: compress each table ``<key>.csv`` to
-``<key>.csv.gz`` (after checking its SHA-256 against its record) and record the SHA-256 and row count of tables
-stored before the store recorded them (after checking each parses and has the columns and configurations its
-parameters ask for, ``rankcollapse.experiments.table.check_table``). Results already upgraded are left alone.
-Run from anywhere: ``python results/upgrade_store.py [STORE]`` (default: this folder).
+``<key>.csv.gz`` (after checking its SHA-256 against its record) and record the SHA-256 and row count of
+tables stored before the store recorded them (after checking each parses and has the columns and
+configurations its parameters ask for, ``rankcollapse.experiments.table.check_table``). Results already
+upgraded are left alone. Run from anywhere: ``python results/upgrade_store.py [STORE]`` (default: this
+folder).
 """
 
 import sys

@@ -117,7 +117,8 @@ def main(before_cache: Path, after_cache: Path) -> int:
                         page_fig += 1
                     else:
                         page_text += 1
-                        print(f"  {page} {name} [{mime}]:\n    before: {ea.get(mime)!r:.300}\n    after:  {eb.get(mime)!r:.300}")
+                        print(f"  {page} {name} [{mime}]:\n    before: {ea.get(mime)!r:.300}\n"
+                              f"    after:  {eb.get(mime)!r:.300}")
         for text in shown_before:
             if text not in shown_after:
                 page_text += 1
@@ -125,10 +126,11 @@ def main(before_cache: Path, after_cache: Path) -> int:
         text_diffs += page_text
         figure_diffs += page_fig
         n_moved += page_moved
-        print(f"{page}: {len(a)} glued values before, {len(b)} after ({page_moved} moved from displayed cells); "
-              f"{page_text} text differences, {page_fig} figure differences")
-    print(f"in all: {n_values} glued texts, {text_diffs} differ; {n_moved} displayed outputs moved into glue; "
-          f"{n_figures} glued figures, {figure_diffs} differ")
+        print(f"{page}: {len(a)} glued values before, {len(b)} after "
+              f"({page_moved} moved from displayed cells); {page_text} text differences, "
+              f"{page_fig} figure differences")
+    print(f"in all: {n_values} glued texts, {text_diffs} differ; "
+          f"{n_moved} displayed outputs moved into glue; {n_figures} glued figures, {figure_diffs} differ")
     return 1 if text_diffs else 0
 
 

@@ -33,8 +33,8 @@ def check_choices(name: str, values: object, allowed: tuple) -> None:
     """A non-empty tuple of values from ``allowed``, without repeats."""
     if (not isinstance(values, tuple) or not values or len(set(values)) != len(values)
             or any(isinstance(v, bool) != isinstance(allowed[0], bool) or v not in allowed for v in values)):
-        raise ValueError(f"{name} must be a non-empty tuple of distinct values from {', '.join(map(repr, allowed))}; "
-                         f"got {values!r}")
+        raise ValueError(f"{name} must be a non-empty tuple of distinct values from "
+                         f"{', '.join(map(repr, allowed))}; got {values!r}")
 
 
 def check_temperature(name: str, value: object, allow_none: bool = False) -> None:
@@ -47,7 +47,8 @@ def check_temperature(name: str, value: object, allow_none: bool = False) -> Non
     """
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and value > 0)):
         what = "a finite number > 0" + (" or None (the layer's own scaling)" if allow_none else "")
         raise ValueError(f"{name} must be {what}, got {value!r}")
 
@@ -79,7 +80,8 @@ def freeze_lists(config: object, *names: str) -> None:
 def check_ints(name: str, values: object, low: int, high: int) -> None:
     """A non-empty tuple of distinct integers in ``[low, high]``."""
     if not isinstance(values, tuple) or not values or len(set(values)) != len(values):
-        raise ValueError(f"{name} must be a non-empty list of distinct integers in [{low}, {high}], got {values!r}")
+        raise ValueError(f"{name} must be a non-empty list of distinct integers in [{low}, {high}], "
+                         f"got {values!r}")
     for value in values:
         check_int(f"every entry of {name}", value, low, high)
 
@@ -87,6 +89,7 @@ def check_ints(name: str, values: object, low: int, high: int) -> None:
 def check_numbers(name: str, values: object, low: float, high: float) -> None:
     """A non-empty tuple of distinct numbers in ``(low, high]``."""
     if not isinstance(values, tuple) or not values or len(set(values)) != len(values):
-        raise ValueError(f"{name} must be a non-empty list of distinct numbers in ({low}, {high}], got {values!r}")
+        raise ValueError(f"{name} must be a non-empty list of distinct numbers in ({low}, {high}], "
+                         f"got {values!r}")
     for value in values:
         check_number(f"every entry of {name}", value, low, high, open_low=True)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")  # the paper's four masks (Fig. 2)
+# the paper's four masks (Fig. 2)
+PAPER_MASKS = ("complete", "causal", "sliding_window", "causal_sliding_window")
 
 
 def _check_n_tokens(n_tokens: int) -> None:
@@ -32,7 +33,8 @@ def _check_n_tokens(n_tokens: int) -> None:
 
 
 def _check_width(name: str, value: int, n_tokens: int) -> None:
-    """``value`` must be an integer in [1, n_tokens - 1] (a window of n_tokens or more is the complete mask)."""
+    """``value`` must be an integer in [1, n_tokens - 1] (a window of n_tokens or more is the complete
+    mask)."""
     upper = max(n_tokens - 1, 1)
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= upper:
         raise ValueError(f"{name} must be an integer in [1, {upper}] for n_tokens={n_tokens}, got {value!r}")
@@ -154,7 +156,8 @@ def mask_from_matrix(matrix: torch.Tensor | list) -> torch.Tensor:
     if mask.dtype != torch.bool:
         raise ValueError(f"matrix must be boolean (dtype torch.bool), got dtype {mask.dtype}")
     if mask.ndim != 2 or mask.shape[0] != mask.shape[1] or mask.shape[0] < 1:
-        raise ValueError(f"matrix must be square [n_tokens, n_tokens] with n_tokens >= 1, got shape {tuple(mask.shape)}")
+        raise ValueError(f"matrix must be square [n_tokens, n_tokens] with n_tokens >= 1, "
+                         f"got shape {tuple(mask.shape)}")
     return mask | torch.eye(mask.shape[0], dtype=torch.bool)
 
 
@@ -205,7 +208,8 @@ def build_mask(name: str, n_tokens: int, window: int | None = None, **kwargs) ->
 
 
 def _check_mask(mask: torch.Tensor) -> None:
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.ndim != 2 or mask.shape[0] != mask.shape[1]:
+    if (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.ndim != 2
+            or mask.shape[0] != mask.shape[1]):
         raise ValueError("mask must be a square torch.bool tensor [n_tokens, n_tokens]")
 
 

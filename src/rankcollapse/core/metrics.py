@@ -37,7 +37,8 @@ float32 states with sigma_min between the two bounds. States computed in float64
 the Gram error would exceed the states' own rounding (``eps64 ||X||_F``), and the engine's float64 agreement
 tests would see it. See :func:`_singular_spectrum`.
 
-Used by: every page that measures collapse; the engine calls ``all_metrics`` (or ``norm_metrics``) after every layer.
+Used by: every page that measures collapse; the engine calls ``all_metrics`` (or ``norm_metrics``) after
+every layer.
 """
 
 from __future__ import annotations
@@ -50,14 +51,18 @@ import torch
 
 METRIC_NAMES = ("mu", "relative_mu", "norm", "numerical_rank", "sigma_min", "mean_abs_cosine", "floor",
                 "relative_floor", "sigma_min_floor")
-NORM_METRIC_NAMES = ("mu", "relative_mu", "norm", "floor", "relative_floor")  # norm_metrics: no SVD, no cosines
-FLOOR_OF = {"mu": "floor", "relative_mu": "relative_floor", "sigma_min": "sigma_min_floor"}  # metric -> its floor
+# norm_metrics: no SVD, no cosines
+NORM_METRIC_NAMES = ("mu", "relative_mu", "norm", "floor", "relative_floor")
+# metric -> its floor
+FLOOR_OF = {"mu": "floor", "relative_mu": "relative_floor", "sigma_min": "sigma_min_floor"}
 FLOOR_BAND = 10.0  # a value within this factor of its floor is rounding noise: flagged, never interpreted
-GRAM_RESOLUTION = 1e-4  # largest relative error (worst-case bound) allowed on a sigma taken from Gram eigenvalues
+# largest relative error (worst-case bound) allowed on a sigma taken from Gram eigenvalues
+GRAM_RESOLUTION = 1e-4
 DTYPES = {"float64": torch.float64, "float32": torch.float32}  # the dtype names of page parameters
-# One layer's change of mu, mu(X') = mu(X) * value_gain * attention_contraction * norm_factor, and the statistics
-# of its attention matrices (Theorem 1's epsilon, the sharpest row, the diagonal, |lambda_2|); the engine records
-# them when asked (engine.run_san(attention_stats=True)), see attention_statistics and mu_factor.
+# One layer's change of mu, mu(X') = mu(X) * value_gain * attention_contraction * norm_factor, and the
+# statistics of its attention matrices (Theorem 1's epsilon, the sharpest row, the diagonal, |lambda_2|); the
+# engine records them when asked (engine.run_san(attention_stats=True)), see attention_statistics and
+# mu_factor.
 ATTENTION_METRIC_NAMES = ("value_gain", "attention_contraction", "norm_factor", "attention_epsilon",
                           "attention_max_weight", "attention_diagonal", "attention_lambda2")
 
@@ -78,7 +83,8 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 def _prepare(X: torch.Tensor, token_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Float64 states with padding rows zeroed, and the float64 weights (1 valid / 0 pad; None: all valid).
 
-    Shapes: X [..., token, d_model], token_mask [..., token] -> ([..., token, d_model], [..., token, 1] or None).
+    Shapes: X [..., token, d_model], token_mask [..., token] -> ([..., token, d_model], [..., token, 1] or
+    None).
     """
     if X.ndim < 2:
         raise ValueError(f"X must have shape [..., token, d_model], got shape {tuple(X.shape)}")
@@ -88,9 +94,8 @@ def _prepare(X: torch.Tensor, token_mask: torch.Tensor | None) -> tuple[torch.Te
     if token_mask is None:
         return X, None
     if token_mask.dtype != torch.bool or token_mask.shape != X.shape[:-1]:
-        raise ValueError(
-            f"token_mask must be a bool tensor of shape {tuple(X.shape[:-1])}, got {token_mask.dtype} {tuple(token_mask.shape)}"
-        )
+        raise ValueError(f"token_mask must be a bool tensor of shape {tuple(X.shape[:-1])}, "
+                         f"got {token_mask.dtype} {tuple(token_mask.shape)}")
     valid = token_mask.to(torch.float64).unsqueeze(-1)  # [..., token, 1]
     return X * valid, valid
 
@@ -178,7 +183,8 @@ def _singular_spectrum(Xp: torch.Tensor, valid: torch.Tensor | None, rtol: float
         gram = Xp.mT @ Xp  # [..., d_model, d_model]
     with _one_cpu_thread(gram.device):
         lam = torch.linalg.eigvalsh(gram).flip(-1)  # [..., k] descending
-    delta = (n_tokens + d_model) * _eps(torch.float64) * lam.clamp_min(0).sum(-1, keepdim=True)  # [..., 1] error bound
+    # [..., 1] error bound
+    delta = (n_tokens + d_model) * _eps(torch.float64) * lam.clamp_min(0).sum(-1, keepdim=True)
     sv = lam.clamp_min(0).sqrt()  # [..., k]
     threshold = rtol**2 * lam[..., :1]  # [..., 1]: sigma > rtol sigma_max  <=>  lambda > rtol^2 lambda_max
     rank = (lam > threshold).sum(-1)  # [...]
@@ -231,7 +237,8 @@ def _eps(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps
 
 
-def numerical_rank(X: torch.Tensor, token_mask: torch.Tensor | None = None, rtol: float | None = None) -> torch.Tensor:
+def numerical_rank(X: torch.Tensor, token_mask: torch.Tensor | None = None,
+                   rtol: float | None = None) -> torch.Tensor:
     """Number of singular values above ``rtol * sigma_max`` (default rule in the module docstring).
 
     Shapes: [..., token, d_model] -> [...] int64.
@@ -247,7 +254,8 @@ def numerical_rank(X: torch.Tensor, token_mask: torch.Tensor | None = None, rtol
 def _mean_abs_cosine(gram: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     """From the tokens' Gram matrix.  Shapes: gram [..., token, token] (padding zeroed), valid [..., token, 1]
     or None (all valid) -> [...]."""
-    inv = 1 / gram.diagonal(dim1=-2, dim2=-1).sqrt().clamp_min(torch.finfo(torch.float64).tiny)  # [..., token]
+    # [..., token]
+    inv = 1 / gram.diagonal(dim1=-2, dim2=-1).sqrt().clamp_min(torch.finfo(torch.float64).tiny)
     cos = (gram * inv.unsqueeze(-1) * inv.unsqueeze(-2)).abs()  # [..., token, token]
     pair = 1 - torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)  # [token, token] pairs i != j
     if valid is not None:
@@ -276,11 +284,13 @@ def rounding_floor(x_norm: torch.Tensor | float, dtype: torch.dtype) -> torch.Te
 
 
 def _norm_values(Xp: torch.Tensor, centred: torch.Tensor, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """mu, relative_mu, norm and their floors of prepared float64 states.  Shapes: [..., token, d_model] -> [...]."""
+    """mu, relative_mu, norm and their floors of prepared float64 states.  Shapes: [..., token, d_model]
+    -> [...]."""
     norm = torch.linalg.vector_norm(Xp, dim=(-2, -1))
     mu_value = torch.linalg.vector_norm(centred, dim=(-2, -1))
     return {"mu": mu_value, "relative_mu": mu_value / norm.clamp_min(torch.finfo(torch.float64).tiny),
-            "norm": norm, "floor": rounding_floor(norm, dtype), "relative_floor": torch.full_like(norm, _eps(dtype))}
+            "norm": norm, "floor": rounding_floor(norm, dtype),
+            "relative_floor": torch.full_like(norm, _eps(dtype))}
 
 
 def mu_factor(after: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
@@ -333,7 +343,8 @@ def attention_statistics(A: torch.Tensor, allowed: torch.Tensor | None = None) -
 
     >>> {k: round(v.item(), 4) for k, v in attention_statistics(torch.tensor([[[1.0, 0.0], [0.5, 0.5]]]),
     ...  torch.tensor([[True, False], [True, True]])).items()}  # doctest: +NORMALIZE_WHITESPACE
-    {'attention_epsilon': 0.5, 'attention_max_weight': 0.75, 'attention_diagonal': 0.75, 'attention_lambda2': 0.5}
+    {'attention_epsilon': 0.5, 'attention_max_weight': 0.75, 'attention_diagonal': 0.75,
+     'attention_lambda2': 0.5}
     """
     A = A.to(torch.float64)
     if A.ndim < 3 or A.shape[-1] != A.shape[-2]:
@@ -345,7 +356,8 @@ def attention_statistics(A: torch.Tensor, allowed: torch.Tensor | None = None) -
             "attention_lambda2": second_eigenvalue_modulus(A.mean(-3))}
 
 
-def below_floor(values: torch.Tensor | float, floors: torch.Tensor | float, band: float = FLOOR_BAND) -> torch.Tensor:
+def below_floor(values: torch.Tensor | float, floors: torch.Tensor | float,
+                band: float = FLOOR_BAND) -> torch.Tensor:
     """True where a value lies within ``band`` of its floor (rounding noise, to be flagged, never read).
 
     Shapes: values [...], floors [...] (broadcast) -> [...] bool.

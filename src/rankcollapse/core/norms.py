@@ -3,10 +3,13 @@
 | name | what it does to each token (row) x | resulting norm |
 |---|---|---|
 | ``none`` | nothing: pure attention | — |
-| ``unit`` | ``x / ||x||``: the paper's ``D`` (LayerNorm without centring = RMSNorm without gain, up to sqrt(d)) | 1 |
+| ``unit`` | ``x / ||x||``: the paper's ``D`` (LayerNorm without centring = RMSNorm without gain,
+  up to sqrt(d)) | 1 |
 | ``rms`` | ``x / rms(x)``: RMSNorm without gain (Llama, Mistral, with gain 1) | sqrt(d_model) |
-| ``layernorm`` | ``(x - mean(x)) / sqrt(var(x) + eps)``: LayerNorm without affine, as a fresh model has it | about sqrt(d_model) |
-| ``model`` | the layer's own trained norm (:class:`TrainedNorm`: LayerNorm with γ, β or RMSNorm with its gain), at the layer's own position | set by γ |
+| ``layernorm`` | ``(x - mean(x)) / sqrt(var(x) + eps)``: LayerNorm without affine, as a fresh model has it
+  | about sqrt(d_model) |
+| ``model`` | the layer's own trained norm (:class:`TrainedNorm`: LayerNorm with γ, β or RMSNorm with its
+  gain), at the layer's own position | set by γ |
 
 The scale matters: attention logits are quadratic in X, so a norm of sqrt(d) instead of 1 is a factor d in
 effective temperature (the paper's LayerNorm analysis uses the unit-norm ``D``; the scale of the other
@@ -31,7 +34,8 @@ import torch
 FIXED_NORM_NAMES = ("none", "unit", "rms", "layernorm")  # need no weights: the theory systems' norms
 NORM_NAMES = (*FIXED_NORM_NAMES, "model")  # "model": each layer's own trained norm (SAN engine only)
 NORM_LABELS = {"none": "pure attention", "unit": "+ LayerNorm D (unit norm)", "rms": "+ RMSNorm (norm √d)",
-               "layernorm": "+ LayerNorm, no affine (norm ≈ √d)", "model": "+ the model's own norm (γ, β: trained, or 1, 0 fresh)"}
+               "layernorm": "+ LayerNorm, no affine (norm ≈ √d)",
+               "model": "+ the model's own norm (γ, β: trained, or 1, 0 fresh)"}
 NORM_KINDS = ("layernorm", "rms")  # the kinds of a trained norm: centred LayerNorm, or RMSNorm (no centring)
 LAYERNORM_EPS = 1e-5  # PyTorch's nn.LayerNorm default
 
@@ -68,7 +72,8 @@ class TrainedNorm:
             raise ValueError(f"kind must be one of {', '.join(NORM_KINDS)}; got {self.kind!r}")
         if self.weight.ndim != 1 or (self.bias is not None and self.bias.shape != self.weight.shape):
             raise ValueError(f"weight must be [d_model] and bias None or of the same shape; got "
-                             f"{tuple(self.weight.shape)} and {None if self.bias is None else tuple(self.bias.shape)}")
+                             f"{tuple(self.weight.shape)} and "
+                             f"{None if self.bias is None else tuple(self.bias.shape)}")
         if not self.eps >= 0:
             raise ValueError(f"eps must be >= 0, got {self.eps!r}")
 

@@ -3,8 +3,9 @@ correlations, binomial intervals and the paired bootstrap of the verdicts' effec
 
 Used by: the theorem pages (:mod:`rankcollapse.theory.dynamics`, the band figures), the verdicts
 (:mod:`rankcollapse.verdicts.rules`: the late rate, the mean rate), the mask-design page (rates, rank
-correlations), the Monte-Carlo fractions of the counterexample and Theorem 2 pages, and the effect sizes of the
-claims tables (:mod:`rankcollapse.verdicts.effects`: :func:`resampled_medians`, :func:`percentile_interval`).
+correlations), the Monte-Carlo fractions of the counterexample and Theorem 2 pages, and the effect sizes of
+the claims tables (:mod:`rankcollapse.verdicts.effects`: :func:`resampled_medians`,
+:func:`percentile_interval`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def fit_decay_rates(log_mu: Tensor, valid: Tensor | None = None, skip: int = 0) 
 
     Positive means collapse; ``exp(-rate)`` is the contraction factor per layer.
 
-    Shapes: log_mu ``[..., layer]`` (natural log), valid ``[layer]`` bool (e.g. mu above the floor) -> ``[...]``.
+    Shapes: log_mu ``[..., layer]`` (natural log), valid ``[layer]`` bool (e.g. mu above the floor)
+    -> ``[...]``.
     """
     t = torch.arange(log_mu.shape[-1], dtype=torch.float64)
     keep = t >= skip
@@ -33,7 +35,8 @@ def fit_decay_rates(log_mu: Tensor, valid: Tensor | None = None, skip: int = 0) 
     if int(keep.sum()) < 2:
         raise ValueError(f"valid layers: {int(keep.sum())}; at least 2 are needed to fit a rate")
     tk, yk = t[keep], log_mu.to(torch.float64)[..., keep]
-    slope = ((tk - tk.mean()) * (yk - yk.mean(dim=-1, keepdim=True))).sum(dim=-1) / ((tk - tk.mean()) ** 2).sum()
+    slope = (((tk - tk.mean()) * (yk - yk.mean(dim=-1, keepdim=True))).sum(dim=-1)
+             / ((tk - tk.mean()) ** 2).sum())
     return -slope
 
 
@@ -159,7 +162,8 @@ def resampled_medians(curve: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
     """
     curve = np.asarray(curve, dtype=np.float64)
     if curve.ndim != 2 or curve.shape[1] < 1:
-        raise ValueError(f"curve must be [layer + 1, sample] with at least one sample; got shape {curve.shape}")
+        raise ValueError(f"curve must be [layer + 1, sample] with at least one sample; "
+                         f"got shape {curve.shape}")
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1; got {resamples}")
     n = curve.shape[1]

@@ -48,11 +48,11 @@ Used by: the experiments behind Figs. 2-4, the response experiments and ``benchm
 from rankcollapse.engine.attention import attend, attention_bias
 from rankcollapse.engine.exact import EXACT_METRIC
 from rankcollapse.engine.layers import INIT_NAMES, NORM_POSITIONS, AttentionLayer, random_layers
-from rankcollapse.engine.run import (CPU_CHUNK_BYTES, SETTLED_METRIC, SANConfig, SANResult, attention_flop, attention_sublayer,
-                                     bytes_per_sample,
-                                     config_grid, resolve_device, run_san, samples_per_chunk)
+from rankcollapse.engine.run import (CPU_CHUNK_BYTES, SETTLED_METRIC, SANConfig, SANResult, attention_flop,
+                                     attention_sublayer, bytes_per_sample, config_grid, resolve_device,
+                                     run_san, samples_per_chunk)
 
-__all__ = ["CPU_CHUNK_BYTES", "EXACT_METRIC", "INIT_NAMES", "NORM_POSITIONS", "SETTLED_METRIC", "AttentionLayer",
-           "SANConfig",
-           "SANResult", "attend", "attention_bias", "attention_flop", "attention_sublayer", "bytes_per_sample", "config_grid",
-           "random_layers", "resolve_device", "run_san", "samples_per_chunk"]
+__all__ = ["CPU_CHUNK_BYTES", "EXACT_METRIC", "INIT_NAMES", "NORM_POSITIONS", "SETTLED_METRIC",
+           "AttentionLayer", "SANConfig", "SANResult", "attend", "attention_bias", "attention_flop",
+           "attention_sublayer", "bytes_per_sample", "config_grid", "random_layers", "resolve_device",
+           "run_san", "samples_per_chunk"]

@@ -9,10 +9,10 @@ temperature is ``None`` (:func:`logit_scale`), and ``bias_h`` = -inf where the m
 window) forbids, plus the layer's score bias (:func:`attention_bias`). Q, K, V of every head come from one
 matrix product (:class:`JointWeights`, Q, K, V side by side), QK-norm and RoPE act on Q and K, and the
 masked softmax and the product with V run fused in ``scaled_dot_product_attention`` (with explicit logits
-only in a layer with logit soft-capping or attention sinks). :func:`attend` is the sublayer; :func:`attend_split`
-the same on split states (for :mod:`rankcollapse.engine.exact`); :func:`attend_explicit` forms the attention
-matrices instead of fusing them, for the decomposition of mu (``run_san(attention_stats=True)``). Skip and norm
-come on top, in :mod:`rankcollapse.engine.run`.
+only in a layer with logit soft-capping or attention sinks). :func:`attend` is the sublayer;
+:func:`attend_split` the same on split states (for :mod:`rankcollapse.engine.exact`); :func:`attend_explicit`
+forms the attention matrices instead of fusing them, for the decomposition of mu
+(``run_san(attention_stats=True)``). Skip and norm come on top, in :mod:`rankcollapse.engine.run`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def joint_weights(layer: AttentionLayer) -> JointWeights:
     W = W.permute(1, 0, 2).reshape(layer.d_model, -1)  # [d_model, (head + 2 kv_head) * d_head]
     W_O = None if layer.W_O is None else layer.W_O.reshape(-1, layer.d_model)  # [head * d_head, d_model]
     n_qk = (layer.n_heads + layer.W_K.shape[0]) * layer.d_head  # query and key columns
-    W_QK, W_V = W[:, :n_qk].contiguous(), W[:, n_qk:].contiguous()  # [d_model, n_qk], [d_model, kv_head * d_head]
+    # [d_model, n_qk], [d_model, kv_head * d_head]
+    W_QK, W_V = W[:, :n_qk].contiguous(), W[:, n_qk:].contiguous()
     if layer.b_Q is None and layer.b_K is None and layer.b_V is None:
         return JointWeights(W, None, W_O, W_QK, None, W_V, None)
     parts = [layer.b_Q, layer.b_K, layer.b_V]
@@ -72,7 +73,8 @@ def project_qkv(X: torch.Tensor, weights: JointWeights) -> torch.Tensor:
 
 
 def logit_scale(layer: AttentionLayer, temperature: float | None) -> float:
-    """``1 / sqrt(temperature)`` (the paper's d_QK), or the layer's own scaling when the temperature is None."""
+    """``1 / sqrt(temperature)`` (the paper's d_QK), or the layer's own scaling when the temperature is
+    None."""
     if temperature is not None:
         return 1.0 / math.sqrt(temperature)
     return layer.scaling if layer.scaling is not None else 1.0 / math.sqrt(layer.d_head)
@@ -88,8 +90,9 @@ def attention_bias(layer: AttentionLayer, mask: torch.Tensor, dtype: torch.dtype
     if layer.window is not None:
         offsets = torch.arange(n_tokens, device=mask.device)
         mask = mask & ((offsets[:, None] - offsets[None, :]).abs() <= layer.window)  # [token, token]
-    bias = None if bool(mask.all()) else torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
-        ~mask, float("-inf"))  # [token, token]
+    # [token, token]
+    bias = (None if bool(mask.all())
+            else torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf")))
     if layer.score_bias is not None:
         score_bias = layer.score_bias[..., :n_tokens, :n_tokens]  # [head, token, token]
         bias = score_bias if bias is None else score_bias + bias
@@ -118,18 +121,21 @@ def _heads(X: torch.Tensor, layer: AttentionLayer, weights: JointWeights, qkv: t
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Queries (QK-norm and RoPE applied), keys and values of every head.
 
-    Shapes: X [sample, token, d_model] -> q [sample, head, token, d_head], k, v [sample, kv_head, token, d_head].
+    Shapes: X [sample, token, d_model] -> q [sample, head, token, d_head], k, v [sample, kv_head, token,
+    d_head].
     """
     n_samples, n_tokens, _ = X.shape
     n_heads, n_kv, d_head = layer.n_heads, layer.W_K.shape[0], layer.d_head
     qkv = project_qkv(X, weights) if qkv is None else qkv
-    qkv = qkv.view(n_samples, n_tokens, n_heads + 2 * n_kv, d_head).transpose(1, 2)  # [sample, h + 2 kv, token, e]
+    # [sample, h + 2 kv, token, e]
+    qkv = qkv.view(n_samples, n_tokens, n_heads + 2 * n_kv, d_head).transpose(1, 2)
     q, k, v = qkv.split([n_heads, n_kv, n_kv], dim=1)  # [sample, head | kv_head, token, d_head]
     return (*_query_key(q, k, layer), v)
 
 
 def _query_key(q: torch.Tensor, k: torch.Tensor, layer: AttentionLayer) -> tuple[torch.Tensor, torch.Tensor]:
-    """QK-norm and RoPE, where the layer has them.  Shapes: q [..., head, token, e], k [..., kv_head, token, e] -> same."""
+    """QK-norm and RoPE, where the layer has them.  Shapes: q [..., head, token, e], k [..., kv_head, token,
+    e] -> same."""
     if layer.q_gain is not None:
         q = rms_normalize(q, layer.qk_norm_eps) * layer.q_gain
         k = rms_normalize(k, layer.qk_norm_eps) * layer.k_gain
@@ -142,7 +148,8 @@ def _query_key(q: torch.Tensor, k: torch.Tensor, layer: AttentionLayer) -> tuple
 def _grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values repeated for grouped-query attention: kv head h // group serves query head h.
 
-    Shapes: q [sample, head, token, d_head]; k, v [sample, kv_head, token, e] -> k, v [sample, head, token, e].
+    Shapes: q [sample, head, token, d_head]; k, v [sample, kv_head, token, e] -> k, v [sample, head, token,
+    e].
     """
     if k.shape[1] == q.shape[1]:
         return k, v
@@ -182,7 +189,8 @@ def _explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias:
     if layer.sinks is None:
         A = torch.softmax(logits, dim=-1)
     else:
-        sink = layer.sinks.to(logits.dtype).view(1, -1, 1, 1).expand(*logits.shape[:-1], 1)  # [sample, head, token, 1]
+        # [sample, head, token, 1]
+        sink = layer.sinks.to(logits.dtype).view(1, -1, 1, 1).expand(*logits.shape[:-1], 1)
         A = torch.cat([logits, sink], dim=-1).softmax(-1)[..., :-1]
     return A @ v, A
 
@@ -205,10 +213,12 @@ def _output(ctx: torch.Tensor, layer: AttentionLayer, weights: JointWeights, wit
     Shapes: ctx [sample, head, token, d_head] -> [sample, token, d_model].
     """
     n_samples, n_heads, n_tokens, d_head = ctx.shape
-    ctx = ctx.transpose(1, 2).reshape(n_samples * n_tokens, n_heads * d_head)  # [sample * token, head * d_head]
+    # [sample * token, head * d_head]
+    ctx = ctx.transpose(1, 2).reshape(n_samples * n_tokens, n_heads * d_head)
     if weights.W_O is None:
         return ctx.view(n_samples, n_tokens, -1)  # [sample, token, head * d_head = d_model]
-    out = ctx @ weights.W_O if layer.b_O is None or not with_bias else torch.addmm(layer.b_O, ctx, weights.W_O)
+    out = (ctx @ weights.W_O if layer.b_O is None or not with_bias
+           else torch.addmm(layer.b_O, ctx, weights.W_O))
     return out.view(n_samples, n_tokens, -1)  # [sample, token, d_model]
 
 
@@ -263,11 +273,13 @@ def attend_split(X: torch.Tensor, gamma: torch.Tensor, R: torch.Tensor, layer: A
     if qkv is None:
         qk = X.reshape(-1, d_model) @ weights.W_QK if weights.b_QK is None else torch.addmm(
             weights.b_QK, X.reshape(-1, d_model), weights.W_QK)  # [sample * token, (head + kv_head) * d_head]
-        qk = qk.view(n_samples, n_tokens, n_heads + n_kv, d_head).transpose(1, 2)  # [sample, h + kv, token, e]
+        # [sample, h + kv, token, e]
+        qk = qk.view(n_samples, n_tokens, n_heads + n_kv, d_head).transpose(1, 2)
         q, k = _query_key(*qk.split([n_heads, n_kv], dim=1), layer)
     else:
         q, k, _ = _heads(X, layer, weights, qkv)
-    v = (R.reshape(-1, d_model) @ weights.W_V).view(n_samples, n_tokens, n_kv, d_head).transpose(1, 2)  # [s, kv, t, e]
+    # [s, kv, t, e]
+    v = (R.reshape(-1, d_model) @ weights.W_V).view(n_samples, n_tokens, n_kv, d_head).transpose(1, 2)
     parts = None
     if explicit:
         ctx, A = _explicit_attention(q, k, v, bias, scale, layer)

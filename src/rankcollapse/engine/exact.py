@@ -88,7 +88,8 @@ def _unit_centred(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def exact_values(values: dict[str, torch.Tensor], X: torch.Tensor, R: torch.Tensor, log_scale: torch.Tensor,
                   token_mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """``values`` with mu and relative_mu (where present) from tracked states X = 1 gamma^T + exp(log_scale) R.
+    """``values`` with mu and relative_mu (where present) from tracked states
+    X = 1 gamma^T + exp(log_scale) R.
 
     mu = exp(log_scale) * mu(R) (R is centred over all tokens with unit norm, so mu(R) = 1 without padding;
     with padding mu(R) is taken over the valid tokens).

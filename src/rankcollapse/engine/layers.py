@@ -29,7 +29,8 @@ import torch
 from rankcollapse.core.checks import check_choice
 from rankcollapse.core.norms import TrainedNorm, fresh_layernorm
 
-INIT_NAMES = ("torch", "hf")  # how random layers are drawn: PyTorch's nn.Linear default, or Hugging Face's N(0, 0.02)
+# how random layers are drawn: PyTorch's nn.Linear default, or Hugging Face's N(0, 0.02)
+INIT_NAMES = ("torch", "hf")
 NORM_POSITIONS = ("post", "pre")  # where a layer's own norm sits (module docstring)
 
 
@@ -40,14 +41,13 @@ class AttentionLayer:
     Shapes: W_Q [head, d_model, d_head]; W_K, W_V [kv_head, d_model, d_head] (kv_head divides head:
     grouped-query attention, query head h reads kv head h // (head // kv_head)); W_O [head, d_head,
     d_model] or None (heads concatenated, needs head * d_head == d_model); b_Q [head, d_head];
-    b_K, b_V [kv_head, d_head]; b_O [d_model]; q_gain, k_gain [d_head]; rope_inv_freq [d_rot // 2] (d_rot <= d_head
-    features rotated);
-    score_bias [head, token, token]; sinks [head]; norm, output_norm: see :class:`rankcollapse.core.norms.TrainedNorm`
-    [d_model].
+    b_K, b_V [kv_head, d_head]; b_O [d_model]; q_gain, k_gain [d_head]; rope_inv_freq [d_rot // 2]
+    (d_rot <= d_head features rotated); score_bias [head, token, token]; sinks [head]; norm, output_norm: see
+    :class:`rankcollapse.core.norms.TrainedNorm` [d_model].
 
-    ``softcap`` and ``sinks`` (default off) are computed with explicit logits (:mod:`rankcollapse.engine.attention`);
-    with ``sinks`` the rows of A sum to less than 1, so such layers are never tracked exactly
-    (:func:`rankcollapse.engine.exact.resolves_centred`).
+    ``softcap`` and ``sinks`` (default off) are computed with explicit logits
+    (:mod:`rankcollapse.engine.attention`); with ``sinks`` the rows of A sum to less than 1, so such layers
+    are never tracked exactly (:func:`rankcollapse.engine.exact.resolves_centred`).
     """
 
     W_Q: torch.Tensor  # query weights, [head, d_model, d_head]
@@ -67,19 +67,25 @@ class AttentionLayer:
     window: int | None = None  # the model's own sliding window: keys with |i - j| <= window only
     score_bias: torch.Tensor | None = None  # additive logit bias (MPNet relative positions), per token count
     softcap: float | None = None  # logit soft-capping (Gemma-2): logits -> softcap * tanh(logits / softcap)
-    sinks: torch.Tensor | None = None  # per-head sink logit (GPT-OSS), one extra softmax column dropped after it
-    norm: TrainedNorm | None = None  # the sublayer's own norm (used by norm "model"); None = the layer has none
+    # per-head sink logit (GPT-OSS), one extra softmax column dropped after it
+    sinks: torch.Tensor | None = None
+    # the sublayer's own norm (used by norm "model"); None = the layer has none
     # (a pre-norm layer without one feeds its attention X itself: ModernBERT's first layer)
-    norm_position: str = "post"  # "post": X' = norm(Attn(X) [+ X]); "pre": X' = output_norm(Attn(norm(X))) [+ X]
-    output_norm: TrainedNorm | None = None  # pre-norm only: norm of the attention output before the residual sum
+    norm: TrainedNorm | None = None
+    # "post": X' = norm(Attn(X) [+ X]); "pre": X' = output_norm(Attn(norm(X))) [+ X]
+    norm_position: str = "post"
+    # pre-norm only: norm of the attention output before the residual sum
+    output_norm: TrainedNorm | None = None
 
     def __post_init__(self) -> None:
         if self.W_Q.ndim != 3 or self.W_K.shape != self.W_V.shape or self.W_K.ndim != 3:
-            raise ValueError("W_Q must be [head, d_model, d_head] and W_K, W_V equal [kv_head, d_model, d_head]")
+            raise ValueError("W_Q must be [head, d_model, d_head] and W_K, W_V equal "
+                             "[kv_head, d_model, d_head]")
         n_heads, d_model, d_head = self.W_Q.shape
         n_kv = self.W_K.shape[0]
         if self.W_K.shape[1:] != (d_model, d_head) or n_heads % n_kv:
-            raise ValueError(f"W_K, W_V must be [kv_head, {d_model}, {d_head}] with kv_head dividing {n_heads}")
+            raise ValueError(f"W_K, W_V must be [kv_head, {d_model}, {d_head}] "
+                             f"with kv_head dividing {n_heads}")
         if self.W_O is None and n_heads * d_head != d_model:
             raise ValueError("W_O may be None only when head * d_head == d_model")
         if self.W_O is not None and self.W_O.shape != (n_heads, d_head, d_model):
@@ -91,13 +97,16 @@ class AttentionLayer:
         if self.sinks is not None and self.sinks.shape != (n_heads,):
             raise ValueError(f"sinks must be [{n_heads}] (one logit per head), got {tuple(self.sinks.shape)}")
         if self.norm_position not in NORM_POSITIONS:
-            raise ValueError(f"norm_position must be one of {', '.join(NORM_POSITIONS)}; got {self.norm_position!r}")
+            raise ValueError(f"norm_position must be one of {', '.join(NORM_POSITIONS)}; "
+                             f"got {self.norm_position!r}")
         if self.output_norm is not None and self.norm_position != "pre":
-            raise ValueError("output_norm is allowed only with norm_position='pre' (a post-norm layer has one norm)")
+            raise ValueError("output_norm is allowed only with norm_position='pre' "
+                             "(a post-norm layer has one norm)")
         for name in ("norm", "output_norm"):
             value = getattr(self, name)
             if value is not None and value.weight.shape != (d_model,):
-                raise ValueError(f"{name} must act on d_model={d_model} features, got weight {tuple(value.weight.shape)}")
+                raise ValueError(f"{name} must act on d_model={d_model} features, "
+                                 f"got weight {tuple(value.weight.shape)}")
 
     @property
     def n_heads(self) -> int:
@@ -131,7 +140,8 @@ def random_layers(n_layers: int, d_model: int, n_heads: int, *, init: str = "tor
     """
     check_choice("init", init, INIT_NAMES)
     if n_layers < 1 or d_model < 1 or n_heads < 1 or d_model % n_heads:
-        raise ValueError(f"need n_layers >= 1 and n_heads dividing d_model, got {n_layers=}, {d_model=}, {n_heads=}")
+        raise ValueError(f"need n_layers >= 1 and n_heads dividing d_model, "
+                         f"got {n_layers=}, {d_model=}, {n_heads=}")
     gen = torch.Generator().manual_seed(seed)
     d_head = d_model // n_heads
 
@@ -152,6 +162,7 @@ def random_layers(n_layers: int, d_model: int, n_heads: int, *, init: str = "tor
         hbias = lambda b: None if b is None else b.reshape(n_heads, d_head)  # [head, d_head]
         layers.append(AttentionLayer(
             W_Q=heads(wq), W_K=heads(wk), W_V=heads(wv), b_Q=hbias(bq), b_K=hbias(bk), b_V=hbias(bv),
-            W_O=wo.reshape(n_heads, d_head, d_model) if output_projection else None,  # [head, d_head, d_model]
+            # [head, d_head, d_model]
+            W_O=wo.reshape(n_heads, d_head, d_model) if output_projection else None,
             b_O=bo if output_projection else None, norm=fresh_layernorm(d_model, dtype)))
     return layers

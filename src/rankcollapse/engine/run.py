@@ -47,10 +47,12 @@ class SANConfig:
     mask: str = "complete"  # a name from rankcollapse.core.masks.MASK_NAMES
     window: int | None = None  # window / stride passed to rankcollapse.core.masks.build_mask
     temperature: float | None = None  # d_QK: logits divided by sqrt(temperature); None = layer's own scaling
-    norm: str = "none"  # one of rankcollapse.core.norms.NORM_NAMES, after the (skip-)sum; "model": the layer's own
+    # one of rankcollapse.core.norms.NORM_NAMES, after the (skip-)sum; "model": the layer's own
+    norm: str = "none"
     skip: bool = False  # add the layer input back (before the norm; after it for a pre-norm layer's own norm)
     mask_options: tuple[tuple[str, object], ...] = field(default=())  # extra build_mask keywords
-    exact_mu: bool = True  # pure attention (norm none, no skip): track mu exactly below the floor (engine.exact)
+    # pure attention (norm none, no skip): track mu exactly below the floor (engine.exact)
+    exact_mu: bool = True
 
     def __post_init__(self) -> None:
         if self.mask not in rc_masks.MASK_NAMES:
@@ -80,8 +82,8 @@ def _check_model_norms(layers: list[AttentionLayer], norms: set[str] | tuple[str
     """One ValueError when norm "model" is asked for and a post-norm layer carries no norm of its own (a
     pre-norm layer without one feeds its attention X itself)."""
     if "model" in norms and any(layer.norm is None and layer.norm_position == "post" for layer in layers):
-        raise ValueError("norm 'model' needs layers that carry their own norm (AttentionLayer.norm): extracted "
-                         "layers (rankcollapse.hf.extract) or random_layers; these have none")
+        raise ValueError("norm 'model' needs layers that carry their own norm (AttentionLayer.norm): "
+                         "extracted layers (rankcollapse.hf.extract) or random_layers; these have none")
 
 
 def _layer_step(X: torch.Tensor, layer: AttentionLayer, norm: str, skip: bool, bias: torch.Tensor | None,
@@ -171,7 +173,8 @@ def _layer_metrics(X: torch.Tensor, token_mask: torch.Tensor | None, dtype: torc
         raise ValueError(f"metric_names must be a non-empty subset of {', '.join(rc_metrics.METRIC_NAMES)}; "
                          f"got {metric_names!r}")
     cheap = set(metric_names) <= set(rc_metrics.NORM_METRIC_NAMES)
-    values = (rc_metrics.norm_metrics if cheap else rc_metrics.all_metrics)(X, token_mask=token_mask, dtype=dtype)
+    values = (rc_metrics.norm_metrics if cheap else rc_metrics.all_metrics)(X, token_mask=token_mask,
+                                                                            dtype=dtype)
     return {k: values[k] for k in metric_names}
 
 
@@ -212,10 +215,11 @@ def samples_per_chunk(n_tokens: int, layer: AttentionLayer, dtype: torch.dtype, 
 
 
 @torch.no_grad()  # never differentiated: no autograd graph over samples x layers
-def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANConfig, ...] | list[SANConfig], *,
-            token_mask: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
-            device: str | torch.device = "cpu", memory_budget: int = 2**30,
-            use_model_windows: bool = True, metric_names: tuple[str, ...] | None = None,
+def run_san(x0: torch.Tensor, layers: list[AttentionLayer],
+            configs: tuple[SANConfig, ...] | list[SANConfig], *, token_mask: torch.Tensor | None = None,
+            dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu",
+            memory_budget: int = 2**30, use_model_windows: bool = True,
+            metric_names: tuple[str, ...] | None = None,
             attention_stats: bool = False, settle: int | None = None) -> SANResult:
     """Run every configuration on every sample through ``layers``; keep only the metrics after each layer.
 
@@ -250,10 +254,13 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
     dev = resolve_device(device)
     configs = tuple(configs)
     _check_model_norms(layers, {c.norm for c in configs})
-    tracked = metric_names is None or bool({"mu", "relative_mu"} & set(metric_names))  # exact mu wanted at all
+    # exact mu wanted at all
+    tracked = metric_names is None or bool({"mu", "relative_mu"} & set(metric_names))
     n_samples, n_tokens, _ = x0.shape
-    moved = {id(la): (la if use_model_windows else AttentionLayer(**{**la.__dict__, "window": None})).to(dtype, dev)
-             for la in layers}  # a layer repeated in the stack is moved (and laid out) once
+    # a layer repeated in the stack is moved (and laid out) once
+    moved = {id(la): (la if use_model_windows
+                      else AttentionLayer(**{**la.__dict__, "window": None})).to(dtype, dev)
+             for la in layers}
     layers = [moved[id(la)] for la in layers]
     weights = {id(la): joint_weights(la) for la in layers}
     biases = [[attention_bias(la, c.build_mask(n_tokens).to(dev), dtype) for la in layers] for c in configs]
@@ -274,8 +281,10 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
             computed = {} if settle is None else {SETTLED_METRIC: torch.zeros_like(flag)}
             flagged = lambda values: {**values, EXACT_METRIC: flag, **computed}  # noqa: E731
             before = x  # the states measured last, for mu when metric_names leaves it out
-            per_layer = [flagged(at_zero) | ({k: torch.ones_like(flag) for k in rc_metrics.ATTENTION_METRIC_NAMES}
-                                             if attention_stats else {})]  # layer 0 reads as the identity layer
+            # layer 0 reads as the identity layer
+            per_layer = [flagged(at_zero)
+                         | ({k: torch.ones_like(flag) for k in rc_metrics.ATTENTION_METRIC_NAMES}
+                            if attention_stats else {})]
             X = x
             split = split_state(x) if exact else None  # (gamma, R, log s)
             streak = 0  # consecutive layers with every sample of the chunk within the floor band
@@ -283,24 +292,31 @@ def run_san(x0: torch.Tensor, layers: list[AttentionLayer], configs: tuple[SANCo
                 if settle is not None and streak >= settle:  # settled: hold the last computed layer
                     per_layer.append({**per_layer[-1], SETTLED_METRIC: torch.ones_like(flag)})
                     continue
-                kw = dict(weights=weights[id(layer)], qkv=first_qkv if t == 0 else None, explicit=attention_stats)
+                kw = dict(weights=weights[id(layer)], qkv=first_qkv if t == 0 else None,
+                          explicit=attention_stats)
                 if split is not None:
                     X, split, parts = split_step(X, split, layer, biases[c][t], scales[c][t], **kw)
                     values = exact_values(measure(X), X, split[1], split[2], tm)
                 else:
-                    X, parts = _layer_step(X, layer, config.norm, config.skip, biases[c][t], scales[c][t], **kw)
+                    X, parts = _layer_step(X, layer, config.norm, config.skip, biases[c][t], scales[c][t],
+                                           **kw)
                     values = measure(X)
                 if parts is not None:
-                    mu_of = lambda v, states: v["mu"] if "mu" in v else rc_metrics.mu(states, tm)  # noqa: E731
-                    values |= _decomposition(parts, biases[c][t], tm, mu_of(per_layer[-1], before), mu_of(values, X))
+                    mu_of = lambda v, states: (  # noqa: E731
+                        v["mu"] if "mu" in v else rc_metrics.mu(states, tm))
+                    values |= _decomposition(parts, biases[c][t], tm, mu_of(per_layer[-1], before),
+                                             mu_of(values, X))
                 per_layer.append(flagged(values))
                 before = X
                 if settle is not None and not exact:
-                    streak = streak + 1 if bool(rc_metrics.below_floor(values["mu"], values["floor"]).all()) else 0
+                    streak = (streak + 1 if bool(rc_metrics.below_floor(values["mu"], values["floor"]).all())
+                              else 0)
             for k in per_layer[0]:
                 if k not in metrics:
-                    metrics[k] = torch.empty(len(layers) + 1, len(configs), n_samples, dtype=per_layer[0][k].dtype)
-                metrics[k][:, c, start:stop] = torch.stack([m[k] for m in per_layer]).cpu()  # [layer + 1, sample]
+                    metrics[k] = torch.empty(len(layers) + 1, len(configs), n_samples,
+                                             dtype=per_layer[0][k].dtype)
+                # [layer + 1, sample]
+                metrics[k][:, c, start:stop] = torch.stack([m[k] for m in per_layer]).cpu()
     return SANResult(metrics=metrics, configs=configs, dtype=dtype, device=str(dev), samples_per_chunk=chunk)
 
 
@@ -310,16 +326,19 @@ def _check_settle(settle: int | None, attention_stats: bool, metric_names: tuple
     if settle is None:
         return
     if isinstance(settle, bool) or not isinstance(settle, int) or settle < 1:
-        raise ValueError(f"settle must be None or an integer >= 1 (consecutive layers on the floor), got {settle!r}")
+        raise ValueError(f"settle must be None or an integer >= 1 (consecutive layers on the floor), "
+                         f"got {settle!r}")
     if attention_stats:
         raise ValueError("settle cannot be combined with attention_stats: the decomposition is per layer; "
                          "use settle=None")
     if metric_names is not None and not {"mu", "floor"} <= set(metric_names):
-        raise ValueError("settle needs metric_names to include 'mu' and 'floor' (it stops on mu's floor band)")
+        raise ValueError("settle needs metric_names to include 'mu' and 'floor' "
+                         "(it stops on mu's floor band)")
 
 
-def attention_sublayer(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tensor, temperature: float | None = None,
-                       *, norm: str = "none", skip: bool = False) -> torch.Tensor:
+def attention_sublayer(X: torch.Tensor, layer: AttentionLayer, mask: torch.Tensor,
+                       temperature: float | None = None, *, norm: str = "none",
+                       skip: bool = False) -> torch.Tensor:
     """The engine's layer for one mask, norm and skip, as used by the Hugging Face validation (by default
     the bare attention sublayer; ``norm="model", skip=True`` is the model's own attention block).
 

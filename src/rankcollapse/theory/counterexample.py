@@ -11,7 +11,8 @@ Equilibria of every rank: the star mask (token 1 attends to itself, every other 
 itself) with ``W_V = [[a I_{d-1}, c 1], [0, 1]]`` (0 < a < 1); each token plays the 2-D picture in its
 own plane span(u, e_d), u the direction of its first d - 1 coordinates; uncollapsed equilibria exist
 exactly when ``c > sqrt(a (2 - a) / (d - 1))`` (:func:`every_rank_threshold`).
-Used by ``book/theory/counterexample.md`` and ``book/theory/equilibria.md`` (via :mod:`rankcollapse.book.pages.layernorm`).
+Used by ``book/theory/counterexample.md`` and ``book/theory/equilibria.md`` (via
+:mod:`rankcollapse.book.pages.layernorm`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def rotation_matrix(angle: float) -> Tensor:
 
     Shapes: -> ``[2, 2]``.
     """
-    return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=torch.float64)
+    return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]],
+                        dtype=torch.float64)
 
 
 def _check_pair_matrix(W_V: Tensor) -> None:
@@ -44,7 +46,8 @@ def _check_pair_matrix(W_V: Tensor) -> None:
         raise ValueError(f"W_V must be a finite 2 x 2 matrix, got shape {tuple(W_V.shape)}")
 
 
-def run_pair(X0: Tensor, W_V: Tensor, n_layers: int, layernorm: bool = True, keep_states: bool = True) -> Trajectory:
+def run_pair(X0: Tensor, W_V: Tensor, n_layers: int, layernorm: bool = True,
+             keep_states: bool = True) -> Trajectory:
     """Two tokens, causal mask, uniform attention; with the unit-norm LayerNorm or without any norm.
 
     Shapes: X0 ``[sample, 2, 2]``, W_V ``[2, 2]``.
@@ -61,7 +64,8 @@ def points_on_circle(theta: Tensor) -> Tensor:
 
 
 def _pairs_from_angles(theta1: Tensor, theta2: Tensor) -> Tensor:
-    """All pairs (token 1 at theta1[i], token 2 at theta2[j]). Shapes: ``[n]``, ``[m]`` -> ``[n * m, 2, 2]``."""
+    """All pairs (token 1 at theta1[i], token 2 at theta2[j]). Shapes: ``[n]``, ``[m]``
+    -> ``[n * m, 2, 2]``."""
     t1, t2 = torch.meshgrid(theta1, theta2, indexing="ij")  # [n, m] each
     return torch.stack([points_on_circle(t1), points_on_circle(t2)], dim=-2).reshape(-1, 2, 2)  # [n*m, 2, 2]
 
@@ -135,7 +139,8 @@ def pair_map(X: Tensor, W_V: Tensor) -> Tensor:
 def numerical_multiplier(W_V: Tensor, v1: Tensor, angle: float, h: float = 1e-6) -> float:
     """Central finite difference of token 2's circle map at ``angle`` (token 1 held at v1).
 
-    Independent of :func:`token2_fixed_points`: it runs the dynamics itself. Shapes: W_V ``[2, 2]``, v1 ``[2]``.
+    Independent of :func:`token2_fixed_points`: it runs the dynamics itself. Shapes: W_V ``[2, 2]``,
+    v1 ``[2]``.
     """
     angles = torch.tensor([angle - h, angle + h], dtype=torch.float64)
     X = torch.stack([v1.to(torch.float64).expand(2, 2), points_on_circle(angles)], dim=1)  # [2, token, 2]
@@ -301,7 +306,8 @@ def path_mu(X0: Tensor, W_from: Tensor, W_to: Tensor, s: Tensor, n_layers: int) 
     _check_pair_matrix(W_to)
     n_points, n_samples = s.shape[0], X0.shape[0]
     weights = (1 - s.double())[:, None, None] * W_from.double() + s.double()[:, None, None] * W_to.double()
-    W_V = weights.repeat_interleave(n_samples, dim=0)[:, None].expand(-1, n_layers, 2, 2)  # [point*sample, layer, 2, 2]
+    # [point*sample, layer, 2, 2]
+    W_V = weights.repeat_interleave(n_samples, dim=0)[:, None].expand(-1, n_layers, 2, 2)
     zero = torch.zeros(2, 2, dtype=torch.float64)
     final = simulate(X0.double().repeat(n_points, 1, 1), masks.causal_mask(2), zero, zero, W_V, n_layers,
                      DynamicsConfig(norm="unit", keep_states=False)).final  # [point * sample, 2, 2]
@@ -312,7 +318,8 @@ def has_second_stable_point(W_V: Tensor, tol: float = 1e-6) -> bool:
     """Whether token 2's circle map (token 1 at its limit v1) has a stable fixed point other than v1:
     the condition for the pair to end apart from some starts."""
     v1 = token1_limit(W_V)
-    return any(q.stable and float(torch.linalg.vector_norm(torch.tensor(q.point, dtype=torch.float64) - v1)) > tol
+    return any(q.stable
+               and float(torch.linalg.vector_norm(torch.tensor(q.point, dtype=torch.float64) - v1)) > tol
                for q in token2_fixed_points(W_V, v1))
 
 

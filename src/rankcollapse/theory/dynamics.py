@@ -8,7 +8,8 @@ Row convention throughout (tokens are rows, as in the paper)::
 with ``A(t) = softmax_G(X(t) W_Q(t) (X(t) W_K(t))^T / sqrt(temperature))`` taken only over the edges of
 the mask G (``mask[i, j]`` True when token i may attend to token j). ``D(t)`` rescales every token to
 unit norm (``norm="unit"``, the paper's LayerNorm without centring, i.e. RMSNorm without gain); the
-other normalizations of :mod:`rankcollapse.core.norms` (``rms``, ``layernorm``: norm about sqrt(d_model)) are variants.
+other normalizations of :mod:`rankcollapse.core.norms` (``rms``, ``layernorm``: norm about sqrt(d_model)) are
+variants.
 
 For pure attention the centred part ``R = (I - 11^T/N) X`` obeys ``R(t+1) = (I - 11^T/N) A(t) R(t) W_V(t)``
 exactly (A is row-stochastic), so ``mu(X) = ||R||_F`` can be followed far below the rounding floor of X:
@@ -33,7 +34,8 @@ from rankcollapse.core.checks import check_choice, check_temperature
 from rankcollapse.core.metrics import resolve_dtype
 from rankcollapse.core.norms import FIXED_NORM_NAMES, apply_norm, check_norm
 
-WEIGHT_LAWS = ("orthogonal", "gaussian", "uniform", "identity", "zero")  # how random weight matrices are drawn
+# how random weight matrices are drawn
+WEIGHT_LAWS = ("orthogonal", "gaussian", "uniform", "identity", "zero")
 
 
 def sample_weights(
@@ -156,10 +158,12 @@ def simulate(
     if mask.dtype != torch.bool or mask.shape != (n_tokens, n_tokens):
         raise ValueError(f"mask must be a bool tensor [token, token] = [{n_tokens}, {n_tokens}]")
     if not bool(mask.diagonal().all()):
-        raise ValueError("mask must contain every self-loop (assumption A1): mask.diagonal() must be all True")
+        raise ValueError("mask must contain every self-loop (assumption A1): "
+                         "mask.diagonal() must be all True")
     if n_layers < 1:
         raise ValueError(f"n_layers={n_layers} is not allowed; it must be >= 1")
-    W_Q, W_K, W_V = (_per_layer(W, n_samples, n_layers, n) for n, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)))
+    W_Q, W_K, W_V = (_per_layer(W, n_samples, n_layers, n)
+                     for n, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)))
     track = config.norm == "none"
     X = X0
     states = [X0] if config.keep_states else None
@@ -184,7 +188,8 @@ def simulate(
             R = R / torch.where(norm_R > 0, norm_R, 1.0)[:, None, None]
             log_mu.append(log_scale)
     return Trajectory(
-        states=torch.stack(states, dim=1) if states is not None else None,  # [sample, layer + 1, token, d_model]
+        # [sample, layer + 1, token, d_model]
+        states=torch.stack(states, dim=1) if states is not None else None,
         final=X,
         attention_min=torch.stack(attention_min, dim=1),  # [sample, layer]
         log_mu_exact=torch.stack(log_mu, dim=1) if track else None,  # [sample, layer + 1]
@@ -223,7 +228,8 @@ def sample_system(config: SystemConfig) -> tuple[Tensor, Tensor, Tensor, Tensor]
     c = config
     dtype = resolve_dtype(c.dtype)
     generator = torch.Generator().manual_seed(c.seed)
-    X0 = torch.randn(c.n_samples, c.n_tokens, c.d_model, generator=generator, dtype=dtype)  # [sample, token, d]
+    # [sample, token, d]
+    X0 = torch.randn(c.n_samples, c.n_tokens, c.d_model, generator=generator, dtype=dtype)
     if c.hemisphere:
         X0[..., 0] = X0[..., 0].abs() + 1e-3
     W_Q, W_K, W_V = (
@@ -310,7 +316,8 @@ class CollapseSummary:
 
 
 def summarize_collapse(
-    mask: Tensor, system: SystemConfig, dynamics: DynamicsConfig = DynamicsConfig(), floor_margin: float = 100.0
+    mask: Tensor, system: SystemConfig, dynamics: DynamicsConfig = DynamicsConfig(),
+    floor_margin: float = 100.0
 ) -> CollapseSummary:
     """Run the dynamics under ``mask`` and measure the exponential rate of mu, per sample.
 
@@ -325,10 +332,12 @@ def summarize_collapse(
     trajectory = run_system(mask, system, dynamics)
     mu_direct = metrics.mu(trajectory.states)  # [sample, layer + 1]
     floor = metrics.rounding_floor(metrics.frobenius_norm(trajectory.states), resolve_dtype(system.dtype))
-    valid = (mu_direct > floor_margin * floor) | (torch.arange(system.n_layers + 1) <= 1)  # [sample, layer + 1]
+    # [sample, layer + 1]
+    valid = (mu_direct > floor_margin * floor) | (torch.arange(system.n_layers + 1) <= 1)
     exact = trajectory.log_mu_exact if trajectory.log_mu_exact is not None else mu_direct.log()
     log_mu = exact.double().clamp(min=-745.0)  # exp(-745) is the smallest float64; -inf would break the fit
-    rates = torch.tensor([fit_decay_rate(log_mu[s], valid[s]) for s in range(system.n_samples)], dtype=torch.float64)
+    rates = torch.tensor([fit_decay_rate(log_mu[s], valid[s]) for s in range(system.n_samples)],
+                         dtype=torch.float64)
     radius = masks.graph_radius(mask)
     epsilon = float(trajectory.attention_min.min())
     return CollapseSummary(radius, epsilon, log_mu.exp(), mu_direct, floor, rates)

@@ -30,7 +30,8 @@ from torch import Tensor
 
 from rankcollapse.core.stats import fit_decay_rate
 
-DOUBLE_SLOPE = 0.5  # a log(-log mu) slope above this per layer (base b > e^0.5 = 1.65) reads as doubly exponential
+# a log(-log mu) slope above this per layer (base b > e^0.5 = 1.65) reads as doubly exponential
+DOUBLE_SLOPE = 0.5
 
 
 
@@ -44,7 +45,8 @@ def complete_mask_log_mu(X0: Tensor, W_Q: Tensor, W_K: Tensor, W_V: Tensor, n_la
     ``[sample, layer, d_model, d_model]`` -> ``[sample, layer + 1]``.
     """
     if X0.dim() != 3 or n_layers < 1 or W_V.dim() != 4 or W_V.shape[1] < n_layers:
-        raise ValueError(f"X0 must be [sample, token, d_model] and the weights [sample, layer >= n_layers, d, e]; "
+        raise ValueError(f"X0 must be [sample, token, d_model] and the weights "
+                         f"[sample, layer >= n_layers, d, e]; "
                          f"got X0 {tuple(X0.shape)}, W_V {tuple(W_V.shape)}, n_layers={n_layers}")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")

@@ -2,12 +2,13 @@
 figure, what we measure, our verdict and the number that decides it. The rows themselves are each page's
 (``claims(...)`` of :mod:`rankcollapse.book.pages`); this module knows no page.
 
-A claim is decided from per-configuration curve verdicts of μ/‖X‖_F (:func:`rankcollapse.verdicts.rules.table_verdicts`:
-*collapses*, *stable*, *decays slowly*, *on the floor*, with the late-layer rate) combined by
-:func:`rankcollapse.verdicts.rules.claim_verdict` (:func:`select_curves`, then :func:`count_curves`), or from a
-direct comparison of numbers (stated in the row). The verdict words are
-:data:`rankcollapse.verdicts.rules.CLAIM_VERDICTS` (holds / holds partly / does not hold / cannot tell: on
-the rounding floor); the rules are those of :mod:`rankcollapse.verdicts.rules`, documented on the setup page.
+A claim is decided from per-configuration curve verdicts of μ/‖X‖_F
+(:func:`rankcollapse.verdicts.rules.table_verdicts`: *collapses*, *stable*, *decays slowly*, *on the floor*,
+with the late-layer rate) combined by :func:`rankcollapse.verdicts.rules.claim_verdict`
+(:func:`select_curves`, then :func:`count_curves`), or from a direct comparison of numbers (stated in the
+row). The verdict words are :data:`rankcollapse.verdicts.rules.CLAIM_VERDICTS` (holds / holds partly / does
+not hold / cannot tell: on the rounding floor); the rules are those of :mod:`rankcollapse.verdicts.rules`,
+documented on the setup page.
 
 Used by: every experiment, response and decoder page's module (:mod:`rankcollapse.book.pages`), then
 :func:`markdown_table` and :func:`headline` (glued by :func:`rankcollapse.book.report.present`);
@@ -50,7 +51,8 @@ class Claim:
     verdict: str  # one of rules.CLAIM_VERDICTS
     number: str  # the deciding number(s), formatted
     cells: tuple[Cell, ...] = ()  # per mask or part; none: the row has only its ``number``
-    robustness: str = ""  # "robust" or "borderline — flips when ..." (:mod:`rankcollapse.verdicts.robustness`)
+    # "robust" or "borderline — flips when ..." (:mod:`rankcollapse.verdicts.robustness`)
+    robustness: str = ""
 
 
 def combine(cells: Iterable[Cell]) -> str:
@@ -111,9 +113,11 @@ def count_curves(curves: pd.DataFrame, expected: str, what: str) -> tuple[str, s
 
 def curve_claim(claim: str, source: str, measured: str, curves: pd.DataFrame, expected: str, what: str,
                 column: str = "mask") -> Claim:
-    """A claim that every curve of ``curves`` (:func:`select_curves`) shows ``expected``, one cell per ``column``."""
+    """A claim that every curve of ``curves`` (:func:`select_curves`) shows ``expected``, one cell per
+    ``column``."""
     verdict, number = count_curves(curves, expected, what)
-    cells = tuple(Cell(str(getattr(r, column)), _curve_outcome(r.curve, expected), _curve_text(r.curve), r.words)
+    cells = tuple(Cell(str(getattr(r, column)), _curve_outcome(r.curve, expected), _curve_text(r.curve),
+                       r.words)
                   for r in curves.itertuples())
     return Claim(claim, source, measured, verdict, number, cells)
 
@@ -152,16 +156,18 @@ def escape(text: str) -> str:
 
 def legend(thresholds: rules.Thresholds = rules.DEFAULTS) -> str:
     """The symbols of the claims matrices, in one line."""
-    meaning = {"holds": "holds", "holds partly": "holds partly", "does not hold": "does not hold (the opposite, or the curve does not show it)",
+    meaning = {"holds": "holds", "holds partly": "holds partly",
+               "does not hold": "does not hold (the opposite, or the curve does not show it)",
                "tiny": f"a tiny effect (within ×{thresholds.tiny_effect:g} of none)",
                "no effect": f"no effect shown (the {100 * INTERVAL_LEVEL:g} % interval includes 1)",
                "cannot tell": "cannot tell (on the rounding floor)",
                "read": "a number the row decides on as a whole"}
     return ("Symbols: " + " · ".join(f"{OUTCOMES[k]} {v}" for k, v in meaning.items())
-            + f". ×r [lo, hi]: an effect (a ratio against the baseline, 1 = no effect) and its {100 * INTERVAL_LEVEL:g} %"
-            f" paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); a ×r without [lo, hi] reads the"
-            f" median curves only — {NO_INTERVAL}. "
-            f"\"Same scale\": within ×{SAME_SCALE:g}. Robustness: the verdict over the thresholds' grid (setup page).")
+            + f". ×r [lo, hi]: an effect (a ratio against the baseline, 1 = no effect) and its "
+            f"{100 * INTERVAL_LEVEL:g} % paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); "
+            f"a ×r without [lo, hi] reads the median curves only — {NO_INTERVAL}. "
+            f"\"Same scale\": within ×{SAME_SCALE:g}. Robustness: the verdict over the thresholds' grid "
+            f"(setup page).")
 
 
 def markdown_table(claims: list[Claim]) -> str:
@@ -169,24 +175,27 @@ def markdown_table(claims: list[Claim]) -> str:
     the effect or the deciding number), a legend, and the long words per claim in a collapsible block beneath.
     Every cell is escaped (:func:`escape`), so every row has the same number of cells."""
     columns = list(dict.fromkeys(c.column for claim in claims for c in claim.cells))
-    head = ["claim", "verdict", "robustness", *columns] if columns else ["claim", "verdict", "robustness", "number"]
+    head = (["claim", "verdict", "robustness", *columns] if columns
+            else ["claim", "verdict", "robustness", "number"])
     # a column's name wraps at the column's width: mask and part names' underscores read as spaces
     lines = ["| " + " | ".join(escape(h.replace("_", " ")) for h in head) + " |", "|" + "---|" * len(head)]
     for i, claim in enumerate(claims, start=1):
         by_column = {c.column: f"{OUTCOMES[c.outcome]} {c.text}" for c in claim.cells}
         if columns:
-            cells = [by_column.get(col, "·" if claim.cells else (f"see {i}. below" if col == columns[0] else "·"))
+            cells = [by_column.get(col, "·" if claim.cells
+                                   else (f"see {i}. below" if col == columns[0] else "·"))
                      for col in columns]
         else:
             cells = [claim.number]
-        row = [f"{i}. {claim.claim} — {claim.measured.split(':')[0]} ({claim.source})", f"**{claim.verdict}**", claim.robustness or "—", *cells]
+        row = [f"{i}. {claim.claim} — {claim.measured.split(':')[0]} ({claim.source})",
+               f"**{claim.verdict}**", claim.robustness or "—", *cells]
         lines.append("| " + " | ".join(escape(x) for x in row) + " |")
     details = [f"{i}. **{escape(c.claim)}** ({escape(c.source)}) — {escape(c.measured)}: {escape(c.number)}"
                + "".join(f"\n   - {escape(cell.column)}: {escape(cell.words)}" for cell in c.cells)
                + (f"\n   - robustness: {escape(c.robustness)}" if c.robustness else "")
                for i, c in enumerate(claims, start=1)]
-    return "\n".join(lines) + "\n\n" + legend() + "\n\n<details>\n<summary>What each row measures, per mask or part" \
-        "</summary>\n\n" + "\n".join(details) + "\n\n</details>"
+    return "\n".join(lines) + "\n\n" + legend() + "\n\n<details>\n<summary>What each row measures, " \
+        "per mask or part</summary>\n\n" + "\n".join(details) + "\n\n</details>"
 
 
 def headline(claims: list[Claim]) -> str:
@@ -194,5 +203,6 @@ def headline(claims: list[Claim]) -> str:
     failing = [c for c in claims if c.verdict != HOLDS]
     if not failing:
         return "On this run every claim below holds."
-    words = "; ".join(f"*{c.claim.strip('. ')}* ({c.measured.split(':')[0]}) — **{c.verdict}**" for c in failing)
+    words = "; ".join(f"*{c.claim.strip('. ')}* ({c.measured.split(':')[0]}) — **{c.verdict}**"
+                      for c in failing)
     return f"On this run not every claim holds: {words}."

@@ -6,25 +6,26 @@ curve of μ/‖X‖_F, μ or ‖X‖_F over samples, its rounding floor, and eac
 stored them, :class:`rankcollapse.experiments.sample_values.SampleValues`):
 
 * :func:`late_factor` — the ratio of the per-layer late factors, ``exp(rate_baseline - rate_config)``, each
-  rate the rules' late-layer fit of ``-log`` of the median curve (:func:`rankcollapse.verdicts.rules.fit_layers`;
-  a curve with fewer than two layers above the band is read by its mean rate down to the floor). Above 1:
-  the configuration decays more slowly per layer. A ratio of the factors, not of the rates themselves: a
-  rate near 0 or below it (pure attention under a window: 0.0003, −0.0006) makes a ratio of rates unbounded
-  and of either sign, while the factors' ratio stays a number near 1 when the two rates are close.
+  rate the rules' late-layer fit of ``-log`` of the median curve
+  (:func:`rankcollapse.verdicts.rules.fit_layers`; a curve with fewer than two layers above the band is read
+  by its mean rate down to the floor). Above 1: the configuration decays more slowly per layer. A ratio of the
+  factors, not of the rates themselves: a rate near 0 or below it (pure attention under a window: 0.0003,
+  −0.0006) makes a ratio of rates unbounded and of either sign, while the factors' ratio stays a number near 1
+  when the two rates are close.
 * :func:`factor_contrast` — one pair's late factor over another's (is the effect larger under one mask?).
 * :func:`last_value` — the ratio of the median curves at their last layer.
 * :func:`growth` — one curve's last layer over its middle layer (no baseline: "grows over the last half").
 * :func:`lowest_ratio` — the smallest ratio of the two median curves over layers >= 1 ("in every layer").
 
 Interval: a **paired bootstrap over samples** — the sample indices are resampled (B =
-:data:`rankcollapse.core.stats.BOOTSTRAP_RESAMPLES`, seed :data:`rankcollapse.core.stats.BOOTSTRAP_SEED`), both
-curves' medians recomputed on the same resample, then the statistic; the 95 % percentile interval of the B
-statistics. The fit layers are those of the full-sample median (the rules' choice), so the interval shows
+:data:`rankcollapse.core.stats.BOOTSTRAP_RESAMPLES`, seed :data:`rankcollapse.core.stats.BOOTSTRAP_SEED`),
+both curves' medians recomputed on the same resample, then the statistic; the 95 % percentile interval of the
+B statistics. The fit layers are those of the full-sample median (the rules' choice), so the interval shows
 the sampling spread of the medians, not of the window. A result stored without per-sample values gets the
 effect of its median curves and the words :data:`NO_INTERVAL`.
 
-An effect **holds** (:func:`outcome`) only when its interval excludes no effect (ratio 1) on the side the claim
-expects and its estimate lies beyond ``thresholds.tiny_effect`` (published as
+An effect **holds** (:func:`outcome`) only when its interval excludes no effect (ratio 1) on the side the
+claim expects and its estimate lies beyond ``thresholds.tiny_effect`` (published as
 :data:`rankcollapse.verdicts.rules.TINY_EFFECT`); inside that factor it is **tiny**, with an interval across
 1 it is **no effect**, on the other side **does not hold**.
 
@@ -50,8 +51,9 @@ from rankcollapse.verdicts.rules import DEFAULTS, EARLY_LAYER, Thresholds
 
 NO_INTERVAL = "no interval: per-sample values not stored for this result"
 SAME_SCALE = 2.0  # "at the same scale": the ratio of two scales lies within this factor of 1
-OUTCOMES = {"holds": "✓", "holds partly": "◐", "does not hold": "✗", "tiny": "≈", "no effect": "○", "cannot tell": "?",
-            "read": "•"}  # cell symbols; "read": a number the row's verdict is decided on as a whole
+# cell symbols; "read": a number the row's verdict is decided on as a whole
+OUTCOMES = {"holds": "✓", "holds partly": "◐", "does not hold": "✗", "tiny": "≈", "no effect": "○",
+            "cannot tell": "?", "read": "•"}
 
 
 def effect_numbers() -> dict[str, str]:
@@ -63,9 +65,11 @@ def effect_numbers() -> dict[str, str]:
 
 @dataclass(frozen=True, eq=False)
 class Side:
-    """One configuration's curve: its median over samples and floor per layer and, when stored, every sample's.
+    """One configuration's curve: its median over samples and floor per layer and, when stored, every
+    sample's.
 
-    Shapes: values [layer + 1], floor [layer + 1], draws [resample, layer + 1] (the bootstrap's medians) or None.
+    Shapes: values [layer + 1], floor [layer + 1], draws [resample, layer + 1] (the bootstrap's medians) or
+    None.
     """
 
     label: str  # words naming the configuration
@@ -98,7 +102,8 @@ def side(table: pd.DataFrame, samples: SampleValues | None, label: str, metric: 
 
 @dataclass(frozen=True)
 class Effect:
-    """A ratio and its bootstrap interval (``low``/``high`` None: no per-sample values; NaN estimate: undefined)."""
+    """A ratio and its bootstrap interval (``low``/``high`` None: no per-sample values; NaN estimate:
+    undefined)."""
 
     name: str  # what the ratio is, in words
     estimate: float
@@ -112,7 +117,8 @@ class Effect:
         says so once, not every cell), or ``"n/a"``."""
         if not math.isfinite(self.estimate):
             return "n/a"
-        return f"×{self.estimate:.3g}" if self.low is None else f"×{self.estimate:.3g} [{self.low:.3g}, {self.high:.3g}]"
+        return (f"×{self.estimate:.3g}" if self.low is None
+                else f"×{self.estimate:.3g} [{self.low:.3g}, {self.high:.3g}]")
 
     @property
     def words(self) -> str:
@@ -143,7 +149,8 @@ def outcome(effect: Effect, direction: int, thresholds: Thresholds = DEFAULTS) -
 
 
 def _effect(name: str, statistic: Callable[..., np.ndarray], sides: tuple[Side, ...]) -> Effect:
-    """``statistic`` (median curves [batch, layer + 1] each -> [batch]) on the medians and on the resamples."""
+    """``statistic`` (median curves [batch, layer + 1] each -> [batch]) on the medians and on the
+    resamples."""
     estimate = float(statistic(*(s.values[None] for s in sides))[0])
     if any(s.draws is None for s in sides) or not math.isfinite(estimate):
         return Effect(name, estimate, None, None)
@@ -153,7 +160,8 @@ def _effect(name: str, statistic: Callable[..., np.ndarray], sides: tuple[Side, 
 
 def _rate_layers(curve: Side, thresholds: Thresholds) -> np.ndarray | None:
     """The layers a curve's rate is read on: the rules' late window, or (fewer than two layers above the band)
-    the early layer and the first on the floor — the mean rate down to the floor. None on the floor at X(0)."""
+    the early layer and the first on the floor — the mean rate down to the floor. None on the floor at
+    X(0)."""
     layers, floor_layer = rules.fit_layers(curve.values, curve.floor, thresholds)
     if len(layers) >= 2:
         return layers
@@ -163,7 +171,8 @@ def _rate_layers(curve: Side, thresholds: Thresholds) -> np.ndarray | None:
 
 
 def _rate_statistic(config: Side, baseline: Side, thresholds: Thresholds) -> Callable | str:
-    """``exp(rate_baseline - rate_config)`` of median curves [batch, layer + 1] -> [batch], or why it is undefined."""
+    """``exp(rate_baseline - rate_config)`` of median curves [batch, layer + 1] -> [batch], or why it is
+    undefined."""
     windows = [_rate_layers(s, thresholds) for s in (config, baseline)]
     on_floor = [s.label for s, w in zip((config, baseline), windows) if w is None]
     if on_floor:
@@ -184,7 +193,8 @@ def late_factor(config: Side, baseline: Side, thresholds: Thresholds = DEFAULTS)
     return _effect(name, statistic, (config, baseline))
 
 
-def factor_contrast(first: tuple[Side, Side], second: tuple[Side, Side], thresholds: Thresholds = DEFAULTS) -> Effect:
+def factor_contrast(first: tuple[Side, Side], second: tuple[Side, Side],
+                    thresholds: Thresholds = DEFAULTS) -> Effect:
     """The :func:`late_factor` of the ``first`` (configuration, baseline) pair over that of the ``second``:
     above 1 when the first pair's effect is the larger ("more for global attention")."""
     name = f"per-layer factor of {first[0].label} over {first[1].label}, over that of {second[0].label}"

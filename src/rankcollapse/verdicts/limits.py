@@ -29,10 +29,11 @@ import torch
 
 from rankcollapse.verdicts import rules
 
-TO_ZERO, TO_VECTOR, NO_COLLAPSE, ON_FLOOR = ("collapse to zero", "collapse to a common nonzero vector", "no collapse",
-                                             "cannot tell: on the rounding floor")
+TO_ZERO, TO_VECTOR, NO_COLLAPSE, ON_FLOOR = ("collapse to zero", "collapse to a common nonzero vector",
+                                             "no collapse", "cannot tell: on the rounding floor")
 LIMITS = (TO_ZERO, TO_VECTOR, NO_COLLAPSE, ON_FLOOR)
-NORM_FLOOR = {"float64": float(torch.finfo(torch.float64).tiny), "float32": float(torch.finfo(torch.float32).tiny)}
+NORM_FLOOR = {"float64": float(torch.finfo(torch.float64).tiny),
+              "float32": float(torch.finfo(torch.float32).tiny)}
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,13 @@ class LimitVerdict:
 
     @property
     def words(self) -> str:
-        """The limit with its deciding numbers, e.g. ``"collapse to zero (‖X‖_F: collapses (rate 0.55/layer); ...)"``;
-        a norm that grows past ``STABLE_FACTOR`` reads "grows" (the curve rules, made for decay, call it stable)."""
+        """The limit with its deciding numbers, e.g. ``"collapse to zero (‖X‖_F: collapses (rate 0.55/layer);
+        ...)"``; a norm that grows past ``STABLE_FACTOR`` reads "grows" (the curve rules, made for decay, call
+        it stable)."""
         cosine = "" if self.cosine_last is None else f"; mean |cos| {self.cosine_last:.3g} at the last layer"
         grows = self.norm.ratio > rules.STABLE_FACTOR
-        norm = f"grows (x{self.norm.ratio:.2g} of layer 1 after {self.norm.n_layers} layers)" if grows else self.norm.words
+        norm = (f"grows (x{self.norm.ratio:.2g} of layer 1 after {self.norm.n_layers} layers)" if grows
+                else self.norm.words)
         return f"{self.limit} (‖X‖_F: {norm}; μ/‖X‖_F: {self.relative.words}{cosine})"
 
 
@@ -112,5 +115,6 @@ def table_limits(table: pd.DataFrame, dtype: str = "float64") -> pd.DataFrame:
         rows.append({**dict(zip(labels, key)), "limit": verdict.limit, "words": verdict.words,
                      "norm ratio": float(norm[-1] / norm[rules.EARLY_LAYER]),
                      "relative ratio": float(relative[-1] / relative[rules.EARLY_LAYER]),
-                     "cosine": np.nan if verdict.cosine_last is None else verdict.cosine_last, "verdict": verdict})
+                     "cosine": np.nan if verdict.cosine_last is None else verdict.cosine_last,
+                     "verdict": verdict})
     return pd.DataFrame(rows)

@@ -1,7 +1,7 @@
 """Robustness of a verdict: is it the same over a grid of the rules' thresholds?
 
-A claim is built by a function of the thresholds (``make(thresholds) -> Claim``); :func:`robust` builds it with
-the published ones (:data:`rankcollapse.verdicts.rules.DEFAULTS`), rebuilds it at every point of
+A claim is built by a function of the thresholds (``make(thresholds) -> Claim``); :func:`robust` builds it
+with the published ones (:data:`rankcollapse.verdicts.rules.DEFAULTS`), rebuilds it at every point of
 :data:`THRESHOLD_GRID` — one threshold moved at a time, the others at their defaults — and writes in its
 ``robustness`` either "robust" or "borderline — flips when <threshold> = <value> (→ <verdict>)", computed.
 
@@ -85,6 +85,7 @@ def robust(make: Callable[[Thresholds], object]) -> object:
 
 
 def grid_words() -> dict[str, str]:
-    """The grid as words for the setup page: ``grid_<field>`` -> ``"0.025 / 0.05 / 0.1"`` (default included)."""
+    """The grid as words for the setup page: ``grid_<field>`` -> ``"0.025 / 0.05 / 0.1"`` (default
+    included)."""
     return {f"grid_{field}": " / ".join(_value(v) for v in sorted((*values, getattr(DEFAULTS, field))))
             for field, values in THRESHOLD_GRID}

@@ -47,11 +47,13 @@ import pandas as pd
 from rankcollapse.core.stats import late_rate
 from rankcollapse.core.metrics import FLOOR_BAND, FLOOR_OF
 
-COLLAPSE_RATE = 0.05  # per layer: faster late decay (a factor below e^-0.05 = 0.95 a layer) counts as collapse
+# per layer: faster late decay (a factor below e^-0.05 = 0.95 a layer) counts as collapse
+COLLAPSE_RATE = 0.05
 STABLE_FACTOR = 10.0  # a stable curve ends within this factor of its early value
 LATE_FRACTION = 0.5  # the late-layer rate is fitted on this last fraction of the layers above the band
 MAJORITY = 0.5  # a claim read as a share of samples (full rank) "holds partly" from this share on
-TINY_EFFECT = 1.05  # an effect (a ratio) within this factor of 1 is tiny (for per-layer factors: a rate gap < 0.049)
+# an effect (a ratio) within this factor of 1 is tiny (for per-layer factors: a rate gap < 0.049)
+TINY_EFFECT = 1.05
 EARLY_LAYER = 1  # the early value: the first layer after attention (layer 0 is X(0), the embedding)
 CURVE_VERDICTS = ("collapses", "stable", "decays slowly", "on the floor")
 CLAIM_VERDICTS = ("holds", "holds partly", "does not hold", "cannot tell: on the rounding floor")
@@ -122,7 +124,8 @@ class CurveVerdict:
     """
 
     verdict: str  # one of CURVE_VERDICTS
-    rate: float | None  # late-layer decay rate per layer (positive: decaying); None with < 2 layers above the band
+    # late-layer decay rate per layer (positive: decaying); None with < 2 layers above the band
+    rate: float | None
     ratio: float  # value at the last layer read (the last, or the first on the floor) / the early value
     floor_layer: int | None  # first layer within FLOOR_BAND of the floor; None if never
     n_layers: int  # layers after X(0)
@@ -142,7 +145,8 @@ class CurveVerdict:
         rate = _rate_words(self.rate)
         if self.verdict == "collapses":
             return f"collapses ({rate})"
-        return f"{self.verdict} ({rate}, x{_number(self.ratio)} of layer {EARLY_LAYER} after {self.n_layers} layers)"
+        return (f"{self.verdict} ({rate}, x{_number(self.ratio)} of layer {EARLY_LAYER} "
+                f"after {self.n_layers} layers)")
 
 
 @dataclass(frozen=True)
@@ -176,11 +180,12 @@ def _as_curve(name: str, values) -> np.ndarray:
 
 
 def fit_layers(values, floor, thresholds: Thresholds = DEFAULTS) -> tuple[np.ndarray, int | None]:
-    """The layers the late rate is fitted on, and the first layer within the band of the floor (None if never).
+    """The layers the late rate is fitted on, and the first layer within the band of the floor (None if
+    never).
 
     The late layers are the last ``late_fraction`` (at least two) of the layers >= EARLY_LAYER above the band,
-    before the curve first reaches it; fewer than two when fewer lie above it. Layer 0 on the band gives no layers.
-    Shapes: values [layer + 1], floor [] or [layer + 1] -> ([k], int).
+    before the curve first reaches it; fewer than two when fewer lie above it. Layer 0 on the band gives no
+    layers. Shapes: values [layer + 1], floor [] or [layer + 1] -> ([k], int).
     """
     v = _as_curve("values", values)
     f = np.broadcast_to(np.asarray(floor, dtype=np.float64), v.shape)
@@ -210,7 +215,8 @@ def curve_verdict(values, floor, thresholds: Thresholds = DEFAULTS) -> CurveVerd
         return CurveVerdict("on the floor", None, float("nan"), 0, n_layers)
     last = n_layers if floor_layer is None else floor_layer  # the last layer read
     rate = late_rate(v, layers)
-    early = v[EARLY_LAYER] if floor_layer is None or floor_layer > EARLY_LAYER else v[0]  # layer 1, unless on the floor
+    # layer 1, unless on the floor
+    early = v[EARLY_LAYER] if floor_layer is None or floor_layer > EARLY_LAYER else v[0]
     ratio = float(v[last] / early)
     if floor_layer is not None or (rate is not None and rate > thresholds.collapse_rate):
         verdict = "collapses"
@@ -262,8 +268,9 @@ def _check_choice(metric: str, statistic: str) -> None:
 
 def curve_and_floor(group: pd.DataFrame, metric: str = "relative_mu",
                     statistic: str = "median") -> tuple[pd.Series, pd.Series]:
-    """One configuration's per-layer ``statistic`` of ``metric`` and of its floor (``FLOOR_OF``); a table without
-    ``relative_floor`` (stored before it existed) gets eps as median ``floor`` / median ``norm``, which is exact.
+    """One configuration's per-layer ``statistic`` of ``metric`` and of its floor (``FLOOR_OF``); a table
+    without ``relative_floor`` (stored before it existed) gets eps as median ``floor`` / median ``norm``,
+    which is exact.
 
     Shapes: group the tidy rows of one configuration -> ([layer + 1], [layer + 1]) indexed by layer.
     """
@@ -294,10 +301,11 @@ def table_verdicts(table: pd.DataFrame, metric: str = "relative_mu", statistic: 
             continue
         values, floor = curve_and_floor(group, metric, statistic)
         curve = curve_verdict(values.to_numpy(), floor.to_numpy(), thresholds)
-        rows.append({**dict(zip(labels, key)), "verdict": curve.verdict, "rate": curve.rate, "ratio": curve.ratio,
-                     "floor_layer": curve.floor_layer, "words": curve.words, "curve": curve,
-                     "values": values.to_numpy(), "floor": floor.to_numpy()})
+        rows.append({**dict(zip(labels, key)), "verdict": curve.verdict, "rate": curve.rate,
+                     "ratio": curve.ratio, "floor_layer": curve.floor_layer, "words": curve.words,
+                     "curve": curve, "values": values.to_numpy(), "floor": floor.to_numpy()})
     out = pd.DataFrame(rows)
     if not out.empty:
-        out["floor_layer"] = out["floor_layer"].astype("Int64")  # missing where the curve never reaches the floor
+        # missing where the curve never reaches the floor
+        out["floor_layer"] = out["floor_layer"].astype("Int64")
     return out
