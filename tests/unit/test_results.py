@@ -17,7 +17,8 @@ from rankcollapse.book import registry
 from rankcollapse.experiments import sweep
 
 from rankcollapse.experiments.store import (TABLE_SUFFIX, DamagedResultError, ResultStore, canonical_parameters,
-                                            result_key, summary_table)
+                                            result_key)
+from rankcollapse.experiments.store_summary import summary_table
 from rankcollapse.experiments.store_upgrade import upgrade_store
 
 
