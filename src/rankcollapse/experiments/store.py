@@ -18,8 +18,8 @@ columns and configurations those the parameters ask for. Anything else raises on
 naming the file and the command that recomputes it -- never a silent partial figure.
 
 Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last); a write
-that fails (a full disk) raises one :class:`rankcollapse.experiments.provenance.WriteError` naming the file and
-leaves neither half of the result, and a sweep refuses a store it cannot write before it computes anything
+that fails (a full disk) raises one :class:`rankcollapse.experiments.provenance.WriteError` naming the file
+and leaves neither half of the result, and a sweep refuses a store it cannot write before it computes anything
 (:meth:`ResultStore.check_writable`). A sweep stores each entry as soon as it is computed, so an interrupted
 sweep resumes at the first entry that is missing. An experiment's result is reused only while its model's
 files are those it recorded (:func:`rankcollapse.experiments.models.identity_mismatch`, checked by
@@ -76,7 +76,8 @@ def _plain(value: object) -> object:
         return str(value).removeprefix("torch.")
     if isinstance(value, Path):
         return str(value)
-    raise TypeError(f"parameter values must be JSON-like (numbers, strings, lists, dicts), got {type(value).__name__}")
+    raise TypeError(f"parameter values must be JSON-like (numbers, strings, lists, dicts), "
+                    f"got {type(value).__name__}")
 
 
 def result_key(page: str, parameters: dict) -> str:
@@ -89,7 +90,8 @@ def result_key(page: str, parameters: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
 
 
-TableCheck = Callable[[pd.DataFrame, dict], None]  # (table, stored parameters) -> None, or ValueError saying why
+# (table, stored parameters) -> None, or ValueError saying why
+TableCheck = Callable[[pd.DataFrame, dict], None]
 _COMMAND_DEFAULTS = {"model": "pkg:minilm", "window": 4, "seed": 0, "overlap": "disjoint", "dtype": "float64",
                      "device": "cpu"}  # the same default on every experiment page: left out of the command
 _COMMAND_ALWAYS = ("n_layers", "n_samples", "n_tokens")  # defaults that differ between pages: always given
@@ -103,16 +105,17 @@ class DamagedResultError(ValueError):
 
 
 def run_command(page: str, pairs: Iterable[tuple[str, str]] = (), options: Iterable[str] = ()) -> str:
-    """The ``rankcollapse run`` line of ``page``: ``-p NAME VALUE`` for each pair (the value's text, shell-quoted),
-    then ``options``. The one builder of the command: the store's recompute hint and every page's re-run
-    block (:mod:`rankcollapse.book.report`) use it.
+    """The ``rankcollapse run`` line of ``page``: ``-p NAME VALUE`` for each pair (the value's text,
+    shell-quoted), then ``options``. The one builder of the command: the store's recompute hint and every
+    page's re-run block (:mod:`rankcollapse.book.report`) use it.
 
     >>> run_command("fig2", [("n_samples", "64"), ("temperatures", "[0.5, 2.0]")])
     "rankcollapse run fig2 -p n_samples 64 -p temperatures '[0.5, 2.0]'"
     >>> run_command("fig2", options=("--profile paper", "--device cuda"))
     'rankcollapse run fig2 --profile paper --device cuda'
     """
-    return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(text)}" for name, text in pairs), *options])
+    return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(text)}" for name, text in pairs),
+                     *options])
 
 
 _COMMAND_BUILDERS: list[Callable[[str, dict], str | None]] = []
@@ -120,14 +123,16 @@ _COMMAND_BUILDERS: list[Callable[[str, dict], str | None]] = []
 
 def register_command_builder(builder: Callable[[str, dict], str | None]) -> None:
     """Let the layer that knows each page's parameters (the book: :mod:`rankcollapse.book.recompute`) write
-    :func:`recompute_command`: ``builder(page, stored parameters)`` gives the line, or None to leave it here."""
+    :func:`recompute_command`: ``builder(page, stored parameters)`` gives the line, or None to
+    leave it here."""
     if builder not in _COMMAND_BUILDERS:
         _COMMAND_BUILDERS.append(builder)
 
 
 def recompute_command(page: str, parameters: dict | None) -> str:
-    """The ``rankcollapse run`` line that recomputes a result of an experiment page from its stored parameters:
-    a registered builder's (:func:`register_command_builder`), else the scale and the common parameters.
+    """The ``rankcollapse run`` line that recomputes a result of an experiment page from its stored
+    parameters: a registered builder's (:func:`register_command_builder`), else the scale and
+    the common parameters.
 
     >>> recompute_command("fig2", {"model": "pkg:mpnet", "n_layers": 12, "n_samples": 32, "n_tokens": 128,
     ...                            "seed": 0, "window": 4, "masks": ["complete"]})
@@ -155,8 +160,8 @@ def _table_text(table: pd.DataFrame) -> bytes:
 
 
 def pack_table(data: bytes) -> bytes:
-    """CSV bytes as stored: gzip at level 9 with no file name or time in its header, so equal tables give equal
-    files (and the same bytes on every machine)."""
+    """CSV bytes as stored: gzip at level 9 with no file name or time in its header, so equal tables give
+    equal files (and the same bytes on every machine)."""
     return gzip.compress(data, compresslevel=9, mtime=0)
 
 
@@ -169,10 +174,12 @@ def _unpacked(data: bytes) -> bytes | None:
 
 
 def read_table(data: bytes) -> pd.DataFrame | None:
-    """The table of CSV bytes, or None when they do not parse (any bytes: a damaged file is refused, not raised)."""
+    """The table of CSV bytes, or None when they do not parse (any bytes: a damaged file is
+    refused, not raised)."""
     try:
         return pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
-    except (ValueError, UnicodeDecodeError, csv.Error):  # pandas' ParserError and EmptyDataError are ValueErrors
+    # pandas' ParserError and EmptyDataError are ValueErrors
+    except (ValueError, UnicodeDecodeError, csv.Error):
         return None
 
 
@@ -181,10 +188,12 @@ class StoredResult:
     """A tidy table and the provenance it was stored with."""
 
     table: pd.DataFrame  # tidy: one row per layer x configuration x metric (sample statistics in columns)
-    provenance: dict  # parameters, versions, commit, model and sample hashes, dtype, device, hardware, wall time
+    # parameters, versions, commit, model and sample hashes, dtype, device, hardware, wall time
+    provenance: dict
     table_path: Path  # where the table lives: <root>/<page>/<key>.csv.gz
     loaded: bool  # True when read from the store, False when computed by this call
-    samples: SampleValues | None = None  # per-sample values (<key>.samples.npz); None for results stored before
+    # per-sample values (<key>.samples.npz); None for results stored before
+    samples: SampleValues | None = None
 
     @property
     def key(self) -> str:  # the result's key: its files' stem
@@ -239,7 +248,8 @@ class ResultStore:
         try:
             record = json.loads(json_path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise damaged(f"its record {json_path.name} is not readable JSON ({type(err).__name__})") from None
+            raise damaged(f"its record {json_path.name} is not readable JSON "
+                          f"({type(err).__name__})") from None
         if not isinstance(record, dict) or not isinstance(record.get("parameters"), dict):
             raise damaged(f"its record {json_path.name} has no parameters")
         stored = record["parameters"]
@@ -248,7 +258,8 @@ class ResultStore:
         if parameters is not None and stored != parameters:
             raise damaged(f"its record {json_path.name} holds other parameters than asked for")
         if not table_path.is_file():
-            plain = f" (its uncompressed {key}{PLAIN_SUFFIX} is there, stored by an earlier version: {UPGRADE})"
+            plain = (f" (its uncompressed {key}{PLAIN_SUFFIX} is there, stored by an earlier version: "
+                     f"{UPGRADE})")
             raise damaged(f"its table {table_path.name} is missing"
                           + (plain if table_path.with_name(key + PLAIN_SUFFIX).is_file() else ""), stored)
         if "table_sha256" not in record or "table_rows" not in record:
@@ -256,8 +267,8 @@ class ResultStore:
                           f"(stored by an earlier version: {UPGRADE})", stored)
         data = _unpacked(table_path.read_bytes())
         if data is None:
-            raise damaged(f"the table is not the one recorded (it does not decompress): truncated or replaced",
-                          stored)
+            raise damaged(f"the table is not the one recorded (it does not decompress): truncated or "
+                          f"replaced", stored)
         table = read_table(data)
         if hashlib.sha256(data).hexdigest() != record["table_sha256"] or table is None \
                 or len(table) != record["table_rows"]:
@@ -281,7 +292,8 @@ class ResultStore:
             try:
                 samples = sample_values.from_bytes(data)
             except ValueError as err:
-                raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}", stored) from None
+                raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}",
+                              stored) from None
         return StoredResult(table, record, table_path, True, samples)
 
     def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict,
@@ -303,7 +315,8 @@ class ResultStore:
             if packed is not None:
                 atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
             atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
-        except WriteError:  # e.g. the disk filled up: no new table beside an old record (or none), no half result
+        # e.g. the disk filled up: no new table beside an old record (or none), no half result
+        except WriteError:
             for path in (table_path, samples_path, json_path):
                 with contextlib.suppress(OSError):
                     path.unlink()
@@ -347,8 +360,8 @@ class ResultStore:
         earlier version (temporary files aside)."""
         folder = self.root / page
         names = [p.name for p in folder.iterdir() if not p.name.startswith(".")] if folder.is_dir() else []
-        return sorted({name.removesuffix(suffix) for name in names for suffix in (TABLE_SUFFIX, PLAIN_SUFFIX, ".json")
-                       if name.endswith(suffix)})
+        return sorted({name.removesuffix(suffix) for name in names
+                       for suffix in (TABLE_SUFFIX, PLAIN_SUFFIX, ".json") if name.endswith(suffix)})
 
     def entries(self, page: str) -> list[dict]:
         """Provenance records of every stored result of ``page`` (for the drift test and the book).

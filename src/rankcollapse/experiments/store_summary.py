@@ -27,12 +27,13 @@ def _setting_words(value: object) -> str:
 
 
 def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
-    """One row per stored result: page, scale, model, the settings that tell it apart, where and how long it ran.
+    """One row per stored result: page, scale, model, the settings that tell it apart, where and how
+    long it ran.
 
     ``settings`` lists the parameters (other than scale and model) whose values differ between the stored
     results of the same page, so two runs of one page at one scale never show as identical rows. Columns:
-    page, result (the key), scale (samples×tokens×layers, those a page has), model, settings, ran on (hardware and
-    dtype), compute time (s) (:func:`compute_seconds`), commit. Used by book/reproduce.md.
+    page, result (the key), scale (samples×tokens×layers, those a page has), model, settings, ran on (hardware
+    and dtype), compute time (s) (:func:`compute_seconds`), commit. Used by book/reproduce.md.
     """
     store = store or ResultStore()
     pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
@@ -45,9 +46,11 @@ def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
         for r in entries:
             p = r["parameters"]
             settings = "; ".join(f"{n}: {_setting_words(p.get(n))}" for n in differ)
-            scale = "×".join(str(p[n]) for n in ("n_samples", "n_tokens", "n_layers") if p.get(n) is not None)
+            scale = "×".join(str(p[n]) for n in ("n_samples", "n_tokens", "n_layers")
+                             if p.get(n) is not None)
             rows.append({"page": page, "result": r["key"], "scale": scale or "–",
                          "model": p.get("model"), "settings": settings or "–",
-                         "ran on": ", ".join(str(v) for v in (r.get("hardware"), r.get("dtype")) if v is not None),
+                         "ran on": ", ".join(str(v) for v in (r.get("hardware"), r.get("dtype"))
+                                             if v is not None),
                          "compute time (s)": compute_seconds(r), "commit": str(r.get("git_commit", ""))[:8]})
     return pd.DataFrame(rows)
