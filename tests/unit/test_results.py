@@ -17,7 +17,8 @@ from rankcollapse.book import registry
 from rankcollapse.experiments import sweep
 
 from rankcollapse.experiments.store import (TABLE_SUFFIX, DamagedResultError, ResultStore,
-                                            canonical_parameters, result_key, summary_table)
+                                            canonical_parameters, result_key)
+from rankcollapse.experiments.store_summary import summary_table
 from rankcollapse.experiments.store_upgrade import upgrade_store
 
 
@@ -160,7 +161,8 @@ def test_damaged_result_is_refused_by_load_entries_and_summary(tmp_path, damage)
     computed it, or, where the record itself is gone or unreadable, the page in words."""
     store = ResultStore(tmp_path)
     by = {"page": "fig2", "parameters": {"model": "pkg:minilm", "n_samples": 8, "n_tokens": 16}}
-    stored = store.save("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2}, _table(1.0), {"computed_by": by})
+    stored = store.save("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2}, _table(1.0),
+                        {"computed_by": by})
     do, words = DAMAGES[damage]
     do(stored.table_path, stored.table_path.with_name(stored.key + ".json"))
     key = stored.key
@@ -168,9 +170,9 @@ def test_damaged_result_is_refused_by_load_entries_and_summary(tmp_path, damage)
         store.load("fig2", {"n_samples": 8, "n_tokens": 16, "n_layers": 2})
     first, second = str(err.value).splitlines()
     assert first.startswith(f"stored result {stored.table_path} is damaged: ")
-    command = ("rankcollapse run fig2 with the parameters it was computed for" if damage.startswith("JSON ")
-               and damage != "JSON without hash" else "rankcollapse run fig2 -p model pkg:minilm -p n_samples 8 "
-               "-p n_tokens 16")
+    record_gone = damage in ("JSON deleted", "JSON unreadable")
+    command = ("rankcollapse run fig2 with the parameters it was computed for" if record_gone
+               else "rankcollapse run fig2 -p model pkg:minilm -p n_samples 8 -p n_tokens 16")
     assert second == f"Recompute it: delete {tmp_path / 'fig2' / key}.* and run: {command}"
     for listing in (lambda: store.entries("fig2"), lambda: summary_table(store)):
         with pytest.raises(DamagedResultError, match=key):
@@ -222,9 +224,10 @@ def test_damaged_stored_result_fails_its_page(stored_copy, damage, monkeypatch):
     with pytest.raises(DamagedResultError, match=csv.name) as err:
         sweep.run_experiment("fig2", config, store)
     assert "and run: rankcollapse run fig2 " in str(err.value)
-    if damage not in ("JSON deleted", "JSON unreadable"):  # the record says the page's parameters that computed it
-        assert f" -p n_samples {config.n_samples} " in str(err.value) and f" -p n_tokens {config.n_tokens} " in str(
-            err.value)
+    message = str(err.value)
+    if damage not in ("JSON deleted", "JSON unreadable"):  # the record names the page parameters it came from
+        assert f" -p n_samples {config.n_samples} " in message
+        assert f" -p n_tokens {config.n_tokens} " in message
 
 
 def test_table_with_other_configurations_is_refused(stored_copy):
@@ -384,7 +387,8 @@ def test_a_hub_result_is_reused_only_with_the_revision_it_recorded(tmp_path, mon
 def test_a_result_records_the_page_parameters_that_computed_it_and_its_command_gives_them_back(tmp_path,
                                                                                                monkeypatch):
     """The store needs nothing from the book to name a damaged result's command: the record holds the page
-    and its parameters (display-only ones left out), and the command reads them back as the same parameters."""
+    and its parameters (display-only ones left out), and the command reads them back as the same
+    parameters."""
     import shlex
 
     from rankcollapse.book import cli, runner

@@ -2,7 +2,8 @@
 
 import pandas as pd
 
-from rankcollapse.experiments.store import ResultStore, summary_table
+from rankcollapse.experiments.store import ResultStore
+from rankcollapse.experiments.store_summary import summary_table
 
 TABLE = pd.DataFrame({"layer": [0], "value": [1.0]})
 BASE = {"n_samples": 4, "n_tokens": 32, "n_layers": 8, "model": "pkg:minilm", "masks": ["complete", "causal"]}

@@ -1,12 +1,14 @@
-"""The units of a long sweep and their checkpoints: each finished unit of work, written atomically, reusable only by the
-same parameters, block, package source, PyTorch and model files, and only while its metrics hash to what was written.
+"""The units of a long sweep and their checkpoints: each finished unit of work, written atomically, reusable
+only by the same parameters, block, package source, PyTorch and model files, and only while its metrics hash
+to what was written.
 
-Where they wait (:func:`partial_root`): for the book's own store (``results/`` of the checkout) in the user's cache,
-``<cache>/partial/<page>/<result key>-<source hash>/`` (``$RANKCOLLAPSE_CACHE``, default ``~/.cache/rankcollapse``),
-outside the work tree, so a run killed in one checkout resumes in a fresh clone of the same source on the same
-machine; for any other store (a folder given, ``$RANKCOLLAPSE_RESULTS_DIR``) under ``<root>/.partial/``. Each folder
-holds a record of its run (:data:`RUN_RECORD`: page, key, parameters, the commit and source hash that started it, the
-number of units), which ``rankcollapse runs`` lists (:func:`partial_runs`).
+Where they wait (:func:`partial_root`): for the book's own store (``results/`` of the checkout) in the user's
+cache, ``<cache>/partial/<page>/<result key>-<source hash>/`` (``$RANKCOLLAPSE_CACHE``, default
+``~/.cache/rankcollapse``), outside the work tree, so a run killed in one checkout resumes in a fresh clone of
+the same source on the same machine; for any other store (a folder given, ``$RANKCOLLAPSE_RESULTS_DIR``) under
+``<root>/.partial/``. Each folder holds a record of its run (:data:`RUN_RECORD`: page, key, parameters, the
+commit and source hash that started it, the number of units), which ``rankcollapse runs`` lists
+(:func:`partial_runs`).
 
 A checkpoint that cannot be read back (truncated by a full disk or a copy, overwritten, edited) is never fatal
 and never used: it is named in one warning line on stderr, moved aside to ``<name>.pt.corrupt`` and its unit
@@ -50,8 +52,8 @@ class Unit:
 
 
 def partial_root(store: ResultStore) -> Path:
-    """Where the finished units of ``store``'s results wait: ``<cache>/partial`` for the book's own store (outside
-    the work tree), ``<root>/.partial`` for any other."""
+    """Where the finished units of ``store``'s results wait: ``<cache>/partial`` for the book's own store
+    (outside the work tree), ``<root>/.partial`` for any other."""
     try:
         book = (book_root() / "results").resolve()
     except NoBookError:  # a store given outside any book
@@ -76,7 +78,8 @@ def check_writable(store: ResultStore, page: str, folder: Path) -> None:
 
 def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
     """Where a result's finished units wait: keyed by the result key and the package's source hash
-    (:func:`rankcollapse.experiments.provenance.source_sha256`), so a commit that changes no code keeps them."""
+    (:func:`rankcollapse.experiments.provenance.source_sha256`), so a commit that changes no
+    code keeps them."""
     return partial_root(store) / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
 
 
@@ -101,8 +104,8 @@ def _read_record(folder: Path) -> dict:
 
 
 def partial_runs(store: ResultStore) -> list[dict]:
-    """Every unfinished run of ``store``: page, key, folder, finished and total units, the commit that started it
-    and whether this code can resume it (``resumable``: its source hash is this package's).
+    """Every unfinished run of ``store``: page, key, folder, finished and total units, the commit that started
+    it and whether this code can resume it (``resumable``: its source hash is this package's).
 
     Shapes: -> one dict per partial folder, sorted by page and key.
     """
@@ -111,8 +114,8 @@ def partial_runs(store: ResultStore) -> list[dict]:
         if folder.is_dir():
             record = _read_record(folder)
             key, _, source = folder.name.rpartition("-")
-            runs.append({"page": folder.parent.name, "key": key, "folder": folder, "resumable": source == here,
-                         "done": _finished(folder), "units": record.get("units"),
+            runs.append({"page": folder.parent.name, "key": key, "folder": folder,
+                         "resumable": source == here, "done": _finished(folder), "units": record.get("units"),
                          "commit": record.get("git_commit", "unknown"),
                          "started": record.get("started_utc", ""),
                          "stored": store.files(folder.parent.name, key)[1].is_file()})
@@ -211,7 +214,8 @@ class Checkpoints:
             record = torch.load(path, weights_only=True)
         except Exception as err:  # noqa: BLE001 -- truncated zip, bad pickle, EOF, ...: whatever the damage
             return self._corrupt(path, " ".join(str(err).split()).split(". ")[0][:160] or type(err).__name__)
-        if not isinstance(record, dict) or record.get("identity") != self.identity or record.get("unit") != unit.name:
+        if not isinstance(record, dict) or record.get("identity") != self.identity \
+                or record.get("unit") != unit.name:
             return None  # another run's (its parameters, block or code): computed again and overwritten
         metrics, seconds = record.get("metrics"), record.get("seconds")
         ok = isinstance(metrics, dict) and metrics and isinstance(seconds, float) and all(
@@ -226,8 +230,8 @@ class Checkpoints:
         aside = path.with_name(path.name + ".corrupt")
         with contextlib.suppress(OSError):
             path.replace(aside)
-        print(f"warning: checkpoint {path} is corrupt ({why}); moved it to {aside.name} and computing its unit "
-              f"again", file=sys.stderr, flush=True)
+        print(f"warning: checkpoint {path} is corrupt ({why}); moved it to {aside.name} and computing its "
+              f"unit again", file=sys.stderr, flush=True)
 
     def save(self, unit: Unit, metrics: dict[str, torch.Tensor], seconds: float) -> None:
         if self.folder is not None:
@@ -235,8 +239,10 @@ class Checkpoints:
             record = {"identity": self.identity, "unit": unit.name, "metrics": metrics, "seconds": seconds,
                       "digest": metrics_digest(metrics, seconds)}
             atomic_write(self.folder / f"{unit.name}.pt", lambda tmp: _save(record, tmp))
-            if self.run is not None and not (self.folder / RUN_RECORD).is_file():  # with the first unit, not before
-                run = {**self.run, "key": self.folder.name.rpartition("-")[0], "source_sha256": source_sha256()}
+            # with the first unit, not before
+            if self.run is not None and not (self.folder / RUN_RECORD).is_file():
+                run = {**self.run, "key": self.folder.name.rpartition("-")[0],
+                       "source_sha256": source_sha256()}
                 text = json.dumps(run, indent=1, sort_keys=True, default=str) + "\n"
                 atomic_write(self.folder / RUN_RECORD, lambda tmp: Path(tmp).write_text(text))
 

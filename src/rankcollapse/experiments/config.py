@@ -51,7 +51,8 @@ MAX_TOKENS = 8192  # longest sequence of a sweep (a model's own limit is checked
 class ExperimentConfig:
     """One sweep: weights x masks x temperatures x norms x skips, all on the same X(0)."""
 
-    model: str = "pkg:minilm"  # spec of the pretrained model (rankcollapse.hf.load); gives tokenizer, X(0), sizes
+    # spec of the pretrained model (rankcollapse.hf.load); gives tokenizer, X(0), sizes
+    model: str = "pkg:minilm"
     weights: tuple[str, ...] = DEFAULT_WEIGHTS  # which attention weights, names from WEIGHT_SOURCES
     masks: tuple[str, ...] = rc_masks.PAPER_MASKS  # mask names from rankcollapse.core.masks.MASK_NAMES
     window: int = 4  # window of the windowed masks (half-width bi-directional, size uni-directional) [recon]
@@ -67,11 +68,14 @@ class ExperimentConfig:
     dtype: str = "float64"  # dtype of the hidden states: "float64" or "float32"
     device: str = "cpu"  # "cpu" or "cuda"
     full_transformer: bool = False  # add the Hugging Face forward of the whole model as a reference
-    geometry: bool = False  # also rank, sigma_min and mean |cos| (one SVD per layer); else mu, norm, floor only
+    # also rank, sigma_min and mean |cos| (one SVD per layer); else mu, norm, floor only
+    geometry: bool = False
     mask_options: tuple[tuple[str, object], ...] = ()  # (keyword, value) pairs of MASK_OPTIONS for every mask
     model_windows: bool = True  # pretrained layers keep the model's own sliding windows (False: drop them)
-    attention_stats: bool = False  # also each layer's decomposition of mu and attention statistics (engine.run_san)
-    weight_seed: int | None = None  # seed of the initialized weights; None: ``seed`` (which also selects samples)
+    # also each layer's decomposition of mu and attention statistics (engine.run_san)
+    attention_stats: bool = False
+    # seed of the initialized weights; None: ``seed`` (which also selects samples)
+    weight_seed: int | None = None
 
     def __post_init__(self) -> None:
         check_choices("weights", self.weights, WEIGHT_SOURCES)
@@ -81,7 +85,8 @@ class ExperimentConfig:
         check_choice("model_windows", self.model_windows, (False, True))
         check_choice("attention_stats", self.attention_stats, (False, True))
         if not isinstance(self.temperatures, tuple) or not self.temperatures:
-            raise ValueError(f"temperatures must be a non-empty tuple of numbers > 0 or None, got {self.temperatures!r}")
+            raise ValueError(f"temperatures must be a non-empty tuple of numbers > 0 or None, "
+                             f"got {self.temperatures!r}")
         for t in self.temperatures:
             check_temperature("temperatures", t, allow_none=True)
         check_int("n_tokens", self.n_tokens, 2, MAX_TOKENS)
@@ -91,8 +96,8 @@ class ExperimentConfig:
         if self.weight_seed is not None:
             check_int("weight_seed", self.weight_seed, 0, 2**31 - 1)
         if self.full_transformer and "initialized_nobias" in self.weights:
-            raise ValueError("weights 'initialized_nobias' has no full transformer (Hugging Face's own init); "
-                             "run it with full_transformer False")
+            raise ValueError("weights 'initialized_nobias' has no full transformer (Hugging Face's own "
+                             "init); run it with full_transformer False")
         if any(m in rc_masks.WINDOWED_MASKS for m in self.masks):
             check_int("window", self.window, 1, self.n_tokens - 1)
         check_choice("overlap", self.overlap, rc_data.CUT_NAMES)
@@ -107,14 +112,16 @@ class ExperimentConfig:
         """Every option is taken by every mask (the random mask needs density and seed); values checked by
         building each mask once at ``n_tokens``."""
         options = self.mask_options
-        if not isinstance(options, tuple) or any(not isinstance(o, (tuple, list)) or len(o) != 2 for o in options):
+        if not isinstance(options, tuple) \
+                or any(not isinstance(o, (tuple, list)) or len(o) != 2 for o in options):
             raise ValueError(f"mask_options must be a tuple of (keyword, value) pairs, got {options!r}")
         options = tuple(tuple(o) for o in options)  # pairs read back from JSON are lists
         object.__setattr__(self, "mask_options", options)
         names = tuple(name for name, _ in options)
         for mask in self.masks:
             allowed = rc_masks.MASK_OPTIONS.get(mask, ())
-            if any(n not in allowed for n in names) or (mask == "random" and sorted(names) != sorted(allowed)):
+            if any(n not in allowed for n in names) \
+                    or (mask == "random" and sorted(names) != sorted(allowed)):
                 takes = "; ".join(f"{m}: {', '.join(o)}" for m, o in rc_masks.MASK_OPTIONS.items())
                 raise ValueError(f"mask_options {names} do not fit mask {mask!r}; the options are ({takes}), "
                                  f"the random mask needs both of its own, other masks none")
@@ -129,7 +136,8 @@ class ExperimentConfig:
     def san_configs(self) -> tuple[engine.SANConfig, ...]:
         """The engine's configuration axis, in the order of the table."""
         pairs = tuple((m, self.window if m in rc_masks.WINDOWED_MASKS else None) for m in self.masks)
-        grid = engine.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms, skips=self.skips)
+        grid = engine.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms,
+                                  skips=self.skips)
         return tuple(replace(c, mask_options=self.mask_options) for c in grid) if self.mask_options else grid
 
 

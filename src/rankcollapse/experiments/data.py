@@ -71,7 +71,8 @@ def load_articles() -> list[tuple[str, str]]:
     """Every (title, lead section), sorted by title."""
     with open(wiki_file(), encoding="utf-8") as handle:
         entries = json.load(handle)
-    return sorted((title, entry["extract"].strip()) for title, entry in entries.items() if entry.get("extract"))
+    return sorted((title, entry["extract"].strip()) for title, entry in entries.items()
+                  if entry.get("extract"))
 
 
 def sentence_starts(text: str) -> list[int]:
@@ -83,7 +84,8 @@ def sentence_starts(text: str) -> list[int]:
     return [0] + [m.end() for m in _SENTENCE_END.finditer(text)]
 
 
-def _article_candidates(tokenizer, title: str, text: str, n_tokens: int, overlap: str) -> list[tuple[str, str, list[int]]]:
+def _article_candidates(tokenizer, title: str, text: str, n_tokens: int,
+                        overlap: str) -> list[tuple[str, str, list[int]]]:
     """(sample id, text, token ids) for each valid sample of one article."""
     starts = sentence_starts(text)
     rests = [text[c:] for c in starts]
@@ -106,15 +108,16 @@ def check_encodes(tokenizer, articles: list[tuple[str, str]]) -> None:
     ``PROBE_LEADS`` leads give no tokens, or more than ``MAX_UNKNOWN`` of their tokens are its unknown token
     (a model folder saved without its tokenizer's vocabulary, or a tokenizer of other words)."""
     texts = [text for _, text in articles[:PROBE_LEADS]]
-    ids = [i for row in tokenizer(texts, add_special_tokens=False)["input_ids"] for i in row] if texts else [0]
+    ids = ([i for row in tokenizer(texts, add_special_tokens=False)["input_ids"] for i in row] if texts
+           else [0])
     unknown = sum(i == tokenizer.unk_token_id for i in ids) / len(ids) if ids else 1.0
     if unknown > MAX_UNKNOWN:
         where = getattr(tokenizer, "name_or_path", "") or "(no folder)"
         what = "no tokens at all" if not ids else f"{unknown:.0%} of their tokens as its unknown token " \
                                                  f"{tokenizer.unk_token!r}"
         raise ValueError(f"the tokenizer of {where} cannot encode the Wikipedia text: it gives the first "
-                         f"{len(texts)} leads {what} (its vocabulary holds {len(tokenizer)} tokens); save the "
-                         f"model's own tokenizer (tokenizer.json, vocab.txt, ...) into that folder")
+                         f"{len(texts)} leads {what} (its vocabulary holds {len(tokenizer)} tokens); "
+                         f"save the model's own tokenizer (tokenizer.json, vocab.txt, ...) into that folder")
 
 
 def candidates(tokenizer, n_tokens: int = 128, overlap: str = "disjoint",
@@ -142,8 +145,10 @@ def candidates(tokenizer, n_tokens: int = 128, overlap: str = "disjoint",
 def _concatenated_candidates(tokenizer, n_tokens: int,
                              articles: list[tuple[str, str]]) -> list[tuple[str, str, list[int]]]:
     """(sample id, text, token ids) of each disjoint run of consecutive leads, joined by a blank line, that
-    reaches ``n_tokens`` (token counts of the leads alone find where a run may end; the joined text decides)."""
-    lengths = [len(ids) for ids in tokenizer([text for _, text in articles], add_special_tokens=False)["input_ids"]]
+    reaches ``n_tokens`` (token counts of the leads alone find where a run may end; the
+    joined text decides)."""
+    lengths = [len(ids) for ids in tokenizer([text for _, text in articles],
+                                             add_special_tokens=False)["input_ids"]]
     found, first, total = [], 0, 0
     for k, length in enumerate(lengths):
         total += length
@@ -164,8 +169,8 @@ def texts_sha256(texts: tuple[str, ...]) -> str:
     return hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
 
 
-def sample_token_ids(tokenizer, n_samples: int = 32, n_tokens: int = 128, seed: int = 0, overlap: str = "disjoint",
-                     articles: list[tuple[str, str]] | None = None) -> TextSamples:
+def sample_token_ids(tokenizer, n_samples: int = 32, n_tokens: int = 128, seed: int = 0,
+                     overlap: str = "disjoint", articles: list[tuple[str, str]] | None = None) -> TextSamples:
     """Draw ``n_samples`` samples of exactly ``n_tokens`` tokens, deterministically for ``seed``.
 
     Shapes: -> input_ids [sample, token].
@@ -173,11 +178,12 @@ def sample_token_ids(tokenizer, n_samples: int = 32, n_tokens: int = 128, seed: 
     pool = candidates(tokenizer, n_tokens, overlap, articles)
     if not isinstance(n_samples, int) or not 1 <= n_samples <= len(pool):
         raise ValueError(f"n_samples must be an integer in [1, {len(pool)}]: the corpus holds {len(pool)} "
-                         f"{overlap} samples of {n_tokens} tokens for this tokenizer (most Wikipedia leads are "
-                         f"shorter; overlap='sentence_starts' allows more), got {n_samples!r}")
+                         f"{overlap} samples of {n_tokens} tokens for this tokenizer (most Wikipedia leads "
+                         f"are shorter; overlap='sentence_starts' allows more), got {n_samples!r}")
     order = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed))[:n_samples].tolist()
     chosen = [pool[i] for i in order]
     texts = tuple(text for _, text, _ in chosen)
-    return TextSamples(input_ids=torch.tensor([ids for _, _, ids in chosen], dtype=torch.int64),  # [sample, token]
-                       sample_ids=tuple(sid for sid, _, _ in chosen), texts=texts, texts_hash=texts_sha256(texts),
-                       n_available=len(pool), overlap=overlap)
+    return TextSamples(input_ids=torch.tensor([ids for _, _, ids in chosen],
+                                              dtype=torch.int64),  # [sample, token]
+                       sample_ids=tuple(sid for sid, _, _ in chosen), texts=texts,
+                       texts_hash=texts_sha256(texts), n_available=len(pool), overlap=overlap)

@@ -1,6 +1,7 @@
-"""The model a sweep loads and the text samples its tokenizer cuts, cached per process; the identities a stored
-result records of the model (package version, file hashes, hub revision, weight hash) and compares before it
-is reused; the layer shapes a sweep's memory check reads, and freshly initialized copies of the architecture.
+"""The model a sweep loads and the text samples its tokenizer cuts, cached per process; the identities a
+stored result records of the model (package version, file hashes, hub revision, weight hash) and compares
+before it is reused; the layer shapes a sweep's memory check reads, and freshly initialized copies
+of the architecture.
 
 Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.experiments.plan` (layer shapes before any
 layer is built), :mod:`rankcollapse.experiments.bundle`, tests/unit/test_results.py.
@@ -22,7 +23,8 @@ from rankcollapse.experiments.provenance import TOKENIZER_FILES, files_sha256, f
 
 def _folder_stamp(spec: str, names: tuple[str, ...] | None = None) -> tuple | None:
     """(name, inode, size, mtime) of a local folder's files (only ``names`` when given): what the caches below
-    are also keyed by, so a folder whose files change is loaded again; None for a packaged model or a hub id."""
+    are also keyed by, so a folder whose files change is loaded again; None for a packaged model or
+    a hub id."""
     folder = Path(spec).expanduser()
     if spec.startswith("pkg:") or not folder.is_dir():
         return None
@@ -91,7 +93,8 @@ def identity_mismatch(spec: str, provenance: dict) -> str | None:
         if name not in provenance:
             return f"it records no {name} of the folder {spec} (stored before the folder's files were hashed)"
         if provenance[name] != now:
-            what = {"model_package": "the installed model package", "model_revision": "the cached hub revision",
+            what = {"model_package": "the installed model package",
+                    "model_revision": "the cached hub revision",
                     "model_files_sha256": "the folder's config or weight files",
                     "tokenizer_sha256": "the tokenizer files"}[name]
             short = (lambda v: f"{str(v)[:16]}...") if name.endswith("sha256") else str
@@ -117,13 +120,15 @@ def layer_shapes(config: ExperimentConfig, model_config) -> dict[str, tuple[int,
     for kind in config.weights:
         pretrained = kind == "pretrained"
         depth = min(config.n_layers, int(model_config.num_hidden_layers)) if pretrained else config.n_layers
-        shapes[kind] = (depth, SimpleNamespace(d_model=d, n_heads=heads, d_head=own if pretrained else d // heads))
+        shapes[kind] = (depth, SimpleNamespace(d_model=d, n_heads=heads,
+                                               d_head=own if pretrained else d // heads))
     return shapes
 
 
 def initialized_model(model: torch.nn.Module, n_layers: int, seed: int) -> torch.nn.Module:
     """A freshly initialized copy of the architecture with ``n_layers`` layers (HF's own init; a config's
-    per-layer ``layer_types`` cut to those layers), from a forked, seeded RNG (the global RNG state is restored)."""
+    per-layer ``layer_types`` cut to those layers), from a forked, seeded RNG (the global RNG
+    state is restored)."""
     from transformers import AutoModel
 
     own = model.config.to_dict()

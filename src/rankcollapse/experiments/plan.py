@@ -1,10 +1,11 @@
 """The plan of a sweep, printed before it starts: its size, expected time and memory; and the memory budget.
 
-A sweep (:mod:`rankcollapse.experiments.sweep`) states its size (samples x layers x configurations), the expected
-wall time from the measured throughput (``benchmarks/throughput.json``, written by ``benchmarks/bench_san.py``;
-else a quick timing of one small block) and the memory it needs, and refuses with one ValueError when the memory
-budget (``$RANKCOLLAPSE_MEMORY_BUDGET`` bytes, default 1 GiB) cannot hold one block or the machine cannot hold
-the run (estimated from the shapes, before any layer is built or sample drawn).
+A sweep (:mod:`rankcollapse.experiments.sweep`) states its size (samples x layers x configurations), the
+expected wall time from the measured throughput (``benchmarks/throughput.json``, written by
+``benchmarks/bench_san.py``; else a quick timing of one small block) and the memory it needs, and refuses with
+one ValueError when the memory budget (``$RANKCOLLAPSE_MEMORY_BUDGET`` bytes, default 1 GiB) cannot hold one
+block or the machine cannot hold the run (estimated from the shapes, before any layer is built
+or sample drawn).
 
 Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.book.pages.large_models`, ``benchmarks/``
 (``bench_san.py``, ``gpu_throughput.py``, ``engine_throughput.py``), tests/unit/test_sweep.py.
@@ -23,7 +24,8 @@ from typing import Protocol
 import torch
 
 from rankcollapse.core import metrics as rc_metrics
-from rankcollapse.engine import AttentionLayer, attention_flop, bytes_per_sample, resolve_device, run_san, samples_per_chunk
+from rankcollapse.engine import (AttentionLayer, attention_flop, bytes_per_sample, resolve_device, run_san,
+                                 samples_per_chunk)
 from rankcollapse.experiments.config import ExperimentConfig
 from rankcollapse.experiments.models import layer_shapes
 from rankcollapse.experiments.checkpoints import Unit
@@ -86,13 +88,15 @@ def measured_throughput(work: Work, device: torch.device, block: int, budget: in
     table = json.loads(THROUGHPUT_FILE.read_text()) if THROUGHPUT_FILE.is_file() else {}
     if work.names is not None and key in table:
         row = table[key]
-        measured_tokens = int(row.get("n_tokens", 128))  # the benchmark's sequence length (128 before it was recorded)
+        # the benchmark's sequence length (128 before it was recorded)
+        measured_tokens = int(row.get("n_tokens", 128))
         scale = attention_flop(work.d_model, measured_tokens) / attention_flop(work.d_model, c.n_tokens)
         return (float(row["units_per_s"]) * scale,
-                f"benchmarks/throughput.json, {key} at {measured_tokens} tokens, measured {row['measured_utc']}, "
-                f"scaled to {c.n_tokens} tokens by the attention's operation count")
+                f"benchmarks/throughput.json, {key} at {measured_tokens} tokens, measured "
+                f"{row['measured_utc']}, scaled to {c.n_tokens} tokens by the attention's operation count")
     n, layers = min(block, 8), work.layers(c.weights[0])[:2]
-    x0 = torch.randn(n, c.n_tokens, work.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x0 = torch.randn(n, c.n_tokens, work.d_model, generator=torch.Generator().manual_seed(0),
+                     dtype=torch.float64)
     start = time.perf_counter()
     run_san(x0, layers, work.configs[:1], dtype=rc_metrics.DTYPES[c.dtype], device=device,
             metric_names=work.names, memory_budget=budget)
@@ -116,7 +120,8 @@ class Plan:
     need_bytes: int  # memory of one process at its peak (rank 0, holding every sample's metrics)
     engine_bytes: int  # of which the engine's block
     available_bytes: int
-    settle: int | None = None  # curves stop after this many layers on their floor (the time is then an upper bound)
+    # curves stop after this many layers on their floor (the time is then an upper bound)
+    settle: int | None = None
 
     @property
     def size(self) -> int:
@@ -127,16 +132,17 @@ class Plan:
         depth = " + ".join(f"{d} {k}" for k, d in self.depths.items())
         seconds = self.size / self.throughput / self.world
         gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
-        return (f"{self.label}: {self.n_samples} samples x ({depth}) layers x {self.n_configs} configurations = "
-                f"{self.size:,} sample.layer.configs, in {self.n_units} units of <= {self.block} samples over "
-                f"{self.world} process{'es' if self.world > 1 else ''}\n"
+        return (f"{self.label}: {self.n_samples} samples x ({depth}) layers x {self.n_configs} "
+                f"configurations = {self.size:,} sample.layer.configs, in {self.n_units} units of "
+                f"<= {self.block} samples over {self.world} process{'es' if self.world > 1 else ''}\n"
                 f"{self.label}: expected time of the layers {_duration(seconds)}"
                 f"{' or less' if self.settle and seconds >= 1 else ''}"
                 f" (loading the model, drawing the samples and any full-transformer reference come on top) "
                 f"at {self.throughput:,.0f} sample.layer.configs/s per process ({self.throughput_source}"
-                f"{'; every layer counted, curves settled on their floor stop sooner' if self.settle else ''})\n"
-                f"{self.label}: memory {gib(self.need_bytes)} per process (engine block {gib(self.engine_bytes)}), "
-                f"{gib(self.available_bytes)} available")
+                f"{'; every layer counted, curves settled on their floor stop sooner' if self.settle else ''}"
+                f")\n"
+                f"{self.label}: memory {gib(self.need_bytes)} per process "
+                f"(engine block {gib(self.engine_bytes)}), {gib(self.available_bytes)} available")
 
 
 def _duration(seconds: float) -> str:
@@ -150,32 +156,39 @@ def _duration(seconds: float) -> str:
             f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
 
 
-def make_plan(work: Work, label: str, plan_units: list[Unit], block: int, budget: int, timed: bool = True) -> Plan:
+def make_plan(work: Work, label: str, plan_units: list[Unit], block: int, budget: int,
+              timed: bool = True) -> Plan:
     """The plan of a sweep; one ValueError when the budget cannot hold one block or the machine the run,
     estimated from the shapes (:func:`rankcollapse.experiments.models.layer_shapes`) before any layer is
-    built or sample drawn. ``timed=False`` skips the throughput (NaN) when nobody will read the expected time."""
+    built or sample drawn. ``timed=False`` skips the throughput (NaN) when nobody will read
+    the expected time."""
     c, (_, world) = work.config, rank_and_world()
     device = resolve_device(c.device)
     dtype = rc_metrics.DTYPES[c.dtype]
     shapes = layer_shapes(c, work.loaded.model.config)
     depths = {kind: depth for kind, (depth, _) in shapes.items()}
-    widest = max((shape for _, shape in shapes.values()), key=lambda s: bytes_per_sample(c.n_tokens, s, dtype))
+    widest = max((shape for _, shape in shapes.values()),
+                 key=lambda s: bytes_per_sample(c.n_tokens, s, dtype))
     per_sample = bytes_per_sample(c.n_tokens, widest, dtype)
     if budget < per_sample:
-        raise ValueError(f"the memory budget ({budget:,} bytes, ${BUDGET_ENV}) cannot hold one block: one sample of "
-                         f"{c.n_tokens} tokens at width {work.d_model} in {c.dtype} needs {per_sample:,} bytes; "
-                         f"raise {BUDGET_ENV} or lower n_tokens")
+        raise ValueError(f"the memory budget ({budget:,} bytes, ${BUDGET_ENV}) cannot hold one block: "
+                         f"one sample of {c.n_tokens} tokens at width {work.d_model} in {c.dtype} needs "
+                         f"{per_sample:,} bytes; raise {BUDGET_ENV} or lower n_tokens")
     engine = per_sample * min(block, samples_per_chunk(c.n_tokens, widest, dtype, budget, device))
     n_configs = len(work.configs) + int(c.full_transformer)
-    model = sum(p.numel() * p.element_size() for p in work.loaded.model.parameters()) * (1 + int(c.full_transformer))
+    model = (sum(p.numel() * p.element_size() for p in work.loaded.model.parameters())
+             * (1 + int(c.full_transformer)))
     layers = sum(depths.values()) * 4 * work.d_model**2 * (8 + dtype.itemsize)  # float64 source + cast copy
-    kept = 2 * 8 * len(rc_metrics.METRIC_NAMES) * c.n_samples * n_configs * sum(d + 1 for d in depths.values())
+    kept = (2 * 8 * len(rc_metrics.METRIC_NAMES) * c.n_samples * n_configs
+            * sum(d + 1 for d in depths.values()))
     need = engine + model + layers + kept + block * c.n_tokens * work.d_model * 8
     available = available_memory(device)
     if need > available:
-        raise ValueError(f"{label} needs about {need / 2**30:.2f} GiB per process but {available / 2**30:.2f} GiB "
-                         f"are available on {device}; use fewer samples or layers, or a larger machine")
+        raise ValueError(f"{label} needs about {need / 2**30:.2f} GiB per process but "
+                         f"{available / 2**30:.2f} GiB are available on {device}; use fewer samples or "
+                         f"layers, or a larger machine")
     depths = {kind: len(work.layers(kind)) for kind in c.weights}  # built only now that they fit
-    throughput, source = measured_throughput(work, device, block, budget) if timed else (math.nan, "not timed")
+    throughput, source = (measured_throughput(work, device, block, budget) if timed
+                          else (math.nan, "not timed"))
     return Plan(label, c.n_samples, depths, n_configs, len(plan_units), block, world, throughput, source,
                 need, engine, available, work.settle)

@@ -2,10 +2,11 @@
 the atomic writer both use, and the file hashes that identify a model folder.
 
 Every exported figure (:func:`rankcollapse.book.plotting.common.export_figure`) and every stored result
-(:meth:`rankcollapse.experiments.store.ResultStore.load_or_compute`) carries the same :func:`provenance_record`:
-the parameters, the rankcollapse, PyTorch and Python versions, the git commit, the creation time and the
-hardware. A long run's checkpoints are keyed by the package's source instead (:func:`source_sha256`). This module imports neither matplotlib nor pandas, so the results store and the command line
-need no plotting stack.
+(:meth:`rankcollapse.experiments.store.ResultStore.load_or_compute`) carries the same
+:func:`provenance_record`: the parameters, the rankcollapse, PyTorch and Python versions, the git commit, the
+creation time and the hardware. A long run's checkpoints are keyed by the package's source instead
+(:func:`source_sha256`). This module imports neither matplotlib nor pandas, so the results store and the
+command line need no plotting stack.
 
 Used by: the experiments' ``store``, ``store_upgrade``, ``sweep``, ``checkpoints``, ``models`` and ``bundle``;
 the book's ``plotting.common``, ``report``, ``runner``, ``origins`` and ``sphinx_figures``;
@@ -59,16 +60,18 @@ def package_sha256(package: Path) -> str:
 def source_sha256() -> str:
     """:func:`package_sha256` of :mod:`rankcollapse`: what the checkpoints of a long run share with the
     code that resumes it. Commits that change only pages, results or documents keep it, so they never
-    orphan a run's finished units. Hashed once per process, when :mod:`rankcollapse.experiments.sweep` is imported,
-    so it names the code the process loaded even when the files are edited during a long run."""
+    orphan a run's finished units. Hashed once per process, when :mod:`rankcollapse.experiments.sweep` is
+    imported, so it names the code the process loaded even when the files are edited during a long run."""
     return package_sha256(Path(__file__).resolve().parents[1])
 
 
 def git_commit(root: Path) -> str:
     """``HEAD``'s hash, with ``-dirty`` when tracked files differ from it; ``unknown`` outside git."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("-dirty" if dirty.strip() else "")
@@ -171,7 +174,8 @@ def atomic_write(path: Path, write: Callable[[str], object]) -> None:
                 os.unlink(tmp)
 
 
-ARCHIVE_PART_BYTES = 15 * 2**20  # an archive larger than this is written in parts (a device job returns <= 16 MiB a file)
+# an archive larger than this is written in parts (a device job returns <= 16 MiB a file)
+ARCHIVE_PART_BYTES = 15 * 2**20
 
 
 def write_archive(files: dict[str, Path], path: Path, part_bytes: int = ARCHIVE_PART_BYTES) -> list[Path]:
@@ -184,8 +188,10 @@ def write_archive(files: dict[str, Path], path: Path, part_bytes: int = ARCHIVE_
             for name, source in files.items():
                 tar.add(source, arcname=name)
         data = whole.read_bytes()
-    parts = [data] if len(data) <= part_bytes else [data[i:i + part_bytes] for i in range(0, len(data), part_bytes)]
-    targets = [path] if len(parts) == 1 else [path.with_name(f"{path.name}.part-{k:02d}") for k in range(len(parts))]
+    parts = ([data] if len(data) <= part_bytes
+             else [data[i:i + part_bytes] for i in range(0, len(data), part_bytes)])
+    targets = ([path] if len(parts) == 1
+               else [path.with_name(f"{path.name}.part-{k:02d}") for k in range(len(parts))])
     for stale in [path, *path.parent.glob(f"{path.name}.part-*")]:
         if stale not in targets:
             stale.unlink(missing_ok=True)
@@ -209,9 +215,10 @@ def _file_sha256(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int)
     return digest.hexdigest()
 
 
+# what a Hugging Face tokenizer is read from
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
-                   "sentencepiece.bpe.model", "merges.txt", "tokenizer_config.json", "special_tokens_map.json",
-                   "added_tokens.json")  # what a Hugging Face tokenizer is read from
+                   "sentencepiece.bpe.model", "merges.txt", "tokenizer_config.json",
+                   "special_tokens_map.json", "added_tokens.json")
 MODEL_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack")  # weights
 
 

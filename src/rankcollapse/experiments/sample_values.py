@@ -1,4 +1,5 @@
-"""Per-sample values of a sweep: what a bootstrap over samples needs, beside the tidy table of sample statistics.
+"""Per-sample values of a sweep: what a bootstrap over samples needs, beside the tidy table
+of sample statistics.
 
 The tidy table (:func:`rankcollapse.experiments.table.summarize`) keeps only statistics over samples (mean,
 median, quantiles). An effect size with an interval (a ratio of two configurations' late rates or last-layer
@@ -7,9 +8,9 @@ every sample's value at every layer: :class:`SampleValues`.
 
 One curve is one row of ``labels`` (the label columns of the tidy table: weights, variant, mask, window,
 temperature, norm, skip), and ``values[metric][curve]`` is that curve's [layer + 1, sample] array. Curves of a
-stack shallower than the deepest one (pretrained stacks keep ``min(n_layers, model depth)``) are padded with NaN
-after their last layer. Samples are in the order of the sweep, the same for every curve, so two curves of one
-result are *paired* (sample i of both saw the same X(0)).
+stack shallower than the deepest one (pretrained stacks keep ``min(n_layers, model depth)``) are padded with
+NaN after their last layer. Samples are in the order of the sweep, the same for every curve, so two curves of
+one result are *paired* (sample i of both saw the same X(0)).
 
 Stored as ``results/<page>/<key>.samples.npz`` (:func:`to_bytes`): float32, 12 bytes per sample x layer x
 curve for the three metrics (a 3000-sample, 13-layer sweep of 24 curves is 11 MB), its SHA-256 in the result's
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-SAMPLE_METRICS = ("relative_mu", "mu", "norm")  # the metrics kept per sample (what the verdicts' effects read)
+# the metrics kept per sample (what the verdicts' effects read)
+SAMPLE_METRICS = ("relative_mu", "mu", "norm")
 CURVE_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip")
 
 
@@ -45,7 +47,8 @@ class SampleValues:
 
     def __post_init__(self) -> None:
         if tuple(self.labels.columns) != CURVE_COLUMNS:
-            raise ValueError(f"labels must have the columns {', '.join(CURVE_COLUMNS)}; got {list(self.labels.columns)}")
+            raise ValueError(f"labels must have the columns {', '.join(CURVE_COLUMNS)}; "
+                             f"got {list(self.labels.columns)}")
         for name, array in self.values.items():
             if array.ndim != 3 or array.shape[0] != len(self.labels):
                 raise ValueError(f"values[{name!r}] must be [curve={len(self.labels)}, layer + 1, sample]; "
@@ -89,18 +92,22 @@ def from_metrics(parts: list[tuple[list[dict], dict]]) -> SampleValues:
     for part_labels, metrics in parts:
         labels += [{c: row.get(c) for c in CURVE_COLUMNS} for row in part_labels]
         for name in SAMPLE_METRICS:
-            x = np.asarray(metrics[name].detach().cpu(), dtype=np.float64).transpose(1, 0, 2)  # [curve, layer + 1, sample]
+            # [curve, layer + 1, sample]
+            x = np.asarray(metrics[name].detach().cpu(), dtype=np.float64).transpose(1, 0, 2)
             pad = np.full((x.shape[0], depth - x.shape[1], x.shape[2]), np.nan)
             values[name].append(np.concatenate([x, pad], axis=1))
     return SampleValues(pd.DataFrame(labels, columns=list(CURVE_COLUMNS)),
-                        {name: np.concatenate(arrays).astype(STORED_DTYPE) for name, arrays in values.items()})
+                        {name: np.concatenate(arrays).astype(STORED_DTYPE)
+                         for name, arrays in values.items()})
 
 
 def to_bytes(samples: SampleValues) -> bytes:
-    """The ``.npz`` bytes of per-sample values: one float32 array per metric and the curves' labels as JSON."""
+    """The ``.npz`` bytes of per-sample values: one float32 array per metric and the curves'
+    labels as JSON."""
     buffer = io.BytesIO()
     labels = json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None).to_dict("records"))
-    np.savez(buffer, labels=np.array(labels), **{k: v.astype(STORED_DTYPE) for k, v in samples.values.items()})
+    np.savez(buffer, labels=np.array(labels),
+             **{k: v.astype(STORED_DTYPE) for k, v in samples.values.items()})
     return buffer.getvalue()
 
 

@@ -18,8 +18,8 @@ columns and configurations those the parameters ask for. Anything else raises on
 naming the file and the command that recomputes it -- never a silent partial figure.
 
 Writes are atomic (temporary file in the same folder, then a rename; the CSV first, the JSON last); a write
-that fails (a full disk) raises one :class:`rankcollapse.experiments.provenance.WriteError` naming the file and
-leaves neither half of the result, and a sweep refuses a store it cannot write before it computes anything
+that fails (a full disk) raises one :class:`rankcollapse.experiments.provenance.WriteError` naming the file
+and leaves neither half of the result, and a sweep refuses a store it cannot write before it computes anything
 (:meth:`ResultStore.check_writable`). A sweep stores each entry as soon as it is computed, so an interrupted
 sweep resumes at the first entry that is missing. An experiment's result is reused only while its model's
 files are those it recorded (:func:`rankcollapse.experiments.models.identity_mismatch`, checked by
@@ -29,7 +29,7 @@ A store of an earlier version (``<key>.csv`` tables, records without hashes) is 
 ``results/upgrade_store.py`` (:mod:`rankcollapse.experiments.store_upgrade`), which upgrades it in place.
 
 Used by: the experiments' ``sweep`` (every experiment page's results), ``checkpoints``, ``bundle``,
-``store_upgrade``; the book's registry, report, origins, CLI listing and pages; book/reproduce.md.
+``store_upgrade``, ``store_summary``; the book's registry, report, origins, CLI listing and pages.
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def _plain(value: object) -> object:
         return str(value).removeprefix("torch.")
     if isinstance(value, Path):
         return str(value)
-    raise TypeError(f"parameter values must be JSON-like (numbers, strings, lists, dicts), got {type(value).__name__}")
+    raise TypeError(f"parameter values must be JSON-like (numbers, strings, lists, dicts), "
+                    f"got {type(value).__name__}")
 
 
 def result_key(page: str, parameters: dict) -> str:
@@ -90,7 +91,8 @@ def result_key(page: str, parameters: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
 
 
-TableCheck = Callable[[pd.DataFrame, dict], None]  # (table, stored parameters) -> None, or ValueError saying why
+# (table, stored parameters) -> None, or ValueError saying why
+TableCheck = Callable[[pd.DataFrame, dict], None]
 
 
 class DamagedResultError(ValueError):
@@ -101,21 +103,22 @@ class DamagedResultError(ValueError):
 
 
 def run_command(page: str, pairs: Iterable[tuple[str, str]] = (), options: Iterable[str] = ()) -> str:
-    """The ``rankcollapse run`` line of ``page``: ``-p NAME VALUE`` for each pair (the value's text, shell-quoted),
-    then ``options``. The one builder of the command: the store's recompute hint and every page's re-run
-    block (:mod:`rankcollapse.book.report`) use it.
+    """The ``rankcollapse run`` line of ``page``: ``-p NAME VALUE`` for each pair (the value's text,
+    shell-quoted), then ``options``. The one builder of the command: the store's recompute hint and every
+    page's re-run block (:mod:`rankcollapse.book.report`) use it.
 
     >>> run_command("fig2", [("n_samples", "64"), ("temperatures", "[0.5, 2.0]")])
     "rankcollapse run fig2 -p n_samples 64 -p temperatures '[0.5, 2.0]'"
     >>> run_command("fig2", options=("--profile paper", "--device cuda"))
     'rankcollapse run fig2 --profile paper --device cuda'
     """
-    return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(text)}" for name, text in pairs), *options])
+    return " ".join(["rankcollapse run", page, *(f"-p {name} {shlex.quote(text)}" for name, text in pairs),
+                     *options])
 
 
 def value_text(value: object) -> str:
-    """A value as ``-p`` takes it back (the command line's ``parse_value``): a string as itself when it does not
-    read as a literal, everything else as its ``repr``.
+    """A value as ``-p`` takes it back (the command line's ``parse_value``): a string as itself when it does
+    not read as a literal, everything else as its ``repr``.
 
     >>> value_text("pkg:mpnet"), value_text("12"), value_text([1, 2]), value_text(None)
     ('pkg:mpnet', "'12'", '[1, 2]', 'None')
@@ -155,8 +158,8 @@ def _table_text(table: pd.DataFrame) -> bytes:
 
 
 def pack_table(data: bytes) -> bytes:
-    """CSV bytes as stored: gzip at level 9 with no file name or time in its header, so equal tables give equal
-    files (and the same bytes on every machine)."""
+    """CSV bytes as stored: gzip at level 9 with no file name or time in its header, so equal tables give
+    equal files (and the same bytes on every machine)."""
     return gzip.compress(data, compresslevel=9, mtime=0)
 
 
@@ -169,10 +172,12 @@ def _unpacked(data: bytes) -> bytes | None:
 
 
 def read_table(data: bytes) -> pd.DataFrame | None:
-    """The table of CSV bytes, or None when they do not parse (any bytes: a damaged file is refused, not raised)."""
+    """The table of CSV bytes, or None when they do not parse (any bytes: a damaged file is
+    refused, not raised)."""
     try:
         return pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
-    except (ValueError, UnicodeDecodeError, csv.Error):  # pandas' ParserError and EmptyDataError are ValueErrors
+    # pandas' ParserError and EmptyDataError are ValueErrors
+    except (ValueError, UnicodeDecodeError, csv.Error):
         return None
 
 
@@ -181,10 +186,12 @@ class StoredResult:
     """A tidy table and the provenance it was stored with."""
 
     table: pd.DataFrame  # tidy: one row per layer x configuration x metric (sample statistics in columns)
-    provenance: dict  # parameters, versions, commit, model and sample hashes, dtype, device, hardware, wall time
+    # parameters, versions, commit, model and sample hashes, dtype, device, hardware, wall time
+    provenance: dict
     table_path: Path  # where the table lives: <root>/<page>/<key>.csv.gz
     loaded: bool  # True when read from the store, False when computed by this call
-    samples: SampleValues | None = None  # per-sample values (<key>.samples.npz); None for results stored before
+    # per-sample values (<key>.samples.npz); None for results stored before
+    samples: SampleValues | None = None
 
     @property
     def key(self) -> str:  # the result's key: its files' stem
@@ -239,7 +246,8 @@ class ResultStore:
         try:
             record = json.loads(json_path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise damaged(f"its record {json_path.name} is not readable JSON ({type(err).__name__})") from None
+            raise damaged(f"its record {json_path.name} is not readable JSON "
+                          f"({type(err).__name__})") from None
         if not isinstance(record, dict) or not isinstance(record.get("parameters"), dict):
             raise damaged(f"its record {json_path.name} has no parameters")
         stored = record["parameters"]
@@ -248,7 +256,8 @@ class ResultStore:
         if parameters is not None and stored != parameters:
             raise damaged(f"its record {json_path.name} holds other parameters than asked for")
         if not table_path.is_file():
-            plain = f" (its uncompressed {key}{PLAIN_SUFFIX} is there, stored by an earlier version: {UPGRADE})"
+            plain = (f" (its uncompressed {key}{PLAIN_SUFFIX} is there, stored by an earlier version: "
+                     f"{UPGRADE})")
             raise damaged(f"its table {table_path.name} is missing"
                           + (plain if table_path.with_name(key + PLAIN_SUFFIX).is_file() else ""), record)
         if "table_sha256" not in record or "table_rows" not in record:
@@ -256,8 +265,8 @@ class ResultStore:
                           f"(stored by an earlier version: {UPGRADE})", record)
         data = _unpacked(table_path.read_bytes())
         if data is None:
-            raise damaged(f"the table is not the one recorded (it does not decompress): truncated or replaced",
-                          record)
+            raise damaged(f"the table is not the one recorded (it does not decompress): truncated or "
+                          f"replaced", record)
         table = read_table(data)
         if hashlib.sha256(data).hexdigest() != record["table_sha256"] or table is None \
                 or len(table) != record["table_rows"]:
@@ -281,7 +290,8 @@ class ResultStore:
             try:
                 samples = sample_values.from_bytes(data)
             except ValueError as err:
-                raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}", record) from None
+                raise damaged(f"its per-sample values {samples_path.name} do not parse: {err}",
+                              record) from None
         return StoredResult(table, record, table_path, True, samples)
 
     def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict,
@@ -303,7 +313,8 @@ class ResultStore:
             if packed is not None:
                 atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
             atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
-        except WriteError:  # e.g. the disk filled up: no new table beside an old record (or none), no half result
+        # e.g. the disk filled up: no new table beside an old record (or none), no half result
+        except WriteError:
             for path in (table_path, samples_path, json_path):
                 with contextlib.suppress(OSError):
                     path.unlink()
@@ -347,8 +358,8 @@ class ResultStore:
         earlier version (temporary files aside)."""
         folder = self.root / page
         names = [p.name for p in folder.iterdir() if not p.name.startswith(".")] if folder.is_dir() else []
-        return sorted({name.removesuffix(suffix) for name in names for suffix in (TABLE_SUFFIX, PLAIN_SUFFIX, ".json")
-                       if name.endswith(suffix)})
+        return sorted({name.removesuffix(suffix) for name in names
+                       for suffix in (TABLE_SUFFIX, PLAIN_SUFFIX, ".json") if name.endswith(suffix)})
 
     def entries(self, page: str) -> list[dict]:
         """Provenance records of every stored result of ``page`` (for the drift test and the book).
@@ -367,42 +378,3 @@ def compute_seconds(provenance: dict) -> float | None:
     250.0
     """
     return provenance.get("compute_time_s", provenance.get("wall_time_s"))
-
-
-def _setting_words(value: object) -> str:
-    """A stored setting in a table cell: lists joined, ``None`` (a parameter's default, e.g. a layer's own
-    temperature) as "default".
-
-    >>> _setting_words([None, 1.0]), _setting_words(None), _setting_words("disjoint")
-    ('default, 1.0', 'default', 'disjoint')
-    """
-    if isinstance(value, list):
-        return ", ".join(_setting_words(v) for v in value)
-    return "default" if value is None else str(value)
-
-
-def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
-    """One row per stored result: page, scale, model, the settings that tell it apart, where and how long it ran.
-
-    ``settings`` lists the parameters (other than scale and model) whose values differ between the stored
-    results of the same page, so two runs of one page at one scale never show as identical rows. Columns:
-    page, result (the key), scale (samples×tokens×layers, those a page has), model, settings, ran on (hardware and
-    dtype), compute time (s) (:func:`compute_seconds`), commit. Used by book/reproduce.md.
-    """
-    store = store or ResultStore()
-    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
-    shown = {"n_samples", "n_tokens", "n_layers", "model"}
-    rows = []
-    for page in pages:
-        entries = store.entries(page)
-        names = sorted({name for r in entries for name in r["parameters"]} - shown)
-        differ = [n for n in names if len({json.dumps(r["parameters"].get(n)) for r in entries}) > 1]
-        for r in entries:
-            p = r["parameters"]
-            settings = "; ".join(f"{n}: {_setting_words(p.get(n))}" for n in differ)
-            scale = "×".join(str(p[n]) for n in ("n_samples", "n_tokens", "n_layers") if p.get(n) is not None)
-            rows.append({"page": page, "result": r["key"], "scale": scale or "–",
-                         "model": p.get("model"), "settings": settings or "–",
-                         "ran on": ", ".join(str(v) for v in (r.get("hardware"), r.get("dtype")) if v is not None),
-                         "compute time (s)": compute_seconds(r), "commit": str(r.get("git_commit", ""))[:8]})
-    return pd.DataFrame(rows)

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from rankcollapse.experiments.provenance import atomic_write
-from rankcollapse.experiments.store import (PLAIN_SUFFIX, DamagedResultError, ResultStore, TableCheck, pack_table,
-                                            read_table)
+from rankcollapse.experiments.store import (PLAIN_SUFFIX, DamagedResultError, ResultStore, TableCheck,
+                                            pack_table, read_table)
 
 
 def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
@@ -23,10 +23,10 @@ def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
 
     An uncompressed ``<key>.csv`` becomes ``<key>.csv.gz`` (after its bytes are checked against the recorded
     SHA-256; the plain file is removed only once the new one verifies). A record without ``table_sha256`` and
-    ``table_rows`` (results stored before the store recorded them) gets them, after its CSV is checked to parse
-    and to pass ``check`` (an experiment table's columns and configurations; tables with hashes are checked by
-    them alone, as the data page's table of another shape is). Results already upgraded are left alone
-    (``results/upgrade_store.py``).
+    ``table_rows`` (results stored before the store recorded them) gets them, after its CSV is checked to
+    parse and to pass ``check`` (an experiment table's columns and configurations; tables with hashes are
+    checked by them alone, as the data page's table of another shape is). Results already upgraded are left
+    alone (``results/upgrade_store.py``).
     """
     written = []
     pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
@@ -45,12 +45,13 @@ def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
                 raise DamagedResultError(f"stored result {plain} is damaged: its table does not parse")
             if "table_sha256" not in record:
                 check(table, record["parameters"])
-                record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
+                record = {**record, "table_sha256": hashlib.sha256(data).hexdigest(),
+                          "table_rows": len(table)}
                 text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
                 atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
             elif hashlib.sha256(data).hexdigest() != record["table_sha256"]:
-                raise DamagedResultError(f"stored result {plain} is damaged: the table is not the one recorded "
-                                         f"(SHA-256 differs); not compressing it")
+                raise DamagedResultError(f"stored result {plain} is damaged: the table is not the one "
+                                         f"recorded (SHA-256 differs); not compressing it")
             atomic_write(table_path, lambda tmp: Path(tmp).write_bytes(pack_table(data)))
             store.verify(page, key)
             plain.unlink()

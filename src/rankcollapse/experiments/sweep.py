@@ -1,7 +1,7 @@
 """Long sweeps: units of work, shared out over processes, checkpointed, with a plan and a progress bar.
 
-An experiment (:class:`rankcollapse.experiments.config.ExperimentConfig`) is cut into *units*: one weight source
-x one block of samples (``BLOCK_SAMPLES`` per device, ``$RANKCOLLAPSE_BLOCK_SAMPLES`` to change it) x
+An experiment (:class:`rankcollapse.experiments.config.ExperimentConfig`) is cut into *units*: one weight
+source x one block of samples (``BLOCK_SAMPLES`` per device, ``$RANKCOLLAPSE_BLOCK_SAMPLES`` to change it) x
 either every SAN configuration (one :func:`rankcollapse.engine.run_san` call, which shares the first layer's
 projection between them and lays the weights out once) or the full-transformer reference
 (:func:`rankcollapse.hf.extract.full_transformer_metrics`). A unit gives per-sample metrics
@@ -13,9 +13,9 @@ one call over all samples gives, so the summary table does not depend on how the
   same provenance, plus ``world_size``). NCCL on GPUs, gloo on CPU; each rank uses ``cuda:LOCAL_RANK``.
 * **Resume**: each finished unit is checkpointed (:mod:`rankcollapse.experiments.checkpoints`: where, and who
   may reuse it); a run killed at any point and started again with the same command computes only the missing
-  units, then stores the result (CSV, then the JSON that makes it visible) and deletes the folder. The result's ``compute_time_s`` sums its
-  units' seconds over every process and session, ``units_resumed`` counts those taken from checkpoints,
-  and ``wall_time_s`` is the last session's.
+  units, then stores the result (CSV, then the JSON that makes it visible) and deletes the folder. The
+  result's ``compute_time_s`` sums its units' seconds over every process and session, ``units_resumed`` counts
+  those taken from checkpoints, and ``wall_time_s`` is the last session's.
 * **Plan**: before it starts, a run prints its size, expected time and memory, and refuses with one
   ValueError when it cannot fit (:mod:`rankcollapse.experiments.plan`) or the store cannot be written
   (before the first unit).
@@ -88,7 +88,8 @@ def settle_layers(config: ExperimentConfig) -> int | None:
     """After how many consecutive layers on its rounding floor a configuration stops (``engine.run_san``'s
     ``settle``): ``$RANKCOLLAPSE_SETTLE_LAYERS``, else SETTLE_LAYERS; 0, or a sweep with ``attention_stats``
     (whose decomposition is per layer): never (None)."""
-    return None if config.attention_stats else env_int(SETTLE_ENV, SETTLE_LAYERS, 0, "a number of layers") or None
+    return (None if config.attention_stats
+            else env_int(SETTLE_ENV, SETTLE_LAYERS, 0, "a number of layers") or None)
 
 
 def units(config: ExperimentConfig, block: int) -> list[Unit]:
@@ -137,7 +138,8 @@ class _Work:
 
     def layers(self, kind: str) -> list[AttentionLayer]:
         """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh from
-        the config's ``initial_seed``, without biases for "initialized_nobias": the same draws, biases dropped)."""
+        the config's ``initial_seed``, without biases for "initialized_nobias": the same
+        draws, biases dropped)."""
         from rankcollapse.hf import extract
 
         if kind not in self._layers:
@@ -189,7 +191,8 @@ class _Work:
         check_finite(result.metrics, config_labels(self.configs, unit.weights), c.dtype)
         return result.metrics
 
-    def assemble(self, plan: list[Unit], computed: dict[str, dict[str, torch.Tensor]]) -> tuple[pd.DataFrame, SampleValues]:
+    def assemble(self, plan: list[Unit],
+                 computed: dict[str, dict[str, torch.Tensor]]) -> tuple[pd.DataFrame, SampleValues]:
         """The tidy table and the per-sample values from every unit's metrics (keyed by unit name), exactly as
         one call would give them."""
         c, frames, curves = self.config, [], []
@@ -213,9 +216,10 @@ class _Work:
 
 def compute(config: ExperimentConfig, *, label: str = "sweep", partial: Path | None = None,
             inputs: Inputs | None = None, run: dict | None = None) -> tuple[pd.DataFrame, dict] | None:
-    """The sweep's tidy table and the provenance the store adds to it, its per-sample values under ``"samples"``
-    (stored beside the table): this rank's units, resumed from ``partial``, gathered to rank 0 (None on the others).
-    ``run``: what the run record in ``partial`` names (page, commit, start), written with the first unit."""
+    """The sweep's tidy table and the provenance the store adds to it, its per-sample values under
+    ``"samples"`` (stored beside the table): this rank's units, resumed from ``partial``, gathered to rank 0
+    (None on the others). ``run``: what the run record in ``partial`` names (page, commit, start), written
+    with the first unit."""
     from tqdm import tqdm
 
     rank, world = rank_and_world()
@@ -285,17 +289,20 @@ def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | Non
     found = store.load(page, parameters, check_table) if rank == 0 else None
     stale = found and identity_mismatch(config.model, found.provenance)
     if stale:  # e.g. a local folder's weights rewritten since: never answer from the old numbers
-        print(f"{page}: not using the stored result {found.table_path}: {stale}; computing it again", file=sys.stderr)
+        print(f"{page}: not using the stored result {found.table_path}: {stale}; computing it again",
+              file=sys.stderr)
     found = broadcast(None if stale else found)
     if found is not None:
         return found
-    start, origin = time.perf_counter(), provenance_record(None)  # the commit that starts the run, not a later one
+    # the commit that starts the run, not a later one
+    start, origin = time.perf_counter(), provenance_record(None)
     partial = partial_folder(store, page, parameters)
     check_writable(store, page, partial)  # before the first unit, not after the last
     if rank == 0:
         warn_orphans(partial, page)
     out = compute(config, label=page, partial=partial, inputs=inputs,
-                  run={"page": page, "git_commit": origin["git_commit"], "started_utc": origin["created_utc"]})
+                  run={"page": page, "git_commit": origin["git_commit"],
+                       "started_utc": origin["created_utc"]})
     result = None
     if rank == 0:
         table, extra = out

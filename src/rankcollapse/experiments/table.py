@@ -21,8 +21,9 @@ from rankcollapse import engine
 from rankcollapse.core import metrics as rc_metrics
 
 STATISTICS = ("mean", "std", "median", "q10", "q90", "min", "max")
-TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank", "full_rank",
-                 "sigma_min", "sigma_min_floor", "mean_abs_cosine",  # "exact": 1 where mu is tracked below the floor
+# "exact": 1 where mu is tracked below the floor
+TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact", "numerical_rank",
+                 "full_rank", "sigma_min", "sigma_min_floor", "mean_abs_cosine",
                  engine.SETTLED_METRIC,  # the share of samples not computed at a layer, settled on the floor
                  *rc_metrics.ATTENTION_METRIC_NAMES)  # only in sweeps with attention_stats
 
@@ -40,11 +41,12 @@ def check_finite(metrics: dict[str, torch.Tensor], labels: list[dict], dtype: st
             layer, config, _ = (int(i) for i in bad.nonzero()[0])
             what = ", ".join(f"{k} {v}" for k, v in labels[config].items() if v is not None)
             advice = "; run it with -p dtype float64" if dtype == "float32" else ""
-            raise ValueError(f"{what}: {name} is not finite from layer {layer} on (the hidden states overflowed "
-                             f"in {dtype}){advice}")
+            raise ValueError(f"{what}: {name} is not finite from layer {layer} on (the hidden states "
+                             f"overflowed in {dtype}){advice}")
 
 
-def summarize(metrics: dict[str, torch.Tensor], labels: list[dict], n_tokens: int, d_model: int) -> pd.DataFrame:
+def summarize(metrics: dict[str, torch.Tensor], labels: list[dict], n_tokens: int,
+              d_model: int) -> pd.DataFrame:
     """Sample statistics of every metric, tidy.
 
     Shapes: each metrics[name] [layer + 1, config, sample]; labels has one dict per config.
@@ -75,7 +77,8 @@ def config_labels(configs: tuple[engine.SANConfig, ...], weights: str) -> list[d
              "temperature": c.temperature, "norm": c.norm, "skip": c.skip} for c in configs]
 
 
-def value(table: pd.DataFrame, metric: str, *, layer: int | str = "last", stat: str = "mean", **labels) -> float:
+def value(table: pd.DataFrame, metric: str, *, layer: int | str = "last", stat: str = "mean",
+          **labels) -> float:
     """One number of a tidy table: ``stat`` of ``metric`` at ``layer`` (an integer or ``"last"``, the
     configuration's deepest layer) for the one configuration matching ``labels`` (column=value).
 
@@ -84,7 +87,8 @@ def value(table: pd.DataFrame, metric: str, *, layer: int | str = "last", stat: 
     rows = _rows(table, metric, labels)
     rows = rows[rows["layer"] == (rows["layer"].max() if layer == "last" else layer)]
     if len(rows) != 1:
-        raise ValueError(f"{len(rows)} rows of {metric!r} at layer {layer} match {labels}; name one configuration")
+        raise ValueError(f"{len(rows)} rows of {metric!r} at layer {layer} match {labels}; "
+                         f"name one configuration")
     return float(rows[stat].iloc[0])
 
 
@@ -119,17 +123,20 @@ def check_table(table: pd.DataFrame, parameters: dict) -> None:
     Shapes: ``table`` is a tidy experiments table; ``parameters`` the stored (canonical) parameters.
     """
     if tuple(table.columns) != TABLE_COLUMNS:
-        raise ValueError(f"its columns are {', '.join(map(str, table.columns))}; expected {', '.join(TABLE_COLUMNS)}")
+        raise ValueError(f"its columns are {', '.join(map(str, table.columns))}; "
+                         f"expected {', '.join(TABLE_COLUMNS)}")
     p = parameters
     expected = {(w, "SAN", m, t, n, s) for w in p["weights"] for m in p["masks"] for t in p["temperatures"]
                 for n in p["norms"] for s in p["skips"]}
     if p["full_transformer"]:
         expected |= {(w, "full transformer", "model", None, "model", True) for w in p["weights"]}
     present = {(w, v, m, None if pd.isna(t) else float(t), n, str(s) == "True")
-               for w, v, m, t, n, s in table[["weights", "variant", "mask", "temperature", "norm", "skip"]].itertuples(index=False)}
+               for w, v, m, t, n, s in table[["weights", "variant", "mask", "temperature", "norm",
+                                              "skip"]].itertuples(index=False)}
     if present != expected:
         missing, extra = sorted(map(str, expected - present)), sorted(map(str, present - expected))
-        raise ValueError(f"{len(missing)} configurations missing{(' (first: ' + missing[0] + ')') if missing else ''}, "
+        raise ValueError(f"{len(missing)} configurations missing"
+                         f"{(' (first: ' + missing[0] + ')') if missing else ''}, "
                          f"{len(extra)} not asked for{(' (first: ' + extra[0] + ')') if extra else ''}")
     if set(table["n_samples"]) != {p["n_samples"]}:
         raise ValueError(f"sample counts {sorted(set(table['n_samples']))}, expected {p['n_samples']}")
