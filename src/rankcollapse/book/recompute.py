@@ -52,7 +52,8 @@ def _defaults(page: str) -> dict[str, object]:
 
 
 def _stores(page: str, parameters: dict) -> set[tuple[str, str]]:
-    """``{(store page, key)}`` of every sweep page ``page`` computes for ``parameters``; empty when refused."""
+    """``{(store page, key)}`` of every sweep page ``page`` computes for ``parameters``; empty when
+    refused."""
     return set(_stores_of(page, json.dumps(parameters, sort_keys=True)))
 
 
