@@ -18,6 +18,7 @@ from torch import Tensor
 
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting import palette
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.theory.rates import layer_rates
 
@@ -194,9 +195,9 @@ def temperature_figure(alignment: pd.DataFrame) -> Figure:
 
 
 def _norm_colours(norms) -> dict[str, object]:
-    """Each norm's variant colour (:data:`rankcollapse.book.plotting.common.VARIANT_COLOURS`), by norm
+    """Each norm's variant colour (:data:`rankcollapse.book.plotting.palette.VARIANT_COLOURS`), by norm
     name."""
-    colours = plotting.hue_colours({"variant": [NORM_LABELS[n] for n in norms]}, "variant")
+    colours = palette.hue_colours({"variant": [NORM_LABELS[n] for n in norms]}, "variant")
     return {n: colours[NORM_LABELS[n]] for n in norms}
 
 

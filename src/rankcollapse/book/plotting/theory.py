@@ -25,7 +25,7 @@ from torch import Tensor
 
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import common as plotting
-from rankcollapse.book.plotting import logaxis
+from rankcollapse.book.plotting import logaxis, palette
 from rankcollapse.theory.dynamics import CollapseSummary
 from rankcollapse.core.stats import quantile_band
 
@@ -124,7 +124,7 @@ def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_
     """
     fig, axes = plotting.panel_grid(len(panels), panel_height=2.9, sharex=True, sharey=True)
     labels = [_radius_label(m, s.radius) for runs in panels.values() for m, s in runs.items()]
-    colours = plotting.hue_colours(pd.DataFrame({"mask": labels}), "mask")
+    colours = palette.hue_colours(pd.DataFrame({"mask": labels}), "mask")
     for ax, (title, runs) in zip(axes, panels.items()):
         curves = {_radius_label(m, s.radius): s.mu_exact if exact else s.mu_direct for m, s in runs.items()}
         dashed = {_radius_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
