@@ -12,7 +12,7 @@ import torch
 
 from rankcollapse import engine
 from rankcollapse.book.pages import fig2
-from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting import palette
 from rankcollapse.core import masks, metrics
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.config import ExperimentConfig, experiment_config, stored_parameters
@@ -180,6 +180,6 @@ def test_controls_paragraph_says_what_the_numbers_say():
 
 
 def test_a_control_keeps_its_variants_colour():
-    table = pd.DataFrame({"label": [NORM_LABELS["unit"], NORM_LABELS["unit"] + plotting.CONTROL_SUFFIX]})
-    colours = plotting.hue_colours(table, "label")
-    assert colours[NORM_LABELS["unit"]] == colours[NORM_LABELS["unit"] + plotting.CONTROL_SUFFIX]
+    table = pd.DataFrame({"label": [NORM_LABELS["unit"], NORM_LABELS["unit"] + palette.CONTROL_SUFFIX]})
+    colours = palette.hue_colours(table, "label")
+    assert colours[NORM_LABELS["unit"]] == colours[NORM_LABELS["unit"] + palette.CONTROL_SUFFIX]

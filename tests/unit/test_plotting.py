@@ -15,6 +15,7 @@ from legibility import screen_text_px
 
 from rankcollapse.core import masks
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting import palette
 
 
 def test_export_figure_writes_formats_with_parameters(book):
@@ -226,18 +227,18 @@ def test_a_variant_has_one_colour_in_every_figure_and_no_two_variants_share_one(
     appearance. Now every variant's colour comes from one table."""
     from rankcollapse.core.norms import NORM_LABELS
 
-    variants = [label for label in plotting.VARIANT_COLOURS
+    variants = [label for label in palette.VARIANT_COLOURS
                 if not label.startswith("d_QK") and label != "own scaling"]
     assert set(NORM_LABELS.values()) <= set(variants) and "full transformer" in variants
-    used = [plotting.VARIANT_COLOURS[v] for v in variants]
+    used = [palette.VARIANT_COLOURS[v] for v in variants]
     assert len(used) == len(set(used)), "two variants share a colour"
     pure = NORM_LABELS["none"]
-    one = plotting.hue_colours(pd.DataFrame({"label": [pure, NORM_LABELS["unit"]]}), "label")
-    other = plotting.hue_colours(pd.DataFrame({"label": ["full transformer", NORM_LABELS["model"], pure]}),
-                                 "label")
-    with_samples = plotting.hue_colours(pd.DataFrame({"label": [f"{NORM_LABELS['model']}, 32 samples",
-                                                                f"{pure}, 3000 samples"]}), "label")
+    one = palette.hue_colours(pd.DataFrame({"label": [pure, NORM_LABELS["unit"]]}), "label")
+    other = palette.hue_colours(pd.DataFrame({"label": ["full transformer", NORM_LABELS["model"], pure]}),
+                                "label")
+    with_samples = palette.hue_colours(pd.DataFrame({"label": [f"{NORM_LABELS['model']}, 32 samples",
+                                                               f"{pure}, 3000 samples"]}), "label")
     assert one[pure] == other[pure] == with_samples[f"{pure}, 3000 samples"]
-    temperatures = plotting.hue_colours(pd.DataFrame({"label": ["d_QK = 1/64", "d_QK = 1", "d_QK = 64"]}),
-                                        "label")
+    temperatures = palette.hue_colours(pd.DataFrame({"label": ["d_QK = 1/64", "d_QK = 1", "d_QK = 64"]}),
+                                       "label")
     assert len(set(temperatures.values())) == 3

@@ -1,9 +1,9 @@
-"""``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR] [--add-to-book]
-[--nproc K] [--timeout S]``, ``rankcollapse compute PAGE ...`` (the same, without rendering), ``rankcollapse pages
-[PAGE] [--profile paper]`` (the registry's pages, or one page's parameters: :mod:`rankcollapse.book.cli_listing`),
-``rankcollapse results [PAGE]`` (the results store and the unfinished runs' checkpoints, from any folder with
-``RANKCOLLAPSE_RESULTS_DIR``), ``rankcollapse bundle PAGE[:PART] ...`` (a device bundle of initialized sweeps:
-:mod:`rankcollapse.book.cli_bundle`) and ``rankcollapse --version``.
+"""``rankcollapse run PAGE [-p NAME VALUE ...] [--profile paper] [--device cuda] [--output DIR]
+[--add-to-book] [--nproc K] [--timeout S]``, ``rankcollapse compute PAGE ...`` (the same, without rendering),
+``rankcollapse pages [PAGE] [--profile paper]`` (the registry's pages, or one page's parameters:
+:mod:`rankcollapse.book.cli_listing`), ``rankcollapse results [PAGE]`` (the results store and the unfinished
+runs' checkpoints, from any folder with ``RANKCOLLAPSE_RESULTS_DIR``), ``rankcollapse bundle PAGE[:PART] ...``
+(a device bundle of initialized sweeps: :mod:`rankcollapse.book.cli_bundle`) and ``rankcollapse --version``.
 
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
 ``DIR/<page>.ipynb`` and its exported figures (PNG, SVG, PDF and JSON provenance) to ``DIR/figures/``
@@ -116,8 +116,8 @@ def add_to_book(ipynb: Path, page: str, runs_dir: Path, name: str) -> Path:
 
 
 def new_run_folder(runs: Path, page: str, stamp: str) -> Path:
-    """A folder of this run's own, ``runs/<page>-<stamp>``, or with ``-2``, ``-3`` ... when another run took the
-    name in the same second (created here, atomically)."""
+    """A folder of this run's own, ``runs/<page>-<stamp>``, or with ``-2``, ``-3`` ... when another run took
+    the name in the same second (created here, atomically)."""
     runs.mkdir(parents=True, exist_ok=True)
     for k in range(1, 10_000):
         folder = runs / (f"{page}-{stamp}" if k == 1 else f"{page}-{stamp}-{k}")
@@ -131,7 +131,8 @@ def _parser() -> argparse.ArgumentParser:
     from rankcollapse import __version__
     from rankcollapse.book.registry import PAGES, PROFILE_NAMES
 
-    parser = argparse.ArgumentParser(prog="rankcollapse", description="Re-run a page of the rank-collapse companion book.")
+    parser = argparse.ArgumentParser(prog="rankcollapse",
+                                     description="Re-run a page of the rank-collapse companion book.")
     parser.add_argument("--version", action="version", version=f"rankcollapse {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="execute a book page with new parameters (papermill)")
@@ -140,10 +141,12 @@ def _parser() -> argparse.ArgumentParser:
     for sub in (run, compute):
         sub.add_argument("page", help=f"one of: {', '.join(PAGES)}")
         sub.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
-                         help="set a parameter of the page's parameters cell (once each; rankcollapse pages PAGE "
-                              "lists them)")
-        sub.add_argument("--profile", default="default", help=f"parameter profile: {', '.join(PROFILE_NAMES)}")
-        sub.add_argument("--device", default=None, help="'cpu', 'cuda' or 'cuda:K' (the experiment pages' device "
+                         help="set a parameter of the page's parameters cell (once each; rankcollapse pages "
+                              "PAGE lists them)")
+        sub.add_argument("--profile", default="default",
+                         help=f"parameter profile: {', '.join(PROFILE_NAMES)}")
+        sub.add_argument("--device", default=None,
+                         help="'cpu', 'cuda' or 'cuda:K' (the experiment pages' device "
                          "parameter)")
         sub.add_argument("--nproc", type=int, default=1, help="compute an experiment page's samples in K "
                          "processes (torchrun: NCCL on GPUs, gloo on CPU)")
@@ -151,22 +154,28 @@ def _parser() -> argparse.ArgumentParser:
                      "runs/<page>-<UTC time>)")
     run.add_argument("--overwrite", action="store_true",
                      help="write into a --output folder that is not empty")
-    run.add_argument("--add-to-book", action="store_true", help="also copy the executed notebook to book/runs/")
+    run.add_argument("--add-to-book", action="store_true",
+                     help="also copy the executed notebook to book/runs/")
     run.add_argument("--timeout", default=None, help="seconds the whole run may take, computing and the "
                      "notebook (fractions allowed; default: none)")
     listing = commands.add_parser("pages", help="list the book's pages, or one page's parameters")
-    listing.add_argument("page", nargs="?", default=None, help="a page: list its parameters, defaults and ranges")
+    listing.add_argument("page", nargs="?", default=None,
+                         help="a page: list its parameters, defaults and ranges")
     listing.add_argument("--profile", default=None, help="only the pages this profile changes")
-    bundle = commands.add_parser("bundle", help="write a device bundle of pages' initialized sweeps (cli_bundle)")
+    bundle = commands.add_parser("bundle",
+                                 help="write a device bundle of pages' initialized sweeps (cli_bundle)")
     bundle.add_argument("targets", nargs="+", metavar="PAGE[:PART]")
     bundle.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[])
     bundle.add_argument("--profile", default="default")
     bundle.add_argument("--output", type=Path, required=True)
-    bundle.add_argument("--samples", type=int, nargs="+", default=[], help="sample counts (default: the pages')")
+    bundle.add_argument("--samples", type=int, nargs="+", default=[],
+                        help="sample counts (default: the pages')")
     bundle.add_argument("--code", action="store_true", help="copy the package's sources into OUTPUT/src")
-    bundle.add_argument("--fit-mib", type=float, default=None, help="drop sample counts until it fits with the tree")
+    bundle.add_argument("--fit-mib", type=float, default=None,
+                        help="drop sample counts until it fits with the tree")
     bundle.add_argument("--extra", type=Path, default=None, help="with --fit-mib: move them here instead")
-    results = commands.add_parser("results", help="list the stored results (verified or damaged) and unfinished runs")
+    results = commands.add_parser("results",
+                                  help="list the stored results (verified or damaged) and unfinished runs")
     results.add_argument("page", nargs="?", default=None, help="only this page's results")
     return parser
 
@@ -222,7 +231,8 @@ def _main(args: argparse.Namespace, prog: str) -> int:
                 from rankcollapse.book import cli_bundle
 
                 print("\n".join(cli_bundle.write(args.targets, args.parameter, args.profile, args.output,
-                                                 args.samples, args.code, args.fit_mib, args.extra, plan_run)))
+                                                 args.samples, args.code, args.fit_mib, args.extra,
+                                                 plan_run)))
                 return 0
             return _listing(args)
         except OSError:
@@ -352,7 +362,8 @@ def _render(args: argparse.Namespace, prog: str, path: Path, parameters: dict, s
         print(f"{prog}: error: {_timed_out(args)}", file=sys.stderr)
         return 1
     except DeadKernelError as err:
-        print(f"{prog}: error: the kernel running {args.page} died ({str(err).splitlines()[0]})", file=sys.stderr)
+        print(f"{prog}: error: the kernel running {args.page} died ({str(err).splitlines()[0]})",
+              file=sys.stderr)
         return 1
     finally:
         quiet.level = level

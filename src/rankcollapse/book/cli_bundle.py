@@ -1,14 +1,15 @@
 """``rankcollapse bundle PAGE[:PART] ... [-p NAME VALUE ...] [--profile paper] --output DIR [--samples N ...]
-[--code] [--fit-mib M]``: a device bundle (:mod:`rankcollapse.experiments.bundle`) of pages' initialized sweeps.
+[--code] [--fit-mib M]``: a device bundle (:mod:`rankcollapse.experiments.bundle`) of pages' initialized
+sweeps.
 
-Each ``PAGE`` gives its sweeps with initialized weights only (``PAGE:PART`` one of them; a part with pretrained
-weights is refused, since the model's layers do not travel), in the page's parameters as ``rankcollapse compute``
-would run them; the device script sets ``n_samples`` (one of ``--samples``), ``dtype`` and ``device``. ``--code``
-copies the package's sources into ``DIR/src`` (for a machine without this branch). ``--fit-mib M`` drops the
-largest sample counts until the bundle and the working tree that travels with it (the tracked and untracked,
-not ignored files of the git repository holding ``DIR``) fit ``M`` MiB; with ``--extra DIR2`` it keeps them and
-moves the token ids and embedding rows only they need to ``DIR2``, to travel in an earlier call to the same
-machine (scripts/device_run.sh).
+Each ``PAGE`` gives its sweeps with initialized weights only (``PAGE:PART`` one of them; a part with
+pretrained weights is refused, since the model's layers do not travel), in the page's parameters as
+``rankcollapse compute`` would run them; the device script sets ``n_samples`` (one of ``--samples``),
+``dtype`` and ``device``. ``--code`` copies the package's sources into ``DIR/src`` (for a machine without this
+branch). ``--fit-mib M`` drops the largest sample counts until the bundle and the working tree that travels
+with it (the tracked and untracked, not ignored files of the git repository holding ``DIR``) fit ``M`` MiB;
+with ``--extra DIR2`` it keeps them and moves the token ids and embedding rows only they need to ``DIR2``, to
+travel in an earlier call to the same machine (scripts/device_run.sh).
 
 On the device, ``python -m rankcollapse.book.cli_bundle FOLDER --store DIR ...`` runs the bundle
 (:func:`device_main`, scripts/device_run.sh).
@@ -47,8 +48,8 @@ def bundled_runs(targets: list[str], pairs: list[tuple[str, str]], profile: str,
                 continue
             if run.config.weights != ("initialized",):
                 if wanted:
-                    raise ValueError(f"{page}:{part} uses weights {', '.join(run.config.weights)}; a bundle holds only "
-                                     f"initialized sweeps")
+                    raise ValueError(f"{page}:{part} uses weights {', '.join(run.config.weights)}; a bundle "
+                                     "holds only initialized sweeps")
                 continue
             runs.append(BundledRun(run.page or page, part, stored_parameters(run.config)))
     if not runs:
@@ -61,10 +62,10 @@ def tree_bytes(folder: Path) -> int:
     tracked, and untracked but not ignored, outside ``folder`` (0 outside git)."""
     there = next(p for p in (folder, *folder.parents) if p.is_dir())
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=there, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=top,
-                                capture_output=True, check=True).stdout
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=there, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                cwd=top, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return 0
     paths = {(Path(top) / n.decode()).resolve() for n in listed.split(b"\0") if n}
@@ -99,11 +100,14 @@ def write(targets: list[str], pairs: list[tuple[str, str]], profile: str, output
             break
         held = held[1:]
         counts = counts if extra is not None else held
-    lines = [f"{r.page} {r.part}: {r.parameters['n_layers']} layers x {r.parameters['n_tokens']} tokens" for r in runs]
-    lines.append(f"sample counts {', '.join(map(str, counts))}; bundle {size / 2**20:.2f} MiB in {output} (up to "
-                 f"{held[0]} samples), working tree {tree / 2**20:.2f} MiB, together {(size + tree) / 2**20:.2f} MiB")
+    lines = [f"{r.page} {r.part}: {r.parameters['n_layers']} layers x {r.parameters['n_tokens']} tokens"
+             for r in runs]
+    lines.append(f"sample counts {', '.join(map(str, counts))}; bundle {size / 2**20:.2f} MiB in {output} "
+                 f"(up to {held[0]} samples), working tree {tree / 2**20:.2f} MiB, together "
+                 f"{(size + tree) / 2**20:.2f} MiB")
     if split is not None:
-        lines.append(f"the other samples' rows and ids: {sizes[str(extra / EXTRA_FILE)] / 2**20:.2f} MiB in {extra}")
+        lines.append(f"the other samples' rows and ids: {sizes[str(extra / EXTRA_FILE)] / 2**20:.2f} MiB in "
+                     f"{extra}")
     if fit_mib is not None and size + tree > fit_mib * 2**20:
         raise ValueError(f"{lines[1]}: over {fit_mib} MiB even at {held[0]} samples; bundle fewer samples")
     return lines
@@ -145,7 +149,8 @@ def device_main(argv: list[str] | None = None) -> int:
           f"running {samples}", flush=True)
     report = run_bundle(bundle, ResultStore(args.store), samples=samples, dtypes=tuple(args.dtypes),
                         device=args.device, budget_s=0.0 if args.stand_in else args.budget_s,
-                        probe=tuple(args.probe), archive=args.archive, log=lambda line: print(line, flush=True))
+                        probe=tuple(args.probe), archive=args.archive,
+                        log=lambda line: print(line, flush=True))
     text = json.dumps(report, indent=1)
     print(text, flush=True)
     if args.report is not None:

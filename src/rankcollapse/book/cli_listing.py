@@ -1,6 +1,6 @@
 """What ``rankcollapse`` lists: the pages (``rankcollapse pages``), one page's parameters with their defaults,
-types and ranges (``rankcollapse pages PAGE``), the results store (``rankcollapse results``), and where a run's
-results went (the closing lines of ``rankcollapse run`` and ``rankcollapse compute``).
+types and ranges (``rankcollapse pages PAGE``), the results store (``rankcollapse results``), and where a
+run's results went (the closing lines of ``rankcollapse run`` and ``rankcollapse compute``).
 
 A parameter's range is the one its page checks: the page's configuration is asked with a value out of every
 range (:func:`parameter_range`), and the words of its one-line refusal are shown, so the listing can never
@@ -81,8 +81,8 @@ def parameter_range(page: str, defaults: Mapping[str, object], name: str) -> str
 
 
 def describe_page(page: str) -> str:
-    """``rankcollapse pages PAGE``: the page's title and file, each parameter with its default, type, range and
-    comment (from the parameters cell), its profiles and the options it takes."""
+    """``rankcollapse pages PAGE``: the page's title and file, each parameter with its default, type, range
+    and comment (from the parameters cell), its profiles and the options it takes."""
     from rankcollapse.book import registry
     from rankcollapse.book import runner
 
@@ -103,18 +103,20 @@ def describe_page(page: str) -> str:
     for profile, values in entry.profiles.items():
         lines.append(f"profile {profile}: " + ", ".join(f"{k} = {v!r}" for k, v in values.items()))
     if page in registry.EXPERIMENT_PAGES:
-        lines.append("options: --profile, --device, --nproc K (samples over K processes), --output, --timeout, "
-                     "--add-to-book")
+        lines.append("options: --profile, --device, --nproc K (samples over K processes), --output, "
+                     "--timeout, --add-to-book")
     else:
-        lines.append("options: --output, --timeout, --add-to-book (it computes in one process"
-                     f"{', on the device of its device parameter' if 'device' in defaults else ', on the CPU'})")
+        lines.append(
+            "options: --output, --timeout, --add-to-book (it computes in one process"
+            f"{', on the device of its device parameter' if 'device' in defaults else ', on the CPU'})")
     return "\n".join(lines)
 
 
 def _cell(record: dict, key: str) -> str:
     p = record.get("parameters", {})
     if key == "scale":
-        return f"{p['n_samples']} × {p['n_tokens']}" if "n_samples" in p else f"{p.get('n_tokens', '–')} tokens"
+        return (f"{p['n_samples']} × {p['n_tokens']}" if "n_samples" in p
+                else f"{p.get('n_tokens', '–')} tokens")
     if key == "layers":
         return str(p.get("n_layers", "–"))
     if key == "time":
@@ -148,17 +150,20 @@ def results_table(page: str | None = None) -> list[dict[str, str]]:
                 status = "damaged: " + str(err).splitlines()[0].split(" is damaged: ", 1)[-1].rstrip(".")
                 try:
                     record = json.loads((store.root / name / f"{key}.json").read_text())
-                    record = record if isinstance(record, dict) and isinstance(record.get("parameters"), dict) else {}
+                    record = (record if isinstance(record, dict)
+                              and isinstance(record.get("parameters"), dict) else {})
                 except (OSError, ValueError):
                     record = {}
-            rows.append({"page": name, "key": key, **{c: _cell(record, c) for c in _COLUMNS[2:-1]}, "status": status})
+            rows.append({"page": name, "key": key, **{c: _cell(record, c) for c in _COLUMNS[2:-1]},
+                         "status": status})
     return rows
 
 
 def partial_table(page: str | None = None) -> list[dict[str, str]]:
     """One row per unfinished run of the book's store (of ``page``, or every page;
-    :func:`rankcollapse.experiments.checkpoints.partial_runs`): page, key, its finished units of all, the commit
-    that started it, and whether this checkout resumes it (else the commit to resume it in), its folder."""
+    :func:`rankcollapse.experiments.checkpoints.partial_runs`): page, key, its finished units of all, the
+    commit that started it, and whether this checkout resumes it (else the commit to resume it in), its
+    folder."""
     from rankcollapse.experiments.checkpoints import partial_runs
 
     return [{"page": r["page"], "key": r["key"], "units done": f"{r['done']} of {r['units'] or '?'}",
@@ -244,11 +249,12 @@ def stored_lines(before: Mapping[str, object], after: Mapping[str, object]) -> l
 
 
 def shown_line(page: str, own: Mapping[str, object], shown: Mapping[str, object]) -> str | None:
-    """The plain sentence for a page showing the largest stored run instead of its parameters cell's, or None."""
+    """The plain sentence for a page showing the largest stored run instead of its parameters cell's, or
+    None."""
     if not shown or all(shown[p] is own.get(p) or shown[p].table_path == own[p].table_path for p in shown):
         return None
     first = next(iter(shown.values()))
     p = first.provenance["parameters"]
     return (f"note: {page} shows the largest stored run of this experiment ({p['n_samples']} samples × "
-            f"{p['n_tokens']} tokens, {p['model']}, {p['dtype']}: {_relative(first.table_path)}), not its parameters "
-            f"cell's defaults; add -p show_largest_stored False to see exactly the defaults")
+            f"{p['n_tokens']} tokens, {p['model']}, {p['dtype']}: {_relative(first.table_path)}), not its "
+            f"parameters cell's defaults; add -p show_largest_stored False to see exactly the defaults")

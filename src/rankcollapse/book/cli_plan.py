@@ -34,7 +34,8 @@ def parse_value(text: str) -> object:
 
 
 def shorten(message: str, texts: list[str]) -> str:
-    """``message`` with every long value of ``texts`` (as given, as parsed, as quoted) cut to _SHORT characters.
+    """``message`` with every long value of ``texts`` (as given, as parsed, as quoted) cut to _SHORT
+    characters.
 
     >>> shorten("got " + "9" * 100, ["9" * 100]) == "got " + "9" * 80 + "… (100 characters)"
     True
@@ -48,15 +49,16 @@ def shorten(message: str, texts: list[str]) -> str:
 
 
 def _check_device(device: object) -> None:
-    """``cpu``, ``cuda`` or ``cuda:k`` of a GPU this machine has; one ValueError naming the device otherwise."""
+    """``cpu``, ``cuda`` or ``cuda:k`` of a GPU this machine has; one ValueError naming the device
+    otherwise."""
     from rankcollapse import engine
 
     try:
         dev = engine.resolve_device(device)
     except ValueError as err:
         if "CUDA is not available" in str(err):
-            raise ValueError(f"device {device!r} was asked for but CUDA is not available here; use --device cpu") \
-                from None
+            raise ValueError(f"device {device!r} was asked for but CUDA is not available here; "
+                             "use --device cpu") from None
         raise
     import torch
 
@@ -74,7 +76,8 @@ def plan_run(page: str, pairs: list[tuple[str, str]] | None = None, profile: str
     try:
         return _plan(page, pairs, profile, device, nproc)
     except ValueError as err:
-        texts = [page, profile, *(x for pair in pairs for x in pair), *([device] if isinstance(device, str) else [])]
+        texts = [page, profile, *(x for pair in pairs for x in pair),
+                 *([device] if isinstance(device, str) else [])]
         message = _as_typed(str(err).splitlines()[0] if str(err) else repr(err), pairs)
         raise ValueError(shorten(message, texts)) from None
 
@@ -134,8 +137,8 @@ def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | N
     seen: dict[str, str] = {}
     for name, text in pairs:
         if name in seen:
-            raise ValueError(f"parameter {name!r} is given twice (-p {name} {seen[name]} and -p {name} {text}); "
-                             f"give it once")
+            raise ValueError(f"parameter {name!r} is given twice (-p {name} {seen[name]} and -p {name} "
+                             f"{text}); give it once")
         seen[name] = text
         parameters[name] = parse_value(text)
         _check_finite_as_typed(name, text, parameters[name])
@@ -148,7 +151,8 @@ def _plan(page: str, pairs: list[tuple[str, str]], profile: str, device: str | N
         raise ValueError(f"--nproc applies to the experiment pages ({', '.join(registry.EXPERIMENT_PAGES)}); "
                          f"{page} computes in one process")
     if parameters and "show_largest_stored" in defaults:
-        parameters.setdefault("show_largest_stored", False)  # a re-run shows its own result, not a stored larger one
+        # a re-run shows its own result, not a stored larger one
+        parameters.setdefault("show_largest_stored", False)
     runner.check_parameter_types(defaults, parameters)
     model = parameters.get("model")
     if isinstance(model, str) and not model.startswith("pkg:"):

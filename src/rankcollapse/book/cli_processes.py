@@ -1,5 +1,5 @@
-"""The processes ``rankcollapse`` starts end with it: torchrun (``--nproc K``) runs in a session of its own, and
-:func:`end_group` ends it and every worker below it (each in a session of its own too) when the command
+"""The processes ``rankcollapse`` starts end with it: torchrun (``--nproc K``) runs in a session of its own,
+and :func:`end_group` ends it and every worker below it (each in a session of its own too) when the command
 ends, is interrupted (Ctrl-C) or is sent SIGTERM (:func:`sigterm_ends_cleanly` makes SIGTERM an exception, so
 ``finally`` blocks run). When the command is killed outright (SIGKILL, which runs nothing), torchrun dies with
 it (Linux's parent-death signal, :func:`start_owned`) and each worker watches torchrun and the command and
@@ -55,11 +55,11 @@ def _signal_group(pid: int, sig: int) -> None:
 
 
 def end_group(process: subprocess.Popen, grace: float = 10.0) -> None:
-    """End a process started in a session of its own and every process below it (torchrun starts each
-    worker in a session of its own too). Where /proc lists them: the process is stopped (no new workers),
-    then it and every process below it are killed at once (quietly: torchrun's own SIGTERM handling prints a
-    traceback; the sweep's checkpoints are written atomically, so a killed unit is only recomputed). Elsewhere:
-    SIGTERM (torchrun ends its workers), SIGKILL after ``grace`` seconds."""
+    """End a process started in a session of its own and every process below it (torchrun starts each worker
+    in a session of its own too). Where /proc lists them: the process is stopped (no new workers), then it and
+    every process below it are killed at once (quietly: torchrun's own SIGTERM handling prints a traceback;
+    the sweep's checkpoints are written atomically, so a killed unit is only recomputed). Elsewhere: SIGTERM
+    (torchrun ends its workers), SIGKILL after ``grace`` seconds."""
     if process.poll() is not None:
         return
     if Path("/proc/self/stat").exists():

@@ -13,9 +13,11 @@ from rankcollapse.core.masks import PAPER_MASKS, WINDOWED_MASKS
 
 MASK_LABELS = {"complete": "complete", "causal": "causal", "sliding_window": "sliding window",
                "causal_sliding_window": "uni-directional window", "strided": "strided",
-               "dilated_window": "dilated window", "global_window": "global + window", "random": "random sparse",
+               "dilated_window": "dilated window", "global_window": "global + window",
+               "random": "random sparse",
                "self": "no mixing (self only)",
-               "model": "the model's own mask"}  # "model": a pretrained model's own mask (its full transformer)
+               # "model": a pretrained model's own mask (its full transformer)
+               "model": "the model's own mask"}
 # Masks whose panel title names the window w: the paper's windowed masks (the mask-design zoo's windowed masks
 # are drawn by their own figure, each with a window of its own, never under one page-wide w).
 _TITLED_WINDOW_MASKS = tuple(m for m in PAPER_MASKS if m in WINDOWED_MASKS)

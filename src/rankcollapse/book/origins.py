@@ -26,8 +26,9 @@ COMPUTED = "computed when the book is built"
 
 
 def _loaded_words(records: list[dict]) -> str:
-    """The stored results a page loads, by the commit that computed them, e.g. ``loaded: results/fig2/84d7….csv.gz,
-    computed at commit 35be2223a296 (5194 s)``; more than three of one commit are counted, not listed."""
+    """The stored results a page loads, by the commit that computed them, e.g.
+    ``loaded: results/fig2/84d7….csv.gz, computed at commit 35be2223a296 (5194 s)``; more than three of one
+    commit are counted, not listed."""
     by_commit: dict[str, list[dict]] = {}
     for record in records:
         by_commit.setdefault(str(record.get("git_commit", "unknown"))[:12], []).append(record)
@@ -36,7 +37,8 @@ def _loaded_words(records: list[dict]) -> str:
         files = [f"results/{r['page']}/{r['key']}{TABLE_SUFFIX}" for r in group]
         seconds = [compute_seconds(r) for r in group]
         what = ", ".join(files) if len(files) <= 3 else f"{len(files)} results in results/{group[0]['page']}/"
-        took = f"{seconds[0]:.0f} s" if len(seconds) == 1 else f"{min(seconds):.0f} to {max(seconds):.0f} s each"
+        took = (f"{seconds[0]:.0f} s" if len(seconds) == 1
+                else f"{min(seconds):.0f} to {max(seconds):.0f} s each")
         words.append(f"{what}, computed at commit {commit} ({took})")
     return "loaded: " + "; ".join(words)
 
@@ -48,7 +50,8 @@ def page_origin(name: str, store: ResultStore | None = None) -> str:
     store = store or ResultStore()
     if name not in registry.EXPERIMENT_PAGES:  # it may still read a stored part (the data page's counts)
         kept = store.entries(name) if (store.root / name).is_dir() else []
-        return COMPUTED + (f"; it reads its stored parts where they exist ({_loaded_words(kept)})" if kept else "")
+        return COMPUTED + (f"; it reads its stored parts where they exist ({_loaded_words(kept)})"
+                           if kept else "")
     defaults = page_parameters(entry.path(book_root()))
     stored = {part: store.load(run.page or name, stored_parameters(run.config), check_table)
               for part, run in registry.configure(name, defaults).items()}
@@ -60,6 +63,7 @@ def page_origin(name: str, store: ResultStore | None = None) -> str:
 
 
 def origins_table(store: ResultStore | None = None) -> pd.DataFrame:
-    """One row per page, in book order: page, title and where what it shows comes from (:func:`page_origin`)."""
+    """One row per page, in book order: page, title and where what it shows comes from
+    (:func:`page_origin`)."""
     return pd.DataFrame([{"page": name, "title": entry.title, "what the build does": page_origin(name, store)}
                          for name, entry in registry.PAGES.items()])

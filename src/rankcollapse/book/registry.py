@@ -1,4 +1,5 @@
-"""The registry of the book's pages: the one place that knows every page, its module, fixed choices and profiles.
+"""The registry of the book's pages: the one place that knows every page, its module, fixed choices and
+profiles.
 
 Each :class:`Page` names its Jupytext source, its module under :mod:`rankcollapse.book.pages` (named as the
 page) through that module's functions: how its parameters are checked (``configure``: the page's
@@ -27,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4, large_models,
-                                     mask_design, pretrained_panels, reviewers, rmsnorm_decoders, sample_size, setup,
-                                     skip_connections, sliding_window_model, theorem1, theorem2)
+from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4,
+                                     large_models, mask_design, pretrained_panels, reviewers,
+                                     rmsnorm_decoders, sample_size, setup, skip_connections,
+                                     sliding_window_model, theorem1, theorem2)
 from rankcollapse.book.pages._common import computed_by
 from rankcollapse.book.shown import PAPER_SCALE, Shown
 from rankcollapse.experiments import sweep
@@ -39,7 +41,8 @@ from rankcollapse.experiments.store import StoredResult
 PROFILE_NAMES = ("default", "paper")
 
 
-Compute = Callable[[str, Mapping[str, object], Mapping[str, object]], dict[str, object]]  # (page, configs, parameters)
+# a page's computation: (page, configs, parameters) -> {part: result}
+Compute = Callable[[str, Mapping[str, object], Mapping[str, object]], dict[str, object]]
 
 
 @dataclass(frozen=True)
@@ -49,11 +52,16 @@ class Page:
     name: str  # CLI name, results folder and label stem (``sec-<name>``)
     source: str  # the Jupytext page, relative to the book root
     title: str  # a few words for lists (reproduce page, CLI help)
-    configure: Callable[[dict], Mapping[str, object]] | None = None  # parameters -> {part: config}; ValueError on bad input
-    compute: Compute | None = None  # (page, configs, parameters) -> {part: result}
-    fixed: Mapping[str, object] = field(default_factory=dict)  # choices the page is about (not reader parameters)
-    profiles: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # profile -> parameters over defaults
-    grows_own_counts: bool = False  # parts on their own sample count are shown at the largest one stored (report)
+    # parameters -> {part: config}; ValueError on bad input
+    configure: Callable[[dict], Mapping[str, object]] | None = None
+    # (page, configs, parameters) -> {part: result}
+    compute: Compute | None = None
+    # choices the page is about (not reader parameters)
+    fixed: Mapping[str, object] = field(default_factory=dict)
+    # profile -> parameters over defaults
+    profiles: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    # parts on their own sample count are shown at the largest one stored (report)
+    grows_own_counts: bool = False
     # parameters -> {part: Run}: sweeps the page stores beside its configure parts (the page computes them)
     extra_runs: Callable[[dict], Mapping[str, object]] | None = None
 
@@ -73,7 +81,8 @@ class Computed(NamedTuple):
 
 def _in_module(function: Callable[[object], object]) -> Compute:
     """``compute`` of a page that computes in its own module: ``function(config)`` per part, timed."""
-    def compute(page: str, configs: Mapping[str, object], parameters: Mapping[str, object]) -> dict[str, Computed]:
+    def compute(page: str, configs: Mapping[str, object],
+                parameters: Mapping[str, object]) -> dict[str, Computed]:
         computed = {}
         for part, config in configs.items():
             started = time.perf_counter()
@@ -87,13 +96,15 @@ def _run_all(page: str, runs: Mapping[str, Run], parameters: Mapping[str, object
     """Every sweep of a page, stored under the page's name or the page the run names, each recording the page
     and its parameters that compute it (:func:`rankcollapse.book.pages._common.computed_by`)."""
     by = computed_by(page, parameters)
-    return {part: sweep.run_experiment(run.page or page, run.config, computed_by=by) for part, run in runs.items()}
+    return {part: sweep.run_experiment(run.page or page, run.config, computed_by=by)
+            for part, run in runs.items()}
 
 
 def _in_module_and_runs(function: Callable[[object], object]) -> Compute:
     """``compute`` of a page that computes in its own module and also reads sweeps: its :class:`Run` parts
     through the store (:func:`_run_all`), the others timed in the module (:func:`_in_module`)."""
-    def compute(page: str, configs: Mapping[str, object], parameters: Mapping[str, object]) -> dict[str, object]:
+    def compute(page: str, configs: Mapping[str, object],
+                parameters: Mapping[str, object]) -> dict[str, object]:
         runs = {part: c for part, c in configs.items() if isinstance(c, Run)}
         own = {part: c for part, c in configs.items() if not isinstance(c, Run)}
         return {**_in_module(function)(page, own, parameters), **_run_all(page, runs, parameters)}
@@ -104,7 +115,8 @@ _PAPER = {"paper": PAPER_SCALE}
 WINDOW_PAPER_SAMPLES = 900  # the corpus holds about 1000 concatenated runs of 1024 Gemma tokens, not 3000
 _E = dict(compute=_run_all)
 PAGES: dict[str, Page] = {p.name: p for p in (
-    Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ", setup.configure, _in_module(setup.compute)),
+    Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ", setup.configure,
+         _in_module(setup.compute)),
     Page("data", "book/data.md", "The text samples", data.configure, _in_module(data.compute)),
     Page("theorem1", "book/theory/theorem1.md", "Theorem 1: pure masked attention collapses",
          theorem1.configure, _in_module(theorem1.compute)),
@@ -136,10 +148,12 @@ PAGES: dict[str, Page] = {p.name: p for p in (
     Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",
          rmsnorm_decoders.configure, fixed=rmsnorm_decoders.FIXED,
          profiles={"paper": {**PAPER_SCALE, "model": "pkg:smollm2"}}, **_E),
-    Page("sliding_window_model", "book/beyond/sliding_window_model.md", "Beyond: a real sliding-window model (Gemma-3)",
-         sliding_window_model.configure, fixed=sliding_window_model.FIXED,
+    Page("sliding_window_model", "book/beyond/sliding_window_model.md",
+         "Beyond: a real sliding-window model (Gemma-3)", sliding_window_model.configure,
+         fixed=sliding_window_model.FIXED,
          profiles={"paper": {"n_samples": WINDOW_PAPER_SAMPLES, "n_tokens": 1024}}, **_E),
-    Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU", large_models.configure,
+    Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU",
+         large_models.configure,
          _in_module(lambda config: large_models.compute(config, runs_at))),  # runs_at: its commands table
 )}
 EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)

@@ -92,7 +92,8 @@ def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, ob
     return parameters, results
 
 
-def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | None = None) -> dict[str, StoredResult]:
+def largest_stored(results: Mapping[str, StoredResult],
+                   store: ResultStore | None = None) -> dict[str, StoredResult]:
     """:func:`rankcollapse.book.shown.largest_stored` of ``results``, its parts on their own sample count
     grown where the registry entry of the page that stores them says so (``grows_own_counts``: Fig. 2)."""
     grows = registry.page(anchor(results).provenance["page"]).grows_own_counts
@@ -106,9 +107,9 @@ def _glue_markdown(key: str, text: str) -> None:
 
 def _glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
     """Glue a page's claims table (``<prefix>_claims``: the compact matrix of
-    :func:`rankcollapse.verdicts.claims.markdown_table` — claims x masks or parts, a symbol with the effect and
-    its interval per cell, the verdict and its robustness per row — its legend and the collapsible per-mask
-    words, GitHub-flavoured Markdown with raw HTML ``<details>``: paste it with ``{glue:md}`` and
+    :func:`rankcollapse.verdicts.claims.markdown_table` — claims x masks or parts, a symbol with the effect
+    and its interval per cell, the verdict and its robustness per row — its legend and the collapsible
+    per-mask words, GitHub-flavoured Markdown with raw HTML ``<details>``: paste it with ``{glue:md}`` and
     ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
     _glue_markdown(f"{prefix}_claims", rc_claims.markdown_table(claims))
     _glue_markdown(f"{prefix}_headline", rc_claims.headline(claims))
@@ -142,12 +143,14 @@ def _rerun_block(name: str, parameters: Mapping[str, object], seconds: float | N
     lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
     if seconds is not None:
         lines.append(f"Its computation took {seconds_words(seconds)} on {hardware or 'the build machine'}"
-                     f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}{parts}; the executed notebook and "
-                     f"its figures go to `runs/{name}-<time>/`.")
+                     f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}{parts}; the executed notebook "
+                     f"and its figures go to `runs/{name}-<time>/`.")
     if "paper" in entry.profiles:
         paper = run_command(name, options=("--profile paper", "--device cuda"))
-        lines += ["", f"At the paper's scale ({', '.join(f'{k} = {v}' for k, v in entry.profiles['paper'].items())}), "
-                      f"on a GPU: `{paper}` (the *Reproduce and cite* page lists every page's paper-scale run)."]
+        lines += ["", "At the paper's scale "
+                      f"({', '.join(f'{k} = {v}' for k, v in entry.profiles['paper'].items())}), "
+                      f"on a GPU: `{paper}` (the *Reproduce and cite* page lists every page's "
+                      "paper-scale run)."]
     return "\n".join(lines)
 
 
@@ -171,6 +174,7 @@ def rerun_result_block(name: str, parameters: Mapping[str, object], results: Map
     each = {part: seconds_words(c[0]) for part, c in costs.items()}
     parts = ("" if len(costs) == 1 else
              f", in all, over its {len(costs)} runs ({', '.join(f'{p}: {t}' for p, t in each.items())})"
-             if len(costs) <= 4 else f", in all, over its {len(costs)} runs ({seconds_words(min(seconds))} to "
+             if len(costs) <= 4
+             else f", in all, over its {len(costs)} runs ({seconds_words(min(seconds))} to "
              f"{seconds_words(max(seconds))} each)")
     return _rerun_block(name, parameters, sum(seconds), next(iter(costs.values()))[1], parts)

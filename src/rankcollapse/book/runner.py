@@ -52,13 +52,15 @@ def execute_page(page: str | Path, parameters: dict, output: Path, timeout: int 
         cwd=str(page.parent),
         progress_bar=False,
         execution_timeout=timeout,
-        extra_arguments=["--IPKernelApp.log_level=CRITICAL"],  # the kernel's own log: its notice on every start, its
-        # shutdown noise after a timeout (a failing cell reports in the notebook)
+        # the kernel's own log: its notice on every start, its shutdown noise after a timeout (a failing cell
+        # reports in the notebook)
+        extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
     )
     return output
 
 
-CHECK_HEADING = "**Not every check holds on this run:**"  # what a theory page shows for claims it could not confirm
+# what a theory page shows for claims it could not confirm
+CHECK_HEADING = "**Not every check holds on this run:**"
 
 
 def check_notes(ipynb: Path) -> list[str]:
@@ -90,13 +92,16 @@ def page_parameters(page: str | Path) -> dict[str, object]:
 
 
 def parameter_comments(page: str | Path) -> dict[str, str]:
-    """The comment after each name of the page's ``parameters`` cell (``name = literal  # comment``), or ''."""
+    """The comment after each name of the page's ``parameters`` cell (``name = literal  # comment``), or
+    ''."""
     notebook = jupytext.read(Path(page))
     source = next(c.source for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
     comments = {token.start[0]: token.string.lstrip("# ").strip()
-                for token in tokenize.generate_tokens(io.StringIO(source).readline) if token.type == tokenize.COMMENT}
+                for token in tokenize.generate_tokens(io.StringIO(source).readline)
+                if token.type == tokenize.COMMENT}
     return {node.targets[0].id: comments.get(node.end_lineno, "") for node in ast.parse(source).body
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)}
 
 
 def type_name(value: object) -> str:

@@ -94,7 +94,8 @@ def combined_parameters(results: Iterable[StoredResult]) -> dict[str, object]:
             flat = [x for v in values for x in (v if isinstance(v, list) else [v]) if x is not None]
             if any(isinstance(x, (list, dict)) for x in flat):  # e.g. mask_options' (keyword, value) pairs
                 flat = [json.dumps(x) for x in flat]
-            combined[name] = sorted(set(map(str, flat)) if any(isinstance(x, str) for x in flat) else set(flat))
+            combined[name] = sorted(set(map(str, flat)) if any(isinstance(x, str) for x in flat)
+                                    else set(flat))
     return combined
 
 
@@ -131,7 +132,8 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
         return {k: v for k, v in p.items() if k not in names}
 
     def size(record: dict) -> tuple[int, int]:
-        return record["parameters"]["n_samples"] * record["parameters"]["n_tokens"], record.get("model_layers", 0)
+        return (record["parameters"]["n_samples"] * record["parameters"]["n_tokens"],
+                record.get("model_layers", 0))
 
     def at_scale(part: dict, scale: dict, count: int | None = None) -> dict:
         keep = {} if part["n_samples"] == own["n_samples"] else {"n_samples": count or part["n_samples"]}
@@ -148,16 +150,19 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
                   if (p := without(r["parameters"], ("n_samples", "device"))) in wanted and p != main}
         return [*sorted(stored, reverse=True), None]
 
-    larger = sorted((r for r in entries if without(r["parameters"], SCALE_PARAMETERS) == without(own, SCALE_PARAMETERS)
+    larger = sorted((r for r in entries
+                     if without(r["parameters"], SCALE_PARAMETERS) == without(own, SCALE_PARAMETERS)
                      and (size(r) > size(first) or grows and size(r) == size(first))), key=size, reverse=True)
     for record in larger:
         scale = {k: record["parameters"][k] for k in SCALE_PARAMETERS if k in record["parameters"]}
         tried = counts(scale)
         if size(record) == size(first):  # the page's own scale: only a larger count than its parts' own
-            tried = [c for c in tried[:-1] if c > max(r.provenance["parameters"]["n_samples"] for r in results.values()
-                                                      if r.provenance["parameters"]["n_samples"] != own["n_samples"])]
+            tried = [c for c in tried[:-1]
+                     if c > max(r.provenance["parameters"]["n_samples"] for r in results.values()
+                                if r.provenance["parameters"]["n_samples"] != own["n_samples"])]
         for count in tried:
-            moved = {part: _on_any_device(store, r.provenance["page"], at_scale(r.provenance["parameters"], scale, count))
+            moved = {part: _on_any_device(store, r.provenance["page"],
+                                          at_scale(r.provenance["parameters"], scale, count))
                      for part, r in results.items()}
             if all(r is not None for r in moved.values()):
                 return moved
@@ -189,7 +194,8 @@ def scale_words(result: StoredResult) -> str:
     share = 100 * params["n_samples"] / paper["n_samples"]
     n_tokens = params["n_tokens"]
     tokens = ("" if n_tokens == paper["n_tokens"] else f", {n_tokens} of {paper['n_tokens']} tokens"
-              if n_tokens < paper["n_tokens"] else f", {n_tokens} tokens where the response has {paper['n_tokens']}")
+              if n_tokens < paper["n_tokens"]
+              else f", {n_tokens} tokens where the response has {paper['n_tokens']}")
     model = p["model_description"].split(" (")[0].split("/")[-1]
     return (f"{params['n_samples']} samples × {params['n_tokens']} tokens ({share:.3g} % of the response's "
             f"{paper['n_samples']} samples{tokens}), {model}, {p['device'].upper()}, {params['dtype']}")

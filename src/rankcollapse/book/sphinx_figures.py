@@ -54,7 +54,8 @@ figure figcaption, figure figcaption p { color: var(--pst-color-text-base); }
 details.figure-cite { font-size: 0.9rem; margin-bottom: 1.5rem; }
 details.figure-cite pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.8rem; }
 details.figure-cite p { overflow-wrap: anywhere; }
-.figure-gallery { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 18rem), 1fr)); gap: 1.5rem; }
+.figure-gallery { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 18rem), 1fr));\
+ gap: 1.5rem; }
 .gallery-card figure { margin: 0; }
 .gallery-card img { width: 100%; height: auto; }
 </style>"""
@@ -84,7 +85,8 @@ def caption_text(caption: nodes.Element, math_html: bool = False) -> str:
     for node in caption.findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
         if isinstance(node, nodes.math):
             tex = node.astext()
-            parts.append(rf'<span class="math notranslate nohighlight">\({html.escape(tex)}\)</span>' if math_html else tex)
+            parts.append(rf'<span class="math notranslate nohighlight">\({html.escape(tex)}\)</span>'
+                         if math_html else tex)
         elif not isinstance(node.parent, nodes.math):
             parts.append(html.escape(node.astext()) if math_html else node.astext())
     return " ".join("".join(parts).split())
@@ -97,7 +99,8 @@ def site_url(config) -> str:
     repository = (config.html_theme_options or {}).get("repository_url", "")
     match = re.fullmatch(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", repository)
     if not match:
-        raise ValueError(f"set html_baseurl or a GitHub repository url in _config.yml, got repository_url={repository!r}")
+        raise ValueError("set html_baseurl or a GitHub repository url in _config.yml, got "
+                         f"repository_url={repository!r}")
     return f"https://{match[1]}.github.io/{match[2]}/"
 
 
@@ -115,7 +118,8 @@ def _book_year(config) -> str:
 def parameter_text(parameters: dict) -> str:
     """``key=value`` pairs of a figure's parameters, sorted, values as compact JSON when not plain."""
     def show(value) -> str:
-        return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"),
+                                                               ensure_ascii=False, default=str)
 
     return ", ".join(f"{key}={show(value)}" for key, value in sorted(parameters.items()))
 
@@ -123,9 +127,10 @@ def parameter_text(parameters: dict) -> str:
 # LaTeX for the characters a BibTeX field cannot hold as they are: TeX's specials and the non-ASCII ones the
 # book's words use (pdflatex's default encodings know none of ±, √, μ).
 _LATEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#",
-          "$": r"\$", "^": r"\^{}", "~": r"\~{}", "±": r"$\pm$", "√": r"$\surd$", "×": r"$\times$", "·": r"$\cdot$",
-          "μ": r"$\mu$", "ε": r"$\varepsilon$", "λ": r"$\lambda$", "σ": r"$\sigma$", "γ": r"$\gamma$", "β": r"$\beta$",
-          "‖": r"$\|$", "≈": r"$\approx$", "≤": r"$\leq$", "≥": r"$\geq$", "→": r"$\to$", "₂": r"$_2$",
+          "$": r"\$", "^": r"\^{}", "~": r"\~{}", "±": r"$\pm$", "√": r"$\surd$", "×": r"$\times$",
+          "·": r"$\cdot$", "μ": r"$\mu$", "ε": r"$\varepsilon$", "λ": r"$\lambda$", "σ": r"$\sigma$",
+          "γ": r"$\gamma$", "β": r"$\beta$", "‖": r"$\|$", "≈": r"$\approx$", "≤": r"$\leq$",
+          "≥": r"$\geq$", "→": r"$\to$", "₂": r"$_2$",
           "—": "---", "–": "--", "’": "'", "‘": "`", "“": "``", "”": "''", "\u00a0": "~"}
 
 
@@ -145,16 +150,18 @@ def bibtex_text(text: str) -> str:
         else:
             base = unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode()
             if not base:
-                raise ValueError(f"text holds {char!r} (U+{ord(char):04X}), which bibtex_text cannot write as "
-                                 f"LaTeX: add it to sphinx_figures._LATEX")
+                raise ValueError(f"text holds {char!r} (U+{ord(char):04X}), which bibtex_text cannot write "
+                                 f"as LaTeX: add it to sphinx_figures._LATEX")
             out.append(base)
     return "".join(out)
 
 
-def figure_citation(label: str, number: str, page_title: str, url: str, record: dict, config, commit: str) -> dict:
+def figure_citation(label: str, number: str, page_title: str, url: str, record: dict, config,
+                    commit: str) -> dict:
     """BibTeX and plain-text citations of one figure. ``record`` is its JSON provenance sidecar."""
     made_at = record.get("git_commit", commit)
-    data = "; ".join(f"{d['result']} computed at commit {d['computed_at_commit'][:12]}" for d in record.get("data", []))
+    data = "; ".join(f"{d['result']} computed at commit {d['computed_at_commit'][:12]}"
+                     for d in record.get("data", []))
     origin = f"rendered at commit {made_at}" + (f"; data: {data}" if data else "")
     what = f"Fig. {number}" if number else label
     params = parameter_text(record.get("parameters", {}))
@@ -201,7 +208,8 @@ def _purge_figures(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
 
 
 def _merge_figures(app: Sphinx, env: BuildEnvironment, docnames, other: BuildEnvironment) -> None:
-    _figures(env).update({label: info for label, info in _figures(other).items() if info["docname"] in docnames})
+    _figures(env).update({label: info for label, info in _figures(other).items()
+                          if info["docname"] in docnames})
 
 
 # -- writing: figures, gallery, page context ---------------------------------------------------------------
@@ -247,7 +255,8 @@ def _figure_footer_html(app: Sphinx, docname: str, label: str, record: dict) -> 
     """The downloads and the collapsible citation block under a figure, as HTML for page ``docname``."""
     env = app.env
     links = " · ".join(
-        f'<a class="reference download" href="{_relative(docname, f"{_SITE_FOLDER}/{label}.{ext}")}" download>'
+        f'<a class="reference download" href="{_relative(docname, f"{_SITE_FOLDER}/{label}.{ext}")}" '
+        'download>'
         f"{_DOWNLOAD_WORDS.get(ext, ext.upper())}</a>" for ext in DOWNLOADS)
     page = _figures(env)[label]["docname"]
     url = f"{site_url(app.config)}{app.builder.get_target_uri(page)}#{label}"
@@ -280,7 +289,8 @@ def _decorate_figures(app: Sphinx, doctree: nodes.document, docname: str) -> Non
                 link += image
         if record is not None:
             figure.parent.insert(figure.parent.index(figure) + 1,
-                                 nodes.raw("", _figure_footer_html(app, docname, label, record), format="html"))
+                                 nodes.raw("", _figure_footer_html(app, docname, label, record),
+                                           format="html"))
     for placeholder in list(doctree.findall(_gallery_placeholder)):
         placeholder.replace_self(nodes.raw("", _gallery_html(app, docname, doctree), format="html"))
 
@@ -316,7 +326,8 @@ def _gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
             resolved[info["docname"]] = app.env.get_and_resolve_doctree(info["docname"], app.builder)
         figure = next(f for f in resolved[info["docname"]].findall(nodes.figure) if label in f["ids"])
         caption = figure.next_node(nodes.caption)
-        plain, with_math = (caption_text(caption), caption_text(caption, math_html=True)) if caption else ("", "")
+        plain, with_math = ((caption_text(caption), caption_text(caption, math_html=True)) if caption
+                            else ("", ""))
         page = _relative(docname, app.builder.get_target_uri(info["docname"]))
         number = _figure_number(env, info["docname"], label)
         cards.append(
@@ -334,12 +345,15 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
     """Highwire Press ``citation_*`` meta tags and the figures' style on every page."""
     config = app.config
     title = re.sub(r"<[^>]+>", "", context.get("title", "")) or _book_title(config)
-    tags = {"citation_title": title, "citation_inbook_title": _book_title(config), "citation_author": config.author,
-            "citation_publication_date": _book_year(config), "citation_language": "en",
+    tags = {"citation_title": title, "citation_inbook_title": _book_title(config),
+            "citation_author": config.author, "citation_publication_date": _book_year(config),
+            "citation_language": "en",
             "citation_public_url": f"{site_url(config)}{app.builder.get_target_uri(pagename)}",
-            "citation_technical_report_number": f"version {__version__}, commit {app.env.rankcollapse_commit}"}
+            "citation_technical_report_number":
+                f"version {__version__}, commit {app.env.rankcollapse_commit}"}
     context["metatags"] = context.get("metatags", "") + "".join(
-        f'\n<meta name="{name}" content="{html.escape(value, quote=True)}" />' for name, value in tags.items()) + _STYLE
+        f'\n<meta name="{name}" content="{html.escape(value, quote=True)}" />'
+        for name, value in tags.items()) + _STYLE
 
 
 def _gallery_math(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:

@@ -87,7 +87,8 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
         for kind, colour in _COLOURS.items():
             for filled in (True, False):
                 rows = (table["mask"].map(_mask_kind) == kind) & (collapses == filled)
-                ax.scatter(x[rows], table.loc[rows, column], s=12 + 200 * table.loc[rows, "edges"] / table["edges"].max(),
+                ax.scatter(x[rows], table.loc[rows, column],
+                           s=12 + 200 * table.loc[rows, "edges"] / table["edges"].max(),
                            facecolor=colour if filled else "none", edgecolor="black" if filled else colour,
                            alpha=0.75 if filled else 1.0, linewidth=0.5 if filled else 1.5)
         any_hollow = any_hollow or not collapses.all()
@@ -103,7 +104,8 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
         ax.set_title(column.removeprefix("rate, ") + " weights", fontsize=_FONT_PT + 1)
         ax.tick_params(labelsize=_FONT_PT)
     axes[0][0].set_ylabel("rate of μ/‖X‖ per layer", fontsize=_FONT_PT)
-    handles = [Line2D([], [], ls="", marker="o", ms=7, mfc=colour, mec="black", mew=0.5, alpha=0.75, label=kind)
+    handles = [Line2D([], [], ls="", marker="o", ms=7, mfc=colour, mec="black", mew=0.5, alpha=0.75,
+                      label=kind)
                for kind, colour in _COLOURS.items()]
     if any_hollow:
         handles.append(Line2D([], [], ls="", marker="o", ms=7, mfc="none", mec="grey", mew=1.5,
@@ -125,7 +127,8 @@ _SORT_SCRIPT = """
         var up = th.dataset.order !== "up";
         table.querySelectorAll("th").forEach(function (h) { delete h.dataset.order; });
         th.dataset.order = up ? "up" : "down";
-        var key = function (row) { var v = row.cells[col].dataset.value; return v === undefined ? row.cells[col].textContent : v; };
+        var key = function (row) { var v = row.cells[col].dataset.value;\
+ return v === undefined ? row.cells[col].textContent : v; };
         rows.sort(function (a, b) {
           var x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y);
           var c = (isNaN(nx) || isNaN(ny)) ? String(x).localeCompare(String(y)) : nx - ny;

@@ -1,10 +1,10 @@
 """One look for the whole book, figure export with provenance, and the pictures every page shares.
 
-Figures are exported to ``<book root>/_build/figures/<stem>.{png,svg,pdf}`` with a ``<stem>.json``
-sidecar; the provenance record (:func:`rankcollapse.experiments.provenance.provenance_record`: parameters, versions,
-git commit, time, hardware) is embedded in each file's metadata, so a downloaded figure still says where
-it came from. The figure stem equals the figure's label
-(``fig-<page>-<what>``), so a citation, an anchor and a file name agree.
+Figures are exported to ``<book root>/_build/figures/<stem>.{png,svg,pdf}`` with a ``<stem>.json`` sidecar;
+the provenance record (:func:`rankcollapse.experiments.provenance.provenance_record`: parameters, versions,
+git commit, time, hardware) is embedded in each file's metadata, so a downloaded figure still says where it
+came from. The figure stem equals the figure's label (``fig-<page>-<what>``), so a citation, an anchor and a
+file name agree.
 
 Used by: every page of the book.
 """
@@ -29,11 +29,11 @@ from matplotlib.text import Text
 from rankcollapse import __version__
 from rankcollapse.core.masks import describe_mask
 from rankcollapse.core.metrics import FLOOR_OF
-from rankcollapse.book.plotting import drawn, logaxis, overlap, settled
-from rankcollapse.core.norms import NORM_LABELS
+from rankcollapse.book.plotting import drawn, logaxis, overlap, palette, settled
 from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
 
-_EXACT_METRICS = ("mu", "relative_mu")  # the metrics the engine tracks exactly below the floor (metric "exact")
+# the metrics the engine tracks exactly below the floor (metric "exact")
+_EXACT_METRICS = ("mu", "relative_mu")
 _FIGURE_FORMATS = ("png", "svg", "pdf")
 
 
@@ -58,9 +58,11 @@ def figure_dir() -> Path:
     return Path(override) if override else book_root() / "_build" / "figures"
 
 
-def export_figure(fig: Figure, stem: str, parameters: dict, data: list[dict] | None = None) -> dict[str, Path]:
-    """Save ``fig`` as PNG, SVG, PDF, its drawn points as CSV (:func:`drawn.drawn_table`) and a JSON provenance
-    sidecar (``git_commit``: the rendering commit; ``data``: the stored results drawn, each with its commit)."""
+def export_figure(fig: Figure, stem: str, parameters: dict,
+                  data: list[dict] | None = None) -> dict[str, Path]:
+    """Save ``fig`` as PNG, SVG, PDF, its drawn points as CSV (:func:`drawn.drawn_table`) and a JSON
+    provenance sidecar (``git_commit``: the rendering commit; ``data``: the stored results drawn, each with
+    its commit)."""
     info = {**provenance_record(parameters), "data": data or [], "legibility": legibility(fig)}
     text = json.dumps(info, sort_keys=True, default=str)
     metadata = {
@@ -88,12 +90,14 @@ def legibility(fig: Figure) -> dict:
     ``min_font_pt * inline_dpi / 72 * shown_px / natural_px`` pixels high (what the notebook and site tests
     measure, ``tests/legibility.py``).
     """
-    sizes = [text.get_fontsize() for text in fig.findobj(Text) if text.get_visible() and text.get_text().strip()]
+    sizes = [text.get_fontsize() for text in fig.findobj(Text)
+             if text.get_visible() and text.get_text().strip()]
     if not sizes:
         raise ValueError("fig has no visible text: a figure needs at least axis labels or a title")
     png_dpi = plt.rcParams["savefig.dpi"]
     return {"min_font_pt": float(min(sizes)), "inline_dpi": float(fig.dpi),
-            "png_dpi": float(fig.dpi if png_dpi == "figure" else png_dpi), "width_in": float(fig.get_figwidth())}
+            "png_dpi": float(fig.dpi if png_dpi == "figure" else png_dpi),
+            "width_in": float(fig.get_figwidth())}
 
 
 _AXIS_LABELS = {
@@ -116,7 +120,8 @@ def axis_label(metric: str) -> str:
     return _AXIS_LABELS[metric]
 
 
-def panel_grid(n_panels: int, max_cols: int = 2, panel_height: float = 2.3, parent: Figure | SubFigure | None = None,
+def panel_grid(n_panels: int, max_cols: int = 2, panel_height: float = 2.3,
+               parent: Figure | SubFigure | None = None,
                **subplots_kw) -> tuple[Figure | SubFigure, np.ndarray]:
     """``n_panels`` axes wrapped into rows of at most ``max_cols``, on a figure one text column wide.
 
@@ -165,7 +170,8 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
     """
     graph = describe_mask(mask)
     colour = sns.color_palette("colorblind")[0]
-    ax.imshow(mask.numpy().astype(float), cmap=ListedColormap(["white", colour]), vmin=0, vmax=1, interpolation="nearest")
+    ax.imshow(mask.numpy().astype(float), cmap=ListedColormap(["white", colour]), vmin=0, vmax=1,
+              interpolation="nearest")
     n = mask.shape[0]
     ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
     ax.set_yticks(np.arange(-0.5, n, 1), minor=True)
@@ -173,7 +179,8 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
     ax.grid(which="major", visible=False)
     ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
     if graph.centers:
-        ax.scatter(list(graph.centers), [-1.1] * len(graph.centers), marker="v", s=28, color="C3", clip_on=False, zorder=3)
+        ax.scatter(list(graph.centers), [-1.1] * len(graph.centers), marker="v", s=28, color="C3",
+                   clip_on=False, zorder=3)
     radius = "none" if graph.radius is None else graph.radius
     ax.set_title(f"{title}\nradius r = {radius}")
     ax.set_xlabel("attends to token j")
@@ -184,8 +191,9 @@ _LEGEND_COLUMN_CHARS = 30  # longer legend labels go one per row, or the legend 
 _FLOOR_CROSS = {"marker": "x", "s": 34, "linewidths": 1.6, "zorder": 4}
 
 
-# The statistic over samples a figure draws, the one the verdicts use: the median with its 10-90 % band, except
-# for a share of samples (an indicator's mean is the share; its quantiles are 0 or 1, no band is drawn).
+# The statistic over samples a figure draws, the one the verdicts use: the median with its 10-90 % band,
+# except for a share of samples (an indicator's mean is the share; its quantiles are 0 or 1, no band is
+# drawn).
 _SHARE_METRICS = ("full_rank",)
 
 
@@ -202,29 +210,33 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
 
     The line is the ``centre`` statistic over samples (default :func:`centre_of`: the median, which the
     verdicts use), the band spans ``band`` (default the 10-90 % quantiles; none for a share of samples). With
-    ``floor``, the metric's own rounding floor (``metrics.FLOOR_OF``: eps·‖X‖_F for μ, eps for μ/‖X‖_F,
-    rtol·σ_max for σ_min; the largest median floor of the panel's SAN curves) is shaded via :func:`draw_floor`,
-    and layers whose centre lies within ``flag_factor`` of that curve's own floor (rounding noise, not an
-    equilibrium) are marked with an ``x`` -- except where the engine tracked μ exactly (metric ``exact`` = 1),
-    whose values below the floor are measured, not noise. Layers not computed because the curve had settled
-    on its floor are drawn dotted (:mod:`rankcollapse.book.plotting.settled`). ``hue`` values in ``dashed``
-    are drawn dashed; ``colours`` maps ``hue`` to colours (default :func:`hue_colours`); log-log from layer 1.
-    Shapes: ``table`` has columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
+    ``floor``, the metric's own rounding floor (``metrics.FLOOR_OF``: eps·‖X‖_F for μ, eps for
+    μ/‖X‖_F, rtol·σ_max for σ_min; the largest median floor of the panel's SAN curves) is shaded via
+    :func:`draw_floor`, and layers whose centre lies within ``flag_factor`` of that curve's own floor
+    (rounding noise, not an equilibrium) are marked with an ``x`` -- except where the engine tracked μ
+    exactly (metric ``exact`` = 1), whose values below the floor are measured, not noise. Layers not computed
+    because the curve had settled on its floor are drawn dotted (:mod:`rankcollapse.book.plotting.settled`).
+    ``hue`` values in ``dashed`` are drawn dashed; ``colours`` maps ``hue`` to colours (default
+    :func:`rankcollapse.book.plotting.palette.hue_colours`); log-log from layer 1. Shapes: ``table`` has
+    columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
     """
     rows = table[table["metric"] == metric]
     if log_x:
         rows = rows[rows["layer"] >= 1]
     floor_metric = FLOOR_OF.get(metric)
     floors = table[(table["metric"] == floor_metric) & (table["layer"] >= (1 if log_x else 0))]
-    band_floors = floors[floors["variant"] == "SAN"] if "variant" in floors and (floors["variant"] == "SAN").any() else floors
+    band_floors = (floors[floors["variant"] == "SAN"]
+                   if "variant" in floors and (floors["variant"] == "SAN").any() else floors)
     floor_value = float(band_floors.groupby(hue)["median"].max().min()) if floor and len(floors) else None
-    exact = table[(table["metric"] == "exact") & (table["median"] == 1)] if metric in _EXACT_METRICS else table[:0]
-    colours = colours or hue_colours(rows, hue)
+    exact = (table[(table["metric"] == "exact") & (table["median"] == 1)] if metric in _EXACT_METRICS
+             else table[:0])
+    colours = colours or palette.hue_colours(rows, hue)
     centre = centre or centre_of(metric)
     for name, curve in rows.groupby(hue, sort=False):
         colour = colours[name]
         curve, held = settled.split(curve.sort_values("layer"), table[table[hue] == name])
-        ax.plot(curve["layer"], curve[centre], color=colour, lw=1.8, label=name, ls="--" if name in dashed else "-")
+        ax.plot(curve["layer"], curve[centre], color=colour, lw=1.8, label=name,
+                ls="--" if name in dashed else "-")
         if metric not in _SHARE_METRICS:
             ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0,
                             gid=logaxis.BAND)
@@ -250,44 +262,6 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
         draw_floor(ax, floor_value, label="dtype floor")
 
 
-# One colour per variant for the whole book, as indices into seaborn's colour-blind palette (0 blue, 1 orange,
-# 2 green, 3 vermilion, 4 orchid, 5 brown, 6 pink, 7 grey, 8 yellow, 9 sky blue): pure attention is blue on
-# every page, the paper's LayerNorm D orange, the model's own norm green, the full transformer grey.
-_SKIP = " + skip"
-VARIANT_COLOURS = {
-    NORM_LABELS["none"]: 0, NORM_LABELS["unit"]: 1, NORM_LABELS["model"]: 2, NORM_LABELS["rms"]: 4,
-    NORM_LABELS["layernorm"]: 5, "attention" + _SKIP: 9, NORM_LABELS["model"] + _SKIP: 6,
-    NORM_LABELS["rms"] + _SKIP: 3, NORM_LABELS["unit"] + _SKIP: 8,
-    "full transformer": 7,
-    "d_QK = 1/64": 3, "d_QK = 1": 4, "d_QK = 64": 5, "own scaling": 0,  # Fig. 3's temperatures
-}
-
-
-CONTROL_SUFFIX = ", no biases"  # a control's legend label: its variant's, then this; drawn in the variant's colour
-
-
-def _variant(label: str) -> str:
-    """A label without its sample count or control suffix (``pure attention, no biases`` -> ``pure attention``)."""
-    head, _, tail = label.rpartition(", ")
-    return head if head and (tail.endswith(" samples") or f", {tail}" == CONTROL_SUFFIX) else label
-
-
-def hue_colours(table, hue: str) -> dict:
-    """One colour-blind-safe colour per ``hue`` value: a variant's colour from VARIANT_COLOURS (the same on
-    every page), other values the palette's unused colours in order of appearance, so that a curve keeps
-    its colour in every panel of a figure."""
-    names = list(dict.fromkeys(table[hue]))
-    palette = sns.color_palette("colorblind", n_colors=max(10, 2 * len(names)))
-    fixed = {name: palette[VARIANT_COLOURS[_variant(str(name))]] for name in names
-             if _variant(str(name)) in VARIANT_COLOURS}
-    if fixed:  # the other values take the palette's second round, never a variant's colour
-        free = iter(palette[10:] + palette[:10])
-    else:  # masks and other non-variants: the palette in order, orchid before vermilion (orange's look-alike)
-        palette[3], palette[4] = palette[4], palette[3]
-        free = iter(palette)
-    return {name: fixed[name] if name in fixed else next(free) for name in names}
-
-
 def figure_legend(fig: Figure, axes, floor_cross: bool = False, n_cols: int | None = None) -> None:
     """One legend for the whole figure, below the panels: the union of the panels' entries, plus an
     entry for the floor crosses when ``floor_cross``; ``n_cols`` columns, by default two when the labels
@@ -297,7 +271,8 @@ def figure_legend(fig: Figure, axes, floor_cross: bool = False, n_cols: int | No
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     if floor_cross:
-        entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
+        entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7,
+                                                         mew=1.6)
     _place_legend(fig, entries | settled.legend_entries(axes), n_cols)
 
 
@@ -325,7 +300,7 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
     block_rows = -(-len(col_values) // min(max_cols, len(col_values)))
     fig = plt.figure(figsize=(COLUMN_WIDTH_IN, len(row_values) * (panel_height * block_rows + 0.45) + 0.7),
                      layout="constrained")
-    all_axes, colours = [], hue_colours(table[~table["metric"].isin(helpers)], hue)
+    all_axes, colours = [], palette.hue_colours(table[~table["metric"].isin(helpers)], hue)
     for block, r in zip(fig.subfigures(len(row_values), 1, squeeze=False).ravel(), row_values):
         block.suptitle(titles.get(r, axis_label(r) if row == "metric" else r), fontweight="bold")
         _, axes = panel_grid(len(col_values), max_cols, parent=block, sharex=True, sharey=True)
@@ -334,17 +309,19 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
                 plot_layer_curves(ax, table[table[col] == c], r, hue=hue, floor=r in FLOOR_OF, dashed=dashed,
                                   colours=colours)
             else:
-                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue, dashed=dashed,
-                                  colours=colours)
+                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue,
+                                  dashed=dashed, colours=colours)
             ax.set_title(titles.get(c, c))
         label_outer(axes, min(max_cols, len(col_values)))
         if all(ax.get_yscale() == "log" for ax in axes):  # one range for the block, cut below its floor
             logaxis.fit_log_axes(axes, logaxis.shaded_floor(axes))
-        for ax in axes if axes[0].get_yscale() != "log" else ():  # each panel's limits were its own: span them all
+        # each panel's limits were its own: span them all
+        for ax in axes if axes[0].get_yscale() != "log" else ():
             ax.set_autoscaley_on(True)
             ax.autoscale_view(scalex=False)
         all_axes.extend(axes)
-    crosses = any(isinstance(c, PathCollection) and len(c.get_offsets()) for ax in all_axes for c in ax.collections)
+    crosses = any(isinstance(c, PathCollection) and len(c.get_offsets())
+                  for ax in all_axes for c in ax.collections)
     figure_legend(fig, all_axes, floor_cross=crosses)
     if overlap.restyle_coinciding(fig):  # the legend drew copies of the old styles: draw it again
         fig.legends[-1].remove()
@@ -352,7 +329,8 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
     return fig
 
 
-_GEOMETRY_METRICS = {"full_rank": "rank share", "sigma_min": "σ_min", "mean_abs_cosine": "mean |cos|"}  # rows, words
+# rows, words
+_GEOMETRY_METRICS = {"full_rank": "rank share", "sigma_min": "σ_min", "mean_abs_cosine": "mean |cos|"}
 
 
 _MASK_STYLES = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1, 1, 1)))
@@ -373,7 +351,7 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
     by_mask = [m for m in masks if (table["mask"] == m).sum() < len(table)]  # one style per mask when several
     fig = plt.figure(figsize=(COLUMN_WIDTH_IN, 2.2 * len(_GEOMETRY_METRICS) + 1.6), layout="constrained")
     axes = fig.subplots(len(_GEOMETRY_METRICS), len(col_values), squeeze=False, sharex=True, sharey="row")
-    colours = hue_colours(table, hue)
+    colours = palette.hue_colours(table, hue)
     curves = table.assign(curve=table[hue] + ", " + table["mask"].map(lambda m: mask_words.get(m, m))) \
         if by_mask else table.assign(curve=table[hue])
     curve_colours = {name: colours[h] for name, h in zip(curves["curve"], curves[hue])}
@@ -386,7 +364,8 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
                 mask = curves.loc[curves["curve"] == line.get_label(), "mask"]
                 if len(mask) and mask.iloc[0] in by_mask:
                     line.set_linestyle(_MASK_STYLES[by_mask.index(mask.iloc[0]) % len(_MASK_STYLES)])
-            ax.set_label(f"{titles.get(c, c).split(':')[0]} {_GEOMETRY_METRICS[metric]}")  # the panel's name in words
+            # the panel's name in words
+            ax.set_label(f"{titles.get(c, c).split(':')[0]} {_GEOMETRY_METRICS[metric]}")
             if i == 0:
                 ax.set_title(titles.get(c, c))
         if metric == "sigma_min":
@@ -395,7 +374,9 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
     entries = {name: Line2D([], [], color=colour, lw=1.8) for name, colour in colours.items()}
     entries |= {f"mask: {mask_words.get(m, m)}": Line2D([], [], color="0.3", lw=1.5, ls=_MASK_STYLES[k % 5])
                 for k, m in enumerate(by_mask)}
-    entries["dtype floor"] = next(p for ax in axes.ravel() for p in ax.patches if p.get_label() == "dtype floor")
-    entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
+    entries["dtype floor"] = next(p for ax in axes.ravel() for p in ax.patches
+                                  if p.get_label() == "dtype floor")
+    entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7,
+                                                     mew=1.6)
     _place_legend(fig, entries | settled.legend_entries(axes.ravel()))
     return fig

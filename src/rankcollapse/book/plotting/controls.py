@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rankcollapse.book.labels import mask_title
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting import palette
 from rankcollapse.book.shown import ShownFigure, figure_data
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.store import StoredResult
@@ -22,7 +23,7 @@ def controls_figure(result: StoredResult, metric: str, stem: str, weight_seed: i
     p = result.provenance["parameters"]
     table = result.table.copy()
     control = table["weights"] == "initialized_nobias"
-    table["label"] = table["norm"].map(NORM_LABELS) + control.map({True: plotting.CONTROL_SUFFIX, False: ""})
+    table["label"] = table["norm"].map(NORM_LABELS) + control.map({True: palette.CONTROL_SUFFIX, False: ""})
     table["mask_title"] = table["mask"].map(lambda m: mask_title(m, p["window"]))
     table["panel"] = "initialized"
     title = f"initialized: U(±1/√d), weight seed {weight_seed}; dashed: the same weights without biases"

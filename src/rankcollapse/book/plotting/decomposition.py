@@ -1,9 +1,10 @@
 """The figure of each layer's change of μ split into the value maps' gain and attention's contraction.
 
-Per layer (x) and mask (colour): the median over samples of the value gain g_V = ‖PY‖/‖PX‖ (top row) and of the
-attention contraction c_A = ‖PAY‖/‖PY‖ (bottom row) with their 10–90 % band, one column per weight source, on
-log axes with the line 1 (no change) drawn; layers whose input already sat on the rounding floor are left
-out (their factors are rounding noise). Sized for the book's 672 px column (7 in wide, fonts >= 10 pt).
+Per layer (x) and mask (colour): the median over samples of the value gain g_V = ‖PY‖/‖PX‖ (top row)
+and of the attention contraction c_A = ‖PAY‖/‖PY‖ (bottom row) with their 10–90 % band, one column
+per weight source, on log axes with the line 1 (no change) drawn; layers whose input already sat on the
+rounding floor are left out (their factors are rounding noise). Sized for the book's 672 px column (7 in wide,
+fonts >= 10 pt).
 
 A stored sweep's figure is shown with its cite block by :func:`decomposition_shown`.
 
@@ -39,17 +40,22 @@ def decomposition_figure(frame: pd.DataFrame, titles: dict[str, str] | None = No
     weights = list(dict.fromkeys(frame["weights"]))
     masks = list(dict.fromkeys(frame["mask"]))
     colours = dict(zip(masks, sns.color_palette("colorblind", len(masks))))
-    fig, axes = plt.subplots(len(_ROWS), len(weights), figsize=(7.0, 5.2), sharex=True, sharey="row", squeeze=False)
+    fig, axes = plt.subplots(len(_ROWS), len(weights), figsize=(7.0, 5.2), sharex=True, sharey="row",
+                             squeeze=False)
     shown = frame[frame["read"]]
     for i, (metric, label) in enumerate(_ROWS.items()):
         for j, source in enumerate(weights):
             ax = axes[i][j]
-            ax.set_label(f"{(titles or {}).get(source, f'{source} weights')}: {label.split(' $')[0]}")  # name in captions
+            # name in captions
+            ax.set_label(f"{(titles or {}).get(source, f'{source} weights')}: {label.split(' $')[0]}")
             for mask in masks:
-                rows = shown[(shown["metric"] == metric) & (shown["weights"] == source) & (shown["mask"] == mask)]
+                rows = shown[(shown["metric"] == metric) & (shown["weights"] == source)
+                             & (shown["mask"] == mask)]
                 rows = rows.sort_values("layer")
-                ax.plot(rows["layer"], rows["median"], marker="o", ms=3, lw=1.5, color=colours[mask], label=mask)
-                ax.fill_between(rows["layer"], rows["q10"], rows["q90"], color=colours[mask], alpha=0.15, lw=0)
+                ax.plot(rows["layer"], rows["median"], marker="o", ms=3, lw=1.5, color=colours[mask],
+                        label=mask)
+                ax.fill_between(rows["layer"], rows["q10"], rows["q90"], color=colours[mask], alpha=0.15,
+                                lw=0)
             ax.axhline(1.0, color="black", lw=0.8, ls=":")
             ax.set_yscale("log")
             _clip_below(ax, shown[(shown["metric"] == metric) & (shown["weights"] == source)])
@@ -62,7 +68,8 @@ def decomposition_figure(frame: pd.DataFrame, titles: dict[str, str] | None = No
             if i == len(_ROWS) - 1:
                 ax.set_xlabel("layer", fontsize=_FONT_PT)
     overlap.restyle_coinciding(fig)  # masks drawn on top of each other get their own markers and line style
-    found = dict(kv for ax in axes.flat for kv in zip(*reversed(ax.get_legend_handles_labels())))  # every mask drawn
+    # every mask drawn
+    found = dict(kv for ax in axes.flat for kv in zip(*reversed(ax.get_legend_handles_labels())))
     labels, handles = [m for m in masks if m in found], [found[m] for m in masks if m in found]
     fig.legend(handles, labels, fontsize=_FONT_PT, frameon=False, loc="lower center", ncol=min(len(masks), 5))
     fig.tight_layout(rect=(0, 0.07, 1, 1))
@@ -87,5 +94,6 @@ def _clip_below(ax: Axes, rows: pd.DataFrame) -> None:
     if below.empty:
         return
     ax.set_ylim(bottom=AXIS_BOTTOM)
-    words = "\n".join(f"{mask} (to {value:.1g})" for mask, value in below.items())  # one line each: inside the panel
+    # one line each: inside the panel
+    words = "\n".join(f"{mask} (to {value:.1g})" for mask, value in below.items())
     ax.text(0.03, 0.04, f"below the axis:\n{words}", transform=ax.transAxes, fontsize=_FONT_PT)

@@ -22,7 +22,8 @@ from matplotlib.lines import Line2D
 
 from rankcollapse.book.plotting import settled
 
-COLUMNS = ("panel", "panel_title", "x_label", "y_label", "series", "kind", "x", "y", "y_low", "y_high", "value")
+COLUMNS = ("panel", "panel_title", "x_label", "y_label", "series", "kind", "x", "y", "y_low", "y_high",
+           "value")
 
 
 def _named(label: str) -> bool:
@@ -62,10 +63,12 @@ def _axes_rows(ax: Axes) -> list[dict]:
                 edges = pd.DataFrame(path.vertices, columns=["x", "y"]).groupby("x")["y"]
                 rows += [{"series": series, "kind": "band", "x": x, "y_low": low, "y_high": high}
                          for x, low, high in zip(edges.min().index, edges.min(), edges.max())]
-        elif isinstance(artist, PathCollection):  # scatter; unlabelled in a curve's colour: its flagged points
+        elif isinstance(artist, PathCollection):
+            # scatter; unlabelled in a curve's colour: its flagged points
             colour = _rgb(artist.get_facecolor()) or _rgb(artist.get_edgecolor())
             series = label or curve_of.get(colour, "")
-            rows += [{"series": series or f"points {i}", "kind": "points" if label or not series else "markers",
+            rows += [{"series": series or f"points {i}",
+                      "kind": "points" if label or not series else "markers",
                       "x": x, "y": y} for x, y in np.asarray(artist.get_offsets(), dtype=float)]
         elif isinstance(artist, AxesImage):
             rows += _image_rows(artist, label or "image")
@@ -94,6 +97,7 @@ def drawn_table(fig: Figure) -> pd.DataFrame:
     cell's centre), one row each, with its panel's number, title and axis labels (columns :data:`COLUMNS`)."""
     rows = []
     for panel, ax in enumerate(fig.axes):
-        words = {"panel": panel, "panel_title": ax.get_title(), "x_label": ax.get_xlabel(), "y_label": ax.get_ylabel()}
+        words = {"panel": panel, "panel_title": ax.get_title(), "x_label": ax.get_xlabel(),
+                 "y_label": ax.get_ylabel()}
         rows += [{**words, **row} for row in _axes_rows(ax)]
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -42,9 +42,11 @@ def layer_ticks(ax: Axes) -> None:
 def _curve_values(ax: Axes) -> np.ndarray:
     """Every positive finite y value of the panel's labelled curves and the top edges of their bands.
     Shapes: -> [value]."""
-    values = [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines() if not line.get_label().startswith("_")]
+    values = [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()
+              if not line.get_label().startswith("_")]
     values += [np.asarray(path.vertices[:, 1], dtype=float).max(keepdims=True) * np.ones(1)
-               for band in ax.collections if band.get_gid() == BAND for path in band.get_paths() if len(path.vertices)]
+               for band in ax.collections if band.get_gid() == BAND
+               for path in band.get_paths() if len(path.vertices)]
     flat = np.concatenate(values) if values else np.zeros(0)
     return flat[np.isfinite(flat) & (flat > 0)]
 
@@ -79,7 +81,8 @@ _FLOOR_LABELS = ("dtype floor", "rounding floor")
 
 
 def _floor_patches(ax: Axes) -> list:
-    """The panel's shaded rounding floor (the patches :func:`rankcollapse.book.plotting.common.draw_floor` adds)."""
+    """The panel's shaded rounding floor (the patches :func:`rankcollapse.book.plotting.common.draw_floor`
+    adds)."""
     return [patch for patch in ax.patches if patch.get_label() in _FLOOR_LABELS]
 
 
@@ -133,8 +136,9 @@ def cut_words(fig: Figure) -> str:
     if cuts:
         parts = [f"{label} goes below it in {', '.join(f'{p} (to {_exponent(v)})' for p, v in where)}"
                  for label, where in cuts.items()]
-        words.append(f"A y axis ends at most {CUT_DECADES} decades below the highest rounding floor of its row of "
-                     "panels (broken axis; ▼ marks where a curve leaves the panel): " + "; ".join(parts) + ".")
+        words.append(f"A y axis ends at most {CUT_DECADES} decades below the highest rounding floor of its "
+                     "row of panels (broken axis; ▼ marks where a curve leaves the panel): "
+                     + "; ".join(parts) + ".")
     if floors_below:
         words.append(f"The rounding floor lies below the axis in {', '.join(floors_below)}.")
     return " ".join(words)

@@ -23,10 +23,12 @@ from rankcollapse.book.plotting import logaxis
 from rankcollapse.book.plotting.logaxis import panel_name
 
 PIXEL = 1.0  # two drawn points closer than this (display px at the inline dpi) cannot be told apart
-HIDDEN_FRACTION = 0.5  # an entry with more of its points than this within PIXEL of another entry's line is hidden
+# an entry with more of its points than this within PIXEL of another entry's line is hidden
+HIDDEN_FRACTION = 0.5
 _STYLES = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1, 1, 1, 1, 1)))
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-_MARK_STEP = 0.09  # markers every this fraction of the axes' diagonal, shifted per curve so they do not overlap
+# markers every this fraction of the axes' diagonal, shifted per curve so they do not overlap
+_MARK_STEP = 0.09
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,8 @@ def _distance_to_polyline(points: np.ndarray, path: np.ndarray) -> np.ndarray:
     a, b = path[:-1], path[1:]  # [segment, 2]
     ab = b - a
     length2 = np.maximum((ab ** 2).sum(axis=1), 1e-12)
-    t = np.clip(((points[:, None, :] - a[None]) * ab[None]).sum(axis=2) / length2, 0.0, 1.0)  # [point, segment]
+    # [point, segment]
+    t = np.clip(((points[:, None, :] - a[None]) * ab[None]).sum(axis=2) / length2, 0.0, 1.0)
     nearest = a[None] + t[..., None] * ab[None]
     return np.linalg.norm(points[:, None, :] - nearest, axis=2).min(axis=1)
 
@@ -145,7 +148,8 @@ def coincidences(fig: Figure) -> list[Coincidence]:
             key = tuple(label for label in labels if label in group)
             difference = max(v for pair, v in spread.items() if pair <= group)
             panels, worst, relative = found.get(key, ([], 0.0, True))
-            found[key] = ([*panels, panel_name(ax)], max(worst, difference), relative and ax.get_yscale() == "log")
+            found[key] = ([*panels, panel_name(ax)], max(worst, difference),
+                          relative and ax.get_yscale() == "log")
     return [Coincidence(key, tuple(panels), n_panels, worst, relative)
             for key, (panels, worst, relative) in found.items()]
 
@@ -163,9 +167,11 @@ def coincidence_words(fig: Figure) -> str:
         return ""
     parts = []
     for group in groups:
-        where = ("the panel" if group.n_panels == 1 else "every panel") if len(group.panels) == group.n_panels \
+        where = ("the panel" if group.n_panels == 1 else "every panel") \
+            if len(group.panels) == group.n_panels \
             else f"{len(group.panels)} of {group.n_panels} panels ({', '.join(group.panels)})"
-        by = f"{100 * group.largest_difference:.2g} %" if group.relative else f"{group.largest_difference:.2g}"
+        by = (f"{100 * group.largest_difference:.2g} %" if group.relative
+              else f"{group.largest_difference:.2g}")
         parts.append(f"{_join(list(group.labels))} in {where}, differing by at most {by} where they overlap")
     return ("Curves drawn within a pixel of each other: "
             + "; ".join(parts) + ".")
@@ -179,7 +185,8 @@ def restyle_coinciding(fig: Figure) -> list[Coincidence]:
     involved = list(dict.fromkeys(label for group in groups for label in group.labels))
     styles = {label: {str(line.get_linestyle()) for ax in fig.axes for line in entry_lines(ax).get(label, [])}
               for label in involved}
-    keep = {label for group in groups if len({frozenset(styles[m]) for m in group.labels}) == len(group.labels)
+    keep = {label for group in groups
+            if len({frozenset(styles[m]) for m in group.labels}) == len(group.labels)
             for label in group.labels}
     n = max(len(involved), 1)
     for k, label in enumerate(involved):

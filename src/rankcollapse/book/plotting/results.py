@@ -1,6 +1,6 @@
 """The figures of stored sweeps that several pages draw: per-layer curves of a metric over the masks and
-weight sources (:func:`layer_figure`) and Fig. 4's token geometry (:func:`geometry_figure`), each returned as a
-:class:`~rankcollapse.book.shown.ShownFigure` with its cite block's parameters and the results it draws.
+weight sources (:func:`layer_figure`) and Fig. 4's token geometry (:func:`geometry_figure`), each returned as
+a :class:`~rankcollapse.book.shown.ShownFigure` with its cite block's parameters and the results it draws.
 
 Used by: the experiment pages' modules (:mod:`rankcollapse.book.pages`).
 """
@@ -30,7 +30,8 @@ def _temperature_label(temperature: float | None) -> str:
 
 
 def _weight_titles(provenance: dict) -> dict[str, str]:
-    """Panel-title words naming the weights of each source, so initialized and pretrained cannot be mixed up."""
+    """Panel-title words naming the weights of each source, so initialized and pretrained cannot be mixed
+    up."""
     params = provenance["parameters"]
     init = "U(±1/√d)" if params["init"] == "torch" else "N(0, 0.02)"
     return {"initialized": f"initialized: {init}, seed {params['seed']}",
@@ -38,7 +39,8 @@ def _weight_titles(provenance: dict) -> dict[str, str]:
 
 
 def _curve_label(row: pd.Series) -> str:
-    """The legend words of one configuration: the full transformer, or SAN with its norm, skip, temperature."""
+    """The legend words of one configuration: the full transformer, or SAN with its norm, skip,
+    temperature."""
     if row["variant"] != "SAN":
         return row["variant"]
     words = NORM_LABELS.get(row["norm"], row["norm"])
@@ -52,7 +54,8 @@ _HUES = {"norm": _curve_label, "temperature": lambda row: _temperature_label(row
 
 
 def _labelled(result: StoredResult, hue: str) -> pd.DataFrame:
-    """``result``'s table with each row's legend words (``label``, by ``hue``) and panel title (``mask_title``)."""
+    """``result``'s table with each row's legend words (``label``, by ``hue``) and panel title
+    (``mask_title``)."""
     table = result.table.copy()
     window = result.provenance["parameters"].get("window")
     table["label"] = table.apply(_HUES[hue], axis=1)
@@ -67,7 +70,8 @@ def _figure_parameters(result: StoredResult) -> dict:
     if not set(parameters.get("masks", ())) & set(WINDOWED_MASKS):
         parameters.pop("window", None)
     return {**parameters, "weights": _weight_titles(result.provenance),
-            "result": result.provenance["key"], "pretrained_weight_sha256": result.provenance["weight_sha256"]}
+            "result": result.provenance["key"],
+            "pretrained_weight_sha256": result.provenance["weight_sha256"]}
 
 
 def layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm",

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting import palette
 from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.theory.rates import layer_rates
 
@@ -54,13 +55,15 @@ def decay_shape_figure(complete: Tensor, linear: dict[str, Tensor]) -> Figure:
 
 
 def linear_rate_figure(linear: dict[str, Tensor], log2: float) -> Figure:
-    """Q4. The decay per layer ``log mu(t) - log mu(t + 1)`` of the linear cases, with ``log 2 = -log|λ₂|``.
+    """Q4. The decay per layer ``log mu(t) - log mu(t + 1)`` of the linear cases, with
+    ``log 2 = -log|λ₂|``.
 
     Shapes: every curve ``[layer + 1]`` (natural log).
     """
     fig, (ax,) = plotting.panel_grid(1, panel_height=2.6)
     for k, (name, curve) in enumerate(linear.items()):
-        ax.plot(np.arange(1, curve.shape[0]), layer_rates(curve).numpy(), color=f"C{k + 1}", lw=2, label=mask_label(name))
+        ax.plot(np.arange(1, curve.shape[0]), layer_rates(curve).numpy(), color=f"C{k + 1}", lw=2,
+                label=mask_label(name))
     ax.axhline(log2, color="0.3", lw=1, ls=":", label=r"$-\log|\lambda_2| = \log 2$")
     ax.set_xlabel("layer $t$")
     ax.set_ylabel("decay per layer")
@@ -81,7 +84,8 @@ def rotation_figure(paths: dict[float, Tensor], limits: pd.DataFrame) -> Figure:
     for k, (angle, path) in enumerate(paths.items()):
         ax.plot(path[:, 0, 0], path[:, 0, 1], "-", color=f"C{k}", lw=1.5, label=f"Z: angle {angle:g}")
         ax.plot(path[:, 1, 0], path[:, 1, 1], "--", color=f"C{k}", lw=1.5)
-        ax.plot(limits.loc[angle, "token 1 limit x"], limits.loc[angle, "token 1 limit y"], "*", color=f"C{k}", ms=12)
+        ax.plot(limits.loc[angle, "token 1 limit x"], limits.loc[angle, "token 1 limit y"], "*",
+                color=f"C{k}", ms=12)
     ax.plot([], [], "*", color="0.3", ms=10, label="(0, 1) Z")
     ax.plot([], [], "--", color="0.3", label="token 2")
     ax.set_aspect("equal")
@@ -119,7 +123,8 @@ def width_figure(widths: pd.DataFrame) -> Figure:
         rows = widths[widths["mask"] == name]
         for k, (law, group) in enumerate(rows.groupby("law", sort=False)):
             stats = group.groupby("width")["rate"].agg(["median", "min", "max"])
-            ax.errorbar(stats.index, stats["median"], yerr=[stats["median"] - stats["min"], stats["max"] - stats["median"]],
+            ax.errorbar(stats.index, stats["median"],
+                        yerr=[stats["median"] - stats["min"], stats["max"] - stats["median"]],
                         fmt="o-", color=f"C{k}", ms=4, lw=1.5, capsize=2, label=f"$W_V$ {law}")
         ax.set_xscale("log", base=2)
         ax.set_title(mask_label(name))
@@ -131,14 +136,16 @@ def width_figure(widths: pd.DataFrame) -> Figure:
 
 
 def limits_figure(table: pd.DataFrame, limit_table: pd.DataFrame) -> Figure:
-    """Q1. ‖X‖_F over its layer-1 value (left) and μ/‖X‖_F (right) per configuration of a tidy experiments
-    table (medians), coloured by the configuration's limit (:func:`rankcollapse.verdicts.limits.table_limits`).
+    """Q1. ‖X‖_F over its layer-1 value (left) and μ/‖X‖_F (right) per configuration of a tidy
+    experiments table (medians), coloured by the configuration's limit
+    (:func:`rankcollapse.verdicts.limits.table_limits`).
 
     Shapes: ``table`` tidy (metric, layer, median, labels); ``limit_table`` one row per configuration.
     """
     fig, (left, right) = plotting.panel_grid(2, panel_height=2.9)
     colours = {limit: f"C{k}" for k, limit in enumerate(dict.fromkeys(limit_table["limit"]))}
-    labels = [c for c in ("weights", "variant", "mask", "window", "temperature", "norm", "skip") if c in table.columns]
+    labels = [c for c in ("weights", "variant", "mask", "window", "temperature", "norm", "skip")
+              if c in table.columns]
     for _, row in limit_table.iterrows():
         chosen = np.ones(len(table), dtype=bool)
         for c in labels:
@@ -147,7 +154,8 @@ def limits_figure(table: pd.DataFrame, limit_table: pd.DataFrame) -> Figure:
         norm = group[group["metric"] == "norm"].sort_values("layer")
         relative = group[group["metric"] == "relative_mu"].sort_values("layer")
         style = "-" if row["weights"] == "initialized" else "--"
-        left.plot(norm["layer"], norm["median"] / norm["median"].iloc[1], style, color=colours[row["limit"]], lw=1.2)
+        left.plot(norm["layer"], norm["median"] / norm["median"].iloc[1], style, color=colours[row["limit"]],
+                  lw=1.2)
         right.plot(relative["layer"], relative["median"], style, color=colours[row["limit"]], lw=1.2,
                    label=row["limit"])
     right.plot([], [], "--", color="0.3", label="pretrained (dashed)")
@@ -173,8 +181,8 @@ def temperature_figure(alignment: pd.DataFrame) -> Figure:
         rows = alignment[alignment["weights"] == weights]
         for k, name in enumerate(masks):
             group = rows[rows["mask"] == name]
-            ax.plot((1 - group["cosine"]).clip(lower=1e-12), group["effect"].clip(lower=1e-6), "o-", color=f"C{k}",
-                    ms=4, lw=1, label=mask_label(name))
+            ax.plot((1 - group["cosine"]).clip(lower=1e-12), group["effect"].clip(lower=1e-6), "o-",
+                    color=f"C{k}", ms=4, lw=1, label=mask_label(name))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.invert_xaxis()
@@ -187,15 +195,16 @@ def temperature_figure(alignment: pd.DataFrame) -> Figure:
 
 
 def _norm_colours(norms) -> dict[str, object]:
-    """Each norm's variant colour (:data:`rankcollapse.book.plotting.common.VARIANT_COLOURS`), by norm name."""
-    colours = plotting.hue_colours({"variant": [NORM_LABELS[n] for n in norms]}, "variant")
+    """Each norm's variant colour (:data:`rankcollapse.book.plotting.palette.VARIANT_COLOURS`), by norm
+    name."""
+    colours = palette.hue_colours({"variant": [NORM_LABELS[n] for n in norms]}, "variant")
     return {n: colours[NORM_LABELS[n]] for n in norms}
 
 
 def local_figure(local: pd.DataFrame) -> Figure:
-    """Q (local or causal). Per weight source, the mean decay rate per layer of μ/‖X‖_F for the causal mask
-    and the windows (x axis), one line per norm in its variant colour: a window is more effective where its
-    point lies below the causal one.
+    """Q (local or causal). Per weight source, the mean decay rate per layer of μ/‖X‖_F for the causal
+    mask and the windows (x axis), one line per norm in its variant colour: a window is more effective where
+    its point lies below the causal one.
 
     Shapes: ``local`` one row per (weights, norm), a column per mask
     (:func:`~rankcollapse.book.pages._reviewers_sweeps.local_or_causal`).
@@ -206,8 +215,8 @@ def local_figure(local: pd.DataFrame) -> Figure:
     fig, axes = plotting.panel_grid(len(shown), panel_height=2.6, sharey=True)
     for ax, weights in zip(axes, shown):
         for _, row in local[local["weights"] == weights].iterrows():
-            ax.plot(range(len(masks)), [row[m] for m in masks], "o-", color=colours[row["norm"]], ms=5, lw=1.5,
-                    label=NORM_LABELS[row["norm"]])
+            ax.plot(range(len(masks)), [row[m] for m in masks], "o-", color=colours[row["norm"]], ms=5,
+                    lw=1.5, label=NORM_LABELS[row["norm"]])
         ax.set_xticks(range(len(masks)), [mask_label(m).replace(" ", "\n") for m in masks])
         ax.set_xlim(-0.5, len(masks) - 0.5)
         ax.set_title(weights)
@@ -218,24 +227,28 @@ def local_figure(local: pd.DataFrame) -> Figure:
 
 
 def sample_size_figure(joined: pd.DataFrame | None, small: int) -> Figure:
-    """Q (32 samples). Per curve of Fig. 2's sweep, the median of μ over the first ``small`` samples divided by
-    its median over all, against the layer (variant colours; dashed: pretrained), equal medians dotted; a
+    """Q (32 samples). Per curve of Fig. 2's sweep, the median of μ over the first ``small`` samples divided
+    by its median over all, against the layer (variant colours; dashed: pretrained), equal medians dotted; a
     note instead when the small run is not stored at the shown scale.
 
-    Shapes: ``joined`` tidy, both runs' rows told apart by ``n_samples`` (:func:`~rankcollapse.book.pages.sample_size.pair`).
+    Shapes: ``joined`` tidy, both runs' rows told apart by ``n_samples``
+    (:func:`~rankcollapse.book.pages.sample_size.pair`).
     """
     fig, (ax,) = plotting.panel_grid(1, panel_height=2.6)
     if joined is None:
-        ax.text(0.5, 0.5, f"no stored Fig. 2 run on {small} samples at this scale", ha="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, f"no stored Fig. 2 run on {small} samples at this scale", ha="center",
+                transform=ax.transAxes)
         ax.set_axis_off()
         return fig
     mu = joined[(joined["metric"] == "mu") & (joined["layer"] >= 1) & (joined["median"] > 0)]
-    pivot = mu.pivot_table(index=["weights", "norm", "mask", "layer"], columns="n_samples", values="median").dropna()
+    pivot = mu.pivot_table(index=["weights", "norm", "mask", "layer"], columns="n_samples",
+                           values="median").dropna()
     ratio = pivot[small] / pivot[max(pivot.columns)]
     colours = _norm_colours(list(dict.fromkeys(pivot.index.get_level_values("norm"))))
     for (weights, norm, _), curve in ratio.groupby(level=["weights", "norm", "mask"], sort=False):
-        ax.plot(curve.index.get_level_values("layer"), curve.to_numpy(), "-" if weights == "initialized" else "--",
-                color=colours[norm], lw=1.2, label=NORM_LABELS[norm])
+        ax.plot(curve.index.get_level_values("layer"), curve.to_numpy(),
+                "-" if weights == "initialized" else "--", color=colours[norm], lw=1.2,
+                label=NORM_LABELS[norm])
     ax.axhline(1, color="0.3", ls=":", lw=1)
     ax.plot([], [], "--", color="0.3", label="pretrained (dashed)")
     ax.set_xlabel("layer $t$")

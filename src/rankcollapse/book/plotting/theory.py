@@ -1,11 +1,11 @@
 """The figures of the setup and theory pages, one function per kind of figure.
 
-Every figure is drawn with :func:`rankcollapse.book.plotting.common.panel_grid`: one text column wide (672 px at the
-inline 110 dpi, so it is shown at its natural size), at most two panels per row, the theme's font sizes
-(11 pt and up, no smaller hand-set sizes) and legends below the panels or inside them, never beside
-them — so every text reads at 9 px or more on screen. Titles are short; captions go through
-``{glue:figure}``. The book's theme, the rounding floor, the shared legend and the mask pictures come
-from :mod:`rankcollapse.book.plotting.common`, the masks' words from :mod:`rankcollapse.book.labels`.
+Every figure is drawn with :func:`rankcollapse.book.plotting.common.panel_grid`: one text column wide (672 px
+at the inline 110 dpi, so it is shown at its natural size), at most two panels per row, the theme's font sizes
+(11 pt and up, no smaller hand-set sizes) and legends below the panels or inside them, never beside them —
+so every text reads at 9 px or more on screen. Titles are short; captions go through ``{glue:figure}``. The
+book's theme, the rounding floor, the shared legend and the mask pictures come from
+:mod:`rankcollapse.book.plotting.common`, the masks' words from :mod:`rankcollapse.book.labels`.
 
 Used by: ``book/setup.md`` and the ``show`` of the four theory pages' modules (:mod:`rankcollapse.book.pages`:
 ``theorem1``, ``theorem2``, ``counterexample``, ``equilibria``).
@@ -25,7 +25,7 @@ from torch import Tensor
 
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import common as plotting
-from rankcollapse.book.plotting import logaxis
+from rankcollapse.book.plotting import logaxis, palette
 from rankcollapse.theory.dynamics import CollapseSummary
 from rankcollapse.core.stats import quantile_band
 
@@ -85,7 +85,8 @@ def _layer_log_axes(ax: Axes, ylabel: str) -> None:
     ax.set_ylabel(ylabel)
 
 
-def _band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object], dashed: dict[str, Tensor] | None = None,
+def _band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object],
+               dashed: dict[str, Tensor] | None = None,
               y_min: float = 0.0) -> bool:
     """Per label: the median over samples (thick, in ``colours[label]``), its 10-90 % band and optionally
     a dashed second curve's median (e.g. mu of X itself next to the exact track), on a log y axis that ends
@@ -104,7 +105,8 @@ def _band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object], 
                         color=colours[label], alpha=0.2, lw=0)
         if bool(below.any()):
             left = True
-            ax.plot([int(below.nonzero()[0])], [y_min], marker="v", ms=8, color=colours[label], clip_on=False, zorder=5)
+            ax.plot([int(below.nonzero()[0])], [y_min], marker="v", ms=8, color=colours[label], clip_on=False,
+                    zorder=5)
         if dashed is not None and label in dashed:
             median = quantile_band(dashed[label])[1]
             ax.plot(t, torch.where(median < y_min, torch.nan, median), color=colours[label], lw=1, ls="--")
@@ -122,12 +124,13 @@ def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_
     """
     fig, axes = plotting.panel_grid(len(panels), panel_height=2.9, sharex=True, sharey=True)
     labels = [_radius_label(m, s.radius) for runs in panels.values() for m, s in runs.items()]
-    colours = plotting.hue_colours(pd.DataFrame({"mask": labels}), "mask")
+    colours = palette.hue_colours(pd.DataFrame({"mask": labels}), "mask")
     for ax, (title, runs) in zip(axes, panels.items()):
         curves = {_radius_label(m, s.radius): s.mu_exact if exact else s.mu_direct for m, s in runs.items()}
         dashed = {_radius_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
         if _band_axes(ax, curves, colours, dashed, y_min):
-            ax.plot([], [], ls="", marker="v", ms=8, color="0.3", label=f"falls below {_edge(y_min)}, the axis' edge")
+            ax.plot([], [], ls="", marker="v", ms=8, color="0.3",
+                    label=f"falls below {_edge(y_min)}, the axis' edge")
         if exact:
             ax.plot([], [], color="0.3", lw=1, ls="--", label=r"$\mu$ of $X$ itself (dashed)")
         plotting.draw_floor(ax, float(next(iter(runs.values())).floor.median()))
@@ -155,17 +158,19 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     slot = applies.groupby("radius").cumcount()  # masks sharing a radius sit side by side, none under another
     dodge = (slot - (applies.groupby("radius")["rate"].transform("size") - 1) / 2) * _DODGE
     for k, (name, row) in enumerate(applies.iterrows()):
-        left.scatter(int(row["radius"]) + dodge[name], row["rate"], color=f"C{k}", marker="os^Dv<>p"[k % 8], s=50,
-                     zorder=3, label=mask_label(name))
+        left.scatter(int(row["radius"]) + dodge[name], row["rate"], color=f"C{k}", marker="os^Dv<>p"[k % 8],
+                     s=50, zorder=3, label=mask_label(name))
     left.set_yscale("log")
     left.set_xlabel("graph radius $r$")
     left.set_ylabel("rate per layer")
     left.set_title("every mask with a center")
-    right.plot(sweep["radius"], sweep["rate"], "o-", color="0.15", label=f"sliding window, $d_{{QK}}$ = {temperature:g}")
+    right.plot(sweep["radius"], sweep["rate"], "o-", color="0.15",
+               label=f"sliding window, $d_{{QK}}$ = {temperature:g}")
     right.plot(sweep["radius"], sweep["linear rate"].clip(upper=10), "s--", color="0.55",
                label=r"linear case $-\log|\lambda_2|$")
     for window, row in sweep.iterrows():
-        right.annotate(f"$w$={window}", (row["radius"], row["rate"]), xytext=(6, 3), textcoords="offset points")
+        right.annotate(f"$w$={window}", (row["radius"], row["rate"]), xytext=(6, 3),
+                       textcoords="offset points")
     right.set_yscale("log")
     for axis in (left.yaxis, right.yaxis):  # one decade or two would show one or two ticks
         logaxis.plain_log_ticks(axis)
@@ -209,13 +214,17 @@ def _proportion_bars(ax: Axes, table: pd.DataFrame, x: str, hue: str | None = No
     width = 0.8 / len(hues)
     for k, value in enumerate(hues):
         part = table if hue is None else table[table[hue] == value]
-        position = torch.tensor([groups.index(g) for g in part[x]], dtype=torch.float64) + (k - (len(hues) - 1) / 2) * width
+        position = (torch.tensor([groups.index(g) for g in part[x]], dtype=torch.float64)
+                    + (k - (len(hues) - 1) / 2) * width)
         colours = [f"C{i}" for i in range(len(part))] if hue is None else f"C{k}"
         ax.bar(position, part["fraction"], width, color=colours, label=value)
-        zero = torch.as_tensor((part["fraction"] == 0).to_numpy().copy())  # a bar of height 0 draws nothing: a thick line at 0 shows it
-        ax.hlines([0.0] * int(zero.sum()), (position[zero] - width / 2).tolist(), (position[zero] + width / 2).tolist(),
+        # a bar of height 0 draws nothing: a thick line at 0 shows it
+        zero = torch.as_tensor((part["fraction"] == 0).to_numpy().copy())
+        ax.hlines([0.0] * int(zero.sum()), (position[zero] - width / 2).tolist(),
+                  (position[zero] + width / 2).tolist(),
                   colors=colours if hue is None else [colours] * int(zero.sum()), lw=4, zorder=3)
-        ax.errorbar(position, part["fraction"], yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
+        ax.errorbar(position, part["fraction"],
+                    yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
                     fmt="none", color="black", lw=1)
     ax.set_xticks(range(len(groups)), [mask_label(str(g)) for g in groups])
 
@@ -242,13 +251,16 @@ def _circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points
     """
     circle = torch.linspace(0, 2 * math.pi, 400, dtype=torch.float64)
     ax.plot(torch.cos(circle), torch.sin(circle), color="0.7", lw=1)
-    ax.scatter(torch.cos(arc), torch.sin(arc), color="C2", s=30, alpha=0.5, lw=0, label="starts that reach $B$")
+    ax.scatter(torch.cos(arc), torch.sin(arc), color="C2", s=30, alpha=0.5, lw=0,
+               label="starts that reach $B$")
     for k in range(paths.shape[0]):
-        ax.plot(paths[k, :, 0], paths[k, :, 1], color="C1" if bool(reaches_B[k]) else "C0", lw=0.8, marker=".", ms=4)
+        ax.plot(paths[k, :, 0], paths[k, :, 1], color="C1" if bool(reaches_B[k]) else "C0", lw=0.8,
+                marker=".", ms=4)
         ax.plot(paths[k, 0, 0], paths[k, 0, 1], marker="s", color="black", ms=4)
     for name, p in points.items():
         x, y = float(p[0]), float(p[1])
-        ax.plot(x, y, marker="o", ms=7, color="black", mfc="white" if name.startswith("U") else "black", zorder=4)
+        ax.plot(x, y, marker="o", ms=7, color="black", mfc="white" if name.startswith("U") else "black",
+                zorder=4)
         ax.annotate(name, (x, y), xytext=(16 * x, 16 * y), textcoords="offset points", weight="bold",
                     ha="center", va="center", zorder=5)  # outward from the circle
     ax.set_aspect("equal")
@@ -256,7 +268,8 @@ def _circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points
     ax.set_ylim(-1.4, 1.4)
 
 
-def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> Figure:
+def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor,
+                points: dict[str, Tensor]) -> Figure:
     """The paper's Fig. 1: left, both tokens without LayerNorm (they meet, stars); right, token 2 on the
     circle with LayerNorm (:func:`_circle_axes`) and token 1's path (vermilion, C3 of the colour-blind
     palette); one legend below.
@@ -266,8 +279,10 @@ def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor, p
     fig, (left, right) = plotting.panel_grid(2, panel_height=3.0)
     for k in range(plain.shape[0]):
         for token, marker in ((0, "o"), (1, "s")):
-            left.plot(plain[k, :, token, 0], plain[k, :, token, 1], color=f"C{k}", lw=0.8, marker=marker, ms=2.5)
-        left.plot(float(plain[k, -1, 0, 0]), float(plain[k, -1, 0, 1]), marker="*", color=f"C{k}", ms=12, mec="black")
+            left.plot(plain[k, :, token, 0], plain[k, :, token, 1], color=f"C{k}", lw=0.8, marker=marker,
+                      ms=2.5)
+        left.plot(float(plain[k, -1, 0, 0]), float(plain[k, -1, 0, 1]), marker="*", color=f"C{k}", ms=12,
+                  mec="black")
     left.set_title("no LayerNorm")
     left.set_xlabel("$x_1$")
     left.set_ylabel("$x_2$")
@@ -324,7 +339,8 @@ def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, flo
     per final rank (exponential convergence to an equilibrium) down to the rounding ``floor`` (shaded);
     one legend below.
 
-    Shapes: ``fractions`` indexed by rank; steps ``[sample, layer]``; final_ranks ``[sample]`` (-1: unsettled).
+    Shapes: ``fractions`` indexed by rank; steps ``[sample, layer]``; final_ranks ``[sample]`` (-1:
+    unsettled).
     """
     fig, (left, right) = plotting.panel_grid(2, panel_height=2.8)
     _proportion_bars(left, fractions.reset_index(), "rank")
@@ -334,7 +350,8 @@ def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, flo
     for k in fractions.index:
         group = steps[final_ranks == k]
         if group.shape[0]:
-            right.plot(t, group.median(dim=0).values.clamp(min=1e-17), color=f"C{k - 1}", lw=2, label=f"rank {k}")
+            right.plot(t, group.median(dim=0).values.clamp(min=1e-17), color=f"C{k - 1}", lw=2,
+                       label=f"rank {k}")
     _layer_log_axes(right, r"$\Vert X^{(t)} - X^{(t-1)} \Vert_F$")
     plotting.draw_floor(right, floor)
     _legend_below(fig, [right])
@@ -349,7 +366,8 @@ def threshold_figure(sweep: pd.DataFrame) -> Figure:
     """
     fig, (ax,) = plotting.panel_grid(1, panel_height=2.8)
     for k, (d, part) in enumerate(sweep.groupby("d")):
-        ax.errorbar(part["c / c*"], part["fraction"], yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
+        ax.errorbar(part["c / c*"], part["fraction"],
+                    yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
                     marker="o", color=f"C{k}", lw=1.5, capsize=2, label=f"$d = {d}$")
     ax.axvline(1.0, color="0.3", ls="--", lw=1, label=r"$c = c^*$")
     ax.set_xlabel(r"$c / c^*$ with $c^* = \sqrt{a(2-a)/(d-1)}$")
