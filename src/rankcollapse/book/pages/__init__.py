@@ -2,9 +2,9 @@
 
 Each holds the page's ``configure`` (its parameters -> the checked config(s) it computes), its config
 dataclasses where it computes in its own module (with its ``compute``) and ``show(results, parameters)``:
-everything the page shows of its results, as a :class:`rankcollapse.book.shown.Shown` — the numbers its prose
-states, its claims tables, tables, figures and page-specific words. A page module never glues or displays:
-the page's one call, :func:`rankcollapse.book.report.present`, glues what ``show`` returns.
+everything the page shows of its results, as a :class:`rankcollapse.book.shown.Shown` — the numbers its
+prose states, its claims tables, tables, figures and page-specific words. A page module never glues or
+displays: the page's one call, :func:`rankcollapse.book.report.present`, glues what ``show`` returns.
 
 - theory and setup pages, computing in their own module: :mod:`~rankcollapse.book.pages.setup`,
   :mod:`~rankcollapse.book.pages.data`, :mod:`~rankcollapse.book.pages.theorem1`,
