@@ -21,8 +21,8 @@ from dataclasses import replace
 import pandas as pd
 
 from rankcollapse.book.labels import mask_label
-from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, mask_radius, paired_sides,
-                                            times_floor)
+from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, mask_radius,
+                                            paired_sides, times_floor)
 from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, decomposition_claims,
                                                     decomposition_frame)
 from rankcollapse.book.pages._fig2_controls import control_claims, controls_headline, controls_numbers
@@ -56,10 +56,10 @@ def configure(parameters: dict) -> dict[str, Run]:
     biases (the same draws), the paper's masks and the no-mixing ``self`` mask, the page's norms;
     ``pretrained_self``: the pretrained weights under the ``self`` mask. ``seed_<k>`` for
     k = 1 .. n_weight_seeds - 1: the initialized stacks of ``controls`` again with weight seed ``seed + k``
-    (the samples stay those of ``seed``), pure attention and the paper's D only. ``decomposition``: pure attention
-    under the paper's four masks on the controls' samples, initialized (with and without biases) and pretrained,
-    recording each layer's decomposition of mu into the value maps' gain and attention's contraction
-    (``attention_stats``; slower: every attention matrix is formed).
+    (the samples stay those of ``seed``), pure attention and the paper's D only. ``decomposition``: pure
+    attention under the paper's four masks on the controls' samples, initialized (with and without biases) and
+    pretrained, recording each layer's decomposition of mu into the value maps' gain and attention's
+    contraction (``attention_stats``; slower: every attention matrix is formed).
     """
     own = computing(parameters, *CONTROL_PAGE_PARAMETERS)
     runs = {"main": Run(experiment_config(own, **FIXED))}
@@ -70,7 +70,8 @@ def configure(parameters: dict) -> dict[str, Run]:
     check_int("n_weight_seeds", n_seeds, 1, 100)
     controls = {**own, "n_samples": n_controls}
     runs["controls"] = Run(experiment_config(controls, **FIXED, weights=INITIALIZED, masks=CONTROL_MASKS))
-    runs["pretrained_self"] = Run(experiment_config(controls, **FIXED, weights=("pretrained",), masks=("self",)))
+    runs["pretrained_self"] = Run(experiment_config(controls, **FIXED, weights=("pretrained",),
+                                                    masks=("self",)))
     for k in range(1, n_seeds):
         runs[f"seed_{k}"] = Run(experiment_config({**controls, "weight_seed": own.get("seed", 0) + k},
                                                   weights=INITIALIZED, masks=CONTROL_MASKS, norms=SEED_NORMS))
@@ -136,28 +137,32 @@ def claims(table: pd.DataFrame, n_tokens: int, samples: SampleValues | None = No
     rows = []
     for weights in ("initialized", "pretrained"):
         rows.append(curves_claim("Pure masked attention collapses exponentially", "Fig. 2 caption",
-                                 f"{weights} weights, pure attention: late-layer rate of μ/‖X‖_F per mask", table,
-                                 COLLAPSES, "masks collapse", weights=weights, variant="SAN", norm="none"))
+                                 f"{weights} weights, pure attention: late-layer rate of μ/‖X‖_F "
+                                 "per mask", table, COLLAPSES, "masks collapse", weights=weights,
+                                 variant="SAN", norm="none"))
     init = dict(weights="initialized", variant="SAN")
     rates = {r.mask: mean_rate(r.curve) for r in select_curves(table, norm="none", **init).itertuples()}
     pure = {m: side(table, samples, m, mask=m, norm="none", **init) for m in rates}
     rows.append(_rate_spread_claim(pure, rates))
     rows.append(_radius_claim(pure, rates, table, n_tokens))
-    for norm, words in (("unit", "the paper's D (unit norm)"), ("model", "LayerNorm as a fresh model has it (no affine)")):
-        rows.append(curves_claim("Adding LayerNorm alone stops μ → 0 at random initialization", "Fig. 2 caption",
-                                 f"initialized, {words}: μ/‖X‖_F stays away from 0", table, STABLE,
-                                 "masks keep μ/‖X‖_F", norm=norm, **init))
+    for norm, words in (("unit", "the paper's D (unit norm)"),
+                        ("model", "LayerNorm as a fresh model has it (no affine)")):
+        rows.append(curves_claim("Adding LayerNorm alone stops μ → 0 at random initialization",
+                                 "Fig. 2 caption", f"initialized, {words}: μ/‖X‖_F stays away from 0",
+                                 table, STABLE, "masks keep μ/‖X‖_F", norm=norm, **init))
         rows.append(against("... LayerNorm slows collapse against pure attention", "Fig. 2 caption",
-                            f"initialized, {words}: late per-layer factor of μ/‖X‖_F over pure attention's (the "
-                            "baseline)", paired_sides(table, samples, dict(norm=norm, **init),
-                                                      dict(norm="none", **init), (NORM_LABELS[norm], "pure attention"))))
+                            f"initialized, {words}: late per-layer factor of μ/‖X‖_F over pure "
+                            "attention's (the baseline)",
+                            paired_sides(table, samples, dict(norm=norm, **init), dict(norm="none", **init),
+                                         (NORM_LABELS[norm], "pure attention"))))
     pre = dict(weights="pretrained", variant="SAN")
-    rows.append(curves_claim("In pretrained models LayerNorm helps (together with the other components)", "Fig. 2 caption",
-                             "pretrained, the model's own trained LayerNorm (γ, β): μ/‖X‖_F stays away from 0", table,
-                             STABLE, "masks keep μ/‖X‖_F", norm="model", **pre))
+    rows.append(curves_claim("In pretrained models LayerNorm helps (together with the other components)",
+                             "Fig. 2 caption", "pretrained, the model's own trained LayerNorm (γ, β): "
+                             "μ/‖X‖_F stays away from 0", table, STABLE, "masks keep μ/‖X‖_F",
+                             norm="model", **pre))
     rows.append(against("... the trained LayerNorm slows collapse against pure attention", "Fig. 2 caption",
-                        "pretrained, the model's own LayerNorm: late per-layer factor of μ/‖X‖_F over pure "
-                        "attention's with the same weights (the baseline)",
+                        "pretrained, the model's own LayerNorm: late per-layer factor of μ/‖X‖_F over "
+                        "pure attention's with the same weights (the baseline)",
                         paired_sides(table, samples, dict(norm="model", **pre), dict(norm="none", **pre),
                                      ("own LayerNorm", "pure attention"))))
     return rows
@@ -165,17 +170,18 @@ def claims(table: pd.DataFrame, n_tokens: int, samples: SampleValues | None = No
 
 def _rate_spread_claim(pure: dict[str, Side], rates: dict[str, float]) -> Claim:
     """"... at a rate that depends on the mask": in the column of the mask whose median curve decays slowest
-    (by its mean rate, ``rates``), its late per-layer factor over the fastest one's, with its interval (the two
-    are picked on the same data, so the effect is an upper estimate of the spread)."""
+    (by its mean rate, ``rates``), its late per-layer factor over the fastest one's, with its interval (the
+    two are picked on the same data, so the effect is an upper estimate of the spread)."""
     slowest, fastest = min(rates, key=rates.get), max(rates, key=rates.get)
     return robust(lambda t: effect_claim(
         "... at a rate that depends on the mask", "Fig. 2 caption",
-        f"initialized pure attention: late per-layer factor of the slowest mask over the fastest ({fastest}; mean "
-        "rates " + ", ".join(f"{m}: {r:.3g}" for m, r in rates.items()) + ")",
+        f"initialized pure attention: late per-layer factor of the slowest mask over the fastest "
+        f"({fastest}; mean rates " + ", ".join(f"{m}: {r:.3g}" for m, r in rates.items()) + ")",
         [effect_cell(slowest, late_factor(pure[slowest], pure[fastest], t), +1, t)]))
 
 
-def _radius_claim(pure: dict[str, Side], rates: dict[str, float], table: pd.DataFrame, n_tokens: int) -> Claim:
+def _radius_claim(pure: dict[str, Side], rates: dict[str, float], table: pd.DataFrame,
+                  n_tokens: int) -> Claim:
     """Theorem 1's reading of Fig. 2, a larger radius slows collapse: in the column of every mask whose radius
     is not the smallest, its late per-layer factor over the slowest (by mean rate, ``rates``) of the masks of
     smaller radius, the hardest of those comparisons (above 1: slower)."""
@@ -185,13 +191,17 @@ def _radius_claim(pure: dict[str, Side], rates: dict[str, float], table: pd.Data
                if any(radius[b] < radius[m] for b in pure)}
     return robust(lambda t: effect_claim(
         "A larger mask radius slows collapse", "Theorem 1",
-        "initialized pure attention: late per-layer factor of each mask over the slowest mask of smaller radius ("
-        + ", ".join(f"{m}: r = {radius[m]}" + (f", against {against[m]}" if m in against else "") for m in pure) + ")",
+        "initialized pure attention: late per-layer factor of each mask over the slowest mask of smaller "
+        "radius ("
+        + ", ".join(f"{m}: r = {radius[m]}" + (f", against {against[m]}" if m in against else "")
+                    for m in pure)
+        + ")",
         [effect_cell(m, late_factor(pure[m], pure[b], t), +1, t) for m, b in against.items()]))
 
 
 def _weight_seed(parameters: dict) -> int:
-    """The seed a stored run's initialized weights were drawn with (``weight_seed``, else the samples' ``seed``)."""
+    """The seed a stored run's initialized weights were drawn with (``weight_seed``, else the samples'
+    ``seed``)."""
     return int(parameters["seed"] if parameters.get("weight_seed") is None else parameters["weight_seed"])
 
 
@@ -203,15 +213,16 @@ def seed_results(results: dict[str, object]) -> dict[int, StoredResult]:
 
 
 def decomposition(result: StoredResult) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The ``decomposition`` part read per layer (:func:`rankcollapse.book.pages._decomposition.decomposition_frame`)
-    and its shares of the decay (:func:`rankcollapse.book.pages._decomposition.decay_shares`)."""
+    """The ``decomposition`` part read per layer
+    (:func:`rankcollapse.book.pages._decomposition.decomposition_frame`) and its shares of the decay
+    (:func:`rankcollapse.book.pages._decomposition.decay_shares`)."""
     frame = decomposition_frame(result.table)
     frame["mask"] = frame["mask"].map(mask_label)  # the figure's legend and the claims name masks in words
     return frame, decay_shares(frame)
 
 
-DECOMPOSED_WORDS = {"initialized": "initialized with biases", "initialized_nobias": "initialized without biases",
-                    "pretrained": "pretrained"}
+DECOMPOSED_WORDS = {"initialized": "initialized with biases",
+                    "initialized_nobias": "initialized without biases", "pretrained": "pretrained"}
 
 
 def decomposition_summary(shares: pd.DataFrame) -> str:
