@@ -37,7 +37,8 @@ def _paper_curves(table: pd.DataFrame, thresholds: Thresholds = DEFAULTS, **labe
     return curves[curves["mask"].isin(masks.PAPER_MASKS)]
 
 
-def _agree(table: pd.DataFrame, expected: str, thresholds: Thresholds = DEFAULTS, **labels) -> tuple[int, int]:
+def _agree(table: pd.DataFrame, expected: str, thresholds: Thresholds = DEFAULTS,
+           **labels) -> tuple[int, int]:
     """How many of the paper's masks show ``expected`` (deciding curves: off the floor), of how many."""
     claim = claim_verdict(expected, list(_paper_curves(table, thresholds, **labels)["curve"]))
     return claim.n_agree, claim.n_deciding
@@ -45,18 +46,21 @@ def _agree(table: pd.DataFrame, expected: str, thresholds: Thresholds = DEFAULTS
 
 def _self_rate(table: pd.DataFrame, weights: str, norm: str) -> float:
     """Mean rate of μ/‖X‖_F per layer of the no-mixing control."""
-    return mean_rate(select_curves(table, weights=weights, variant="SAN", norm=norm, mask="self")["curve"].iloc[0])
+    return mean_rate(select_curves(table, weights=weights, variant="SAN", norm=norm,
+                                   mask="self")["curve"].iloc[0])
 
 
 def value_map_shares(controls: pd.DataFrame, weights: str) -> dict[str, float]:
     """Per paper mask, the no-mixing control's mean rate of μ/‖X‖_F over the mask's own (pure attention):
     the share of the mask's decay that the value maps (and biases) give without any mixing of tokens."""
     own = _self_rate(controls, weights, "none")
-    rates = {r.mask: mean_rate(r.curve) for r in _paper_curves(controls, weights=weights, norm="none").itertuples()}
+    rates = {r.mask: mean_rate(r.curve)
+             for r in _paper_curves(controls, weights=weights, norm="none").itertuples()}
     return {mask: own / rate for mask, rate in rates.items() if rate > 0}  # masks whose curve decays
 
 
-def controls_numbers(controls: pd.DataFrame, pretrained_self: pd.DataFrame, main: pd.DataFrame) -> dict[str, object]:
+def controls_numbers(controls: pd.DataFrame, pretrained_self: pd.DataFrame,
+                     main: pd.DataFrame) -> dict[str, object]:
     """The numbers of the controls paragraph: per bias verdict the counts with and without biases, the
     no-mixing rates and the value maps' share of each mask's decay, the pretrained no-mixing rate."""
     out: dict[str, object] = {"n_samples_controls": int(controls["n_samples"].iloc[0]),
@@ -69,8 +73,10 @@ def controls_numbers(controls: pd.DataFrame, pretrained_self: pd.DataFrame, main
     for w in BIAS_SOURCES:
         out[f"self_rate_{w}"] = _self_rate(controls, w, "none")
         shares = value_map_shares(controls, w)
-        out[f"share_min_{w}"], out[f"share_max_{w}"] = min(shares.values(), default=math.nan), max(shares.values(), default=math.nan)
-    pre_rates = [mean_rate(r.curve) for r in _paper_curves(main, weights="pretrained", norm="none").itertuples()]
+        out[f"share_min_{w}"], out[f"share_max_{w}"] = (min(shares.values(), default=math.nan),
+                                                        max(shares.values(), default=math.nan))
+    pre_rates = [mean_rate(r.curve)
+                 for r in _paper_curves(main, weights="pretrained", norm="none").itertuples()]
     out["self_rate_pretrained"] = _self_rate(pretrained_self, "pretrained", "none")
     out["pretrained_rate_min"], out["pretrained_rate_max"] = min(pre_rates), max(pre_rates)
     return out
@@ -86,8 +92,8 @@ def _percent(x: float) -> str:
 
 
 def _no_mixing_words(found: dict[str, object], weights: str) -> str:
-    """What the no-mixing control does to μ/‖X‖_F for one weight source: its mean rate and, where it decays,
-    its share of the masks' own mean rates (the value maps' and biases' share of the decay)."""
+    """What the no-mixing control does to μ/‖X‖_F for one weight source: its mean rate and, where it
+    decays, its share of the masks' own mean rates (the value maps' and biases' share of the decay)."""
     rate = found[f"self_rate_{weights}"]
     if rate <= 0 or math.isnan(found[f"share_min_{weights}"]):
         return f"does not fall (mean rate {rate:.2g} per layer: none of the masks' decay)"
@@ -101,28 +107,34 @@ def controls_headline(found: dict[str, object]) -> str:
     changed, kept = [], []
     for norm, _, words in BIAS_VERDICTS:
         counts = [(found[f"{norm}_{w}_agree"], found[f"{norm}_{w}_of"]) for w in BIAS_SOURCES]
-        text = f"{words} under {counts[0][0]} of {counts[0][1]} masks with biases, {counts[1][0]} of {counts[1][1]} without"
+        text = (f"{words} under {counts[0][0]} of {counts[0][1]} masks with biases, {counts[1][0]} of "
+                f"{counts[1][1]} without")
         (changed if counts[0] != counts[1] else kept).append(text)
     stable = found.get("stable_without_biases", [])
     verdicts = (f"Dropping the biases (the same seeded weights; the theory's SAN has none) changes "
                 f"{len(changed)} of {len(BIAS_VERDICTS)} verdicts at initialization"
                 + (f": {'; '.join(changed)}" if changed else "")
-                + (f". Without biases pure attention is stable under the {' and the '.join(map(mask_label, stable))}"
+                + (f". Without biases pure attention is stable under the "
+                   f"{' and the '.join(map(mask_label, stable))}"
                    if stable else "")
                 + (f". Unchanged: {'; '.join(kept)}" if kept else "") + ".")
     mixing = (f"With no mixing at all (each token attends only to itself, the same weights), μ/‖X‖_F "
-              f"{_no_mixing_words(found, 'initialized')} with biases and {_no_mixing_words(found, 'initialized_nobias')} "
-              f"without. With the pretrained weights no mixing gives a mean rate of {found['self_rate_pretrained']:.3g} "
-              f"per layer, against {found['pretrained_rate_min']:.3g} to {found['pretrained_rate_max']:.3g} under the "
+              f"{_no_mixing_words(found, 'initialized')} with biases and "
+              f"{_no_mixing_words(found, 'initialized_nobias')} without. With the pretrained weights "
+              f"no mixing gives a mean rate of {found['self_rate_pretrained']:.3g} per layer, against "
+              f"{found['pretrained_rate_min']:.3g} to {found['pretrained_rate_max']:.3g} under the "
               f"paper's masks.")
-    return (f"**Controls** ({found['n_samples_controls']} samples, {found['n_layers']} layers). {verdicts} {mixing}")
+    return (f"**Controls** ({found['n_samples_controls']} samples, {found['n_layers']} layers). "
+            f"{verdicts} {mixing}")
 
 
-def _by_attention(controls: pd.DataFrame, weights: str, thresholds: Thresholds = DEFAULTS) -> tuple[int, int, str]:
+def _by_attention(controls: pd.DataFrame, weights: str,
+                  thresholds: Thresholds = DEFAULTS) -> tuple[int, int, str]:
     """This page's rule for "attention collapses the tokens" (not in :mod:`rankcollapse.verdicts.rules`): a
     mask's pure-attention curve collapses while the no-mixing control of the same weights does not. Returns
     how many of the paper's masks pass, of how many, and the control's words."""
-    own = select_curves(controls, thresholds, weights=weights, variant="SAN", norm="none", mask="self")["curve"].iloc[0]
+    own = select_curves(controls, thresholds, weights=weights, variant="SAN", norm="none",
+                        mask="self")["curve"].iloc[0]
     curves = _paper_curves(controls, thresholds, weights=weights, norm="none")
     passed = sum(r.curve.collapses and not own.collapses for r in curves.itertuples())
     return passed, len(curves), own.words
@@ -136,18 +148,21 @@ def _by_attention_claim(table: pd.DataFrame, thresholds: Thresholds) -> Claim:
                  "Fig. 2 caption", "initialized pure attention: masks that collapse while the no-mixing "
                  "control of the same weights does not (this page's rule; decided without biases)",
                  HOLDS if n[0] == n[1] else PARTLY if n[0] else FAILS,
-                 "; ".join(f"{BIAS_WORDS[w]}: {a} of {b} (no mixing {words})" for w, (a, b, words) in counts.items()))
+                 "; ".join(f"{BIAS_WORDS[w]}: {a} of {b} (no mixing {words})"
+                           for w, (a, b, words) in counts.items()))
 
 
-def _seeds_claim(seeds: dict[int, StoredResult], norm: str, expected: str, words: str, thresholds: Thresholds) -> Claim:
-    """Without biases, the count of the paper's masks showing ``expected`` under ``norm`` is the same for every
-    weight seed."""
+def _seeds_claim(seeds: dict[int, StoredResult], norm: str, expected: str, words: str,
+                 thresholds: Thresholds) -> Claim:
+    """Without biases, the count of the paper's masks showing ``expected`` under ``norm`` is the same for
+    every weight seed."""
     agree = {seed: _agree(r.table, expected, thresholds, weights="initialized_nobias", norm=norm)
              for seed, r in seeds.items()}
     return Claim(f"Without biases, {words}: the same count over weight seeds", "issue 21 (seeds)",
                  f"initialized without biases, {len(seeds)} weight seeds, the paper's masks",
                  HOLDS if len(set(agree.values())) == 1 else PARTLY,
                  ", ".join(f"seed {s}: {a} of {b}" for s, (a, b) in agree.items()))
+
 
 def _bias_sides(result: StoredResult, norm: str = "none") -> dict[str, tuple[Side, Side]]:
     """Per paper mask: (the stack without biases, the same draws with biases), ``norm``, μ/‖X‖_F."""
@@ -157,35 +172,43 @@ def _bias_sides(result: StoredResult, norm: str = "none") -> dict[str, tuple[Sid
 
 
 def control_claims(seeds: dict[int, StoredResult]) -> list[Claim]:
-    """The claims decided on the controls (the first of ``seeds``, :func:`seed_results`): initialized pure
-    attention collapses without biases and against the no-mixing control, LayerNorm on the stack without
-    biases, the biases' and the mixing's effects with intervals (bootstrap over the controls' samples), and
-    the counts and the bias effect over the weight seeds."""
+    """The claims decided on the controls (the first of ``seeds``,
+    :func:`rankcollapse.book.pages.fig2.seed_results`): initialized pure attention collapses without biases
+    and against the no-mixing control, LayerNorm on the stack without biases, the biases' and the mixing's
+    effects with intervals (bootstrap over the controls' samples), and the counts and the bias effect over the
+    weight seeds."""
     controls = next(iter(seeds.values()))
     table, samples = controls.table, controls.samples
     rows = []
-    rows.append(rates_claim("Pure masked attention collapses exponentially (control: no biases)", "Fig. 2 caption",
+    rows.append(rates_claim("Pure masked attention collapses exponentially (control: no biases)",
+                            "Fig. 2 caption",
                             "initialized without biases (the SAN of the theory), pure attention",
-                            _paper_curves(table, weights="initialized_nobias", norm="none"), COLLAPSES, "masks collapse"))
-    rows.append(against("The biases, not attention, drive the initialized decay (control: no biases)", "issue 21",
-                        "initialized pure attention: late per-layer factor of μ/‖X‖_F without biases over with "
-                        "them (the same draws; the baseline)", _bias_sides(controls)))
+                            _paper_curves(table, weights="initialized_nobias", norm="none"), COLLAPSES,
+                            "masks collapse"))
+    rows.append(against("The biases, not attention, drive the initialized decay (control: no biases)",
+                        "issue 21", "initialized pure attention: late per-layer factor of μ/‖X‖_F "
+                        "without biases over with them (the same draws; the baseline)",
+                        _bias_sides(controls)))
     rows.append(robust(lambda t: _by_attention_claim(table, t)))
     nobias = dict(weights="initialized_nobias", variant="SAN", norm="none")
     own = side(table, samples, "no mixing", mask="self", **nobias)
     mixing = {m: (own, side(table, samples, m, mask=m, **nobias)) for m in masks.PAPER_MASKS}
     rows.append(against("... mixing by the mask decays faster than no mixing (control: no mixing, no biases)",
-                        "Fig. 2 caption", "initialized without biases, pure attention: late per-layer factor of the "
-                        "no-mixing control over the mask's (the baseline; above 1: the mask's mixing decays faster)",
-                        mixing))
-    rows.append(rates_claim("Adding LayerNorm alone stops μ → 0 at random initialization (control: no biases)",
-                            "Fig. 2 caption", "initialized without biases, the paper's D",
-                            _paper_curves(table, weights="initialized_nobias", norm="unit"), STABLE, "masks keep μ/‖X‖_F"))
-    for norm, expected, words in BIAS_VERDICTS[:2]:  # the seed replicates run pure attention and the paper's D
-        rows.append(robust(lambda t, norm=norm, expected=expected, words=words: _seeds_claim(seeds, norm, expected, words, t)))
+                        "Fig. 2 caption", "initialized without biases, pure attention: late per-layer "
+                        "factor of the no-mixing control over the mask's (the baseline; above 1: the mask's "
+                        "mixing decays faster)", mixing))
+    rows.append(rates_claim("Adding LayerNorm alone stops μ → 0 at random initialization "
+                            "(control: no biases)", "Fig. 2 caption",
+                            "initialized without biases, the paper's D",
+                            _paper_curves(table, weights="initialized_nobias", norm="unit"), STABLE,
+                            "masks keep μ/‖X‖_F"))
+    # the seed replicates run pure attention and the paper's D
+    for norm, expected, words in BIAS_VERDICTS[:2]:
+        rows.append(robust(lambda t, norm=norm, expected=expected, words=words:
+                           _seeds_claim(seeds, norm, expected, words, t)))
     for seed, result in list(seeds.items())[1:]:
-        rows.append(against(f"The biases drive the initialized decay (weight seed {seed})", "issue 21 (seeds)",
-                            "initialized pure attention: as in row 2, the weights drawn with this seed; intervals "
-                            "over its samples",
+        rows.append(against(f"The biases drive the initialized decay (weight seed {seed})",
+                            "issue 21 (seeds)", "initialized pure attention: as in row 2, the weights drawn "
+                            "with this seed; intervals over its samples",
                             _bias_sides(result)))
     return rows
