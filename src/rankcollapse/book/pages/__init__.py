@@ -14,7 +14,8 @@ displays: the page's one call, :func:`rankcollapse.book.report.present`, glues w
   :mod:`~rankcollapse.book.pages.fig4`, :mod:`~rankcollapse.book.pages.appendix_g1`;
 - the authors' response: :mod:`~rankcollapse.book.pages.sample_size`,
   :mod:`~rankcollapse.book.pages.skip_connections`, :mod:`~rankcollapse.book.pages.pretrained_panels`,
-  :mod:`~rankcollapse.book.pages.reviewers` (computes in its own module and reads the Fig. 2-4 sweeps);
+  :mod:`~rankcollapse.book.pages.reviewers` (computes in
+  :mod:`~rankcollapse.book.pages._reviewers_theory` and reads the Fig. 2-4 sweeps);
 - beyond the paper: :mod:`~rankcollapse.book.pages.mask_design`,
   :mod:`~rankcollapse.book.pages.rmsnorm_decoders`, :mod:`~rankcollapse.book.pages.sliding_window_model`,
   :mod:`~rankcollapse.book.pages.large_models`.
