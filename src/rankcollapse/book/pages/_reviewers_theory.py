@@ -20,12 +20,14 @@ from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_SAMPLES, MAX_SEED, MAX_TOKENS
 from rankcollapse.core import masks, metrics
-from rankcollapse.core.checks import check_choice, check_choices, check_int, check_ints, check_numbers, check_temperature, freeze_lists
+from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_ints, check_numbers,
+                                      check_temperature, freeze_lists)
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import fit_decay_rate
 from rankcollapse.theory import counterexample as ce
 from rankcollapse.theory import rates
-from rankcollapse.theory.dynamics import DynamicsConfig, SystemConfig, linear_rate, sample_system, summarize_collapse
+from rankcollapse.theory.dynamics import (DynamicsConfig, SystemConfig, linear_rate, sample_system,
+                                          summarize_collapse)
 
 WIDTH_LAWS = ("orthogonal", "gaussian", "uniform")  # value-weight laws of the width sweep (Q2)
 
@@ -76,8 +78,9 @@ class ReviewersConfig:
 
     def system(self, **changes: object) -> SystemConfig:
         """Q4's random system (``changes`` override fields)."""
-        return SystemConfig(**{"n_tokens": self.n_tokens, "d_model": self.d_model, "n_samples": self.n_samples,
-                               "seed": self.seed, "dtype": self.dtype, **changes})
+        return SystemConfig(**{"n_tokens": self.n_tokens, "d_model": self.d_model,
+                               "n_samples": self.n_samples, "seed": self.seed, "dtype": self.dtype,
+                               **changes})
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,8 @@ class ReviewersResult:
     linear_log_mu: dict[str, Tensor]  # linear case per mask (median over samples, exact)
     jordan: pd.DataFrame  # rank of (A - lambda I)^k per power k, for the window's repeated eigenvalue
     rotated: dict[float, Tensor]  # rotated counterexample's trajectory per angle (first start)
-    rotation_table: pd.DataFrame  # per angle: identity gap, token 1's limit (0, 1) Z, its smallest |coordinate|
+    # per angle: identity gap, token 1's limit (0, 1) Z, its smallest |coordinate|
+    rotation_table: pd.DataFrame
     path_s: Tensor  # the path parameter  [point]
     path_mu: Tensor  # mu at each depth along the path
     widths: pd.DataFrame  # per mask, law, width, seed: fitted rate (NaN: no decay measured)
@@ -131,9 +135,11 @@ def _rotations(config: ReviewersConfig) -> tuple[dict[float, Tensor], pd.DataFra
     paths, rows = {}, []
     for angle in config.rotations:
         Z = ce.rotation_matrix(angle)
-        paths[angle] = ce.run_pair(X0[:1] @ Z, Z.T @ W @ Z, config.pair_layers).states[0]  # [layer + 1, token, 2]
+        paths[angle] = ce.run_pair(X0[:1] @ Z, Z.T @ W @ Z,
+                                   config.pair_layers).states[0]  # [layer + 1, token, 2]
         limit = v1 @ Z  # [2]
-        rows.append({"angle": angle, "max_t ‖X_Z(t) − X(t)Z‖": ce.rotation_invariance_gap(X0, W, Z, config.pair_layers),
+        rows.append({"angle": angle,
+                     "max_t ‖X_Z(t) − X(t)Z‖": ce.rotation_invariance_gap(X0, W, Z, config.pair_layers),
                      "token 1 limit x": float(limit[0]), "token 1 limit y": float(limit[1]),
                      "smallest |coordinate|": float(limit.abs().min()),
                      "token 1 at its limit": float((paths[angle][-1, 0] - limit).norm())})
@@ -147,9 +153,11 @@ def _path(config: ReviewersConfig) -> tuple[Tensor, Tensor, dict[str, object]]:
     B = next(q for q in ce.token2_fixed_points(W1, v1) if q.stable and abs(q.point[0]) > 1e-9)
     X0 = torch.stack([v1, torch.tensor(B.point, dtype=torch.float64)])[None]  # [1, token, 2]
     s = torch.linspace(0, 1, config.path_points, dtype=torch.float64)
-    mu = torch.stack([ce.path_mu(X0, W0, W1, s, depth)[:, 0] for depth in config.path_depths])  # [depth, point]
-    analytic = ce.locate_switch(lambda x: torch.tensor([ce.has_second_stable_point(ce.value_path(W0, W1, float(v)))
-                                                        for v in x]), 0.0, 1.0, config.bisection_rounds)
+    mu = torch.stack([ce.path_mu(X0, W0, W1, s, depth)[:, 0]
+                      for depth in config.path_depths])  # [depth, point]
+    analytic = ce.locate_switch(
+        lambda x: torch.tensor([ce.has_second_stable_point(ce.value_path(W0, W1, float(v))) for v in x]),
+        0.0, 1.0, config.bisection_rounds)
     deepest = max(config.path_depths)
     apart = ce.locate_switch(lambda x: ce.path_mu(X0, W0, W1, x, deepest)[:, 0] > 1e-3, 0.0, 1.0,
                              config.bisection_rounds)
@@ -167,7 +175,8 @@ def _widths(config: ReviewersConfig) -> pd.DataFrame:
     layer = DynamicsConfig(norm="unit")
     rows = []
     for name in config.width_masks:
-        mask = masks.build_mask(name, config.n_tokens, config.window if name in masks.WINDOWED_MASKS else None)
+        mask = masks.build_mask(name, config.n_tokens,
+                                config.window if name in masks.WINDOWED_MASKS else None)
         for d in config.widths:
             for law in WIDTH_LAWS:
                 system = SystemConfig(n_tokens=config.n_tokens, d_model=d, n_layers=config.width_layers,
@@ -219,13 +228,15 @@ def _rate_numbers(config: ReviewersConfig, complete: Tensor, linear: dict[str, T
 
 def _rotation_numbers(table: pd.DataFrame) -> dict[str, object]:
     return {"rotation_max_gap": float(table["max_t ‖X_Z(t) − X(t)Z‖"].max()),
-            "rotation_min_coordinate": float(table["smallest |coordinate|"].min()), "rotation_count": len(table)}
+            "rotation_min_coordinate": float(table["smallest |coordinate|"].min()),
+            "rotation_count": len(table)}
 
 
 def width_gaps(widths: pd.DataFrame) -> pd.DataFrame:
     """Per mask, law and width: the median rate over seeds and its relative gap ``|rate / orthogonal - 1|``
     to the orthogonal W_V of the same mask and width."""
-    median = widths.groupby(["mask", "law", "width"], sort=False)["rate"].median().rename("rate").reset_index()
+    median = (widths.groupby(["mask", "law", "width"], sort=False)["rate"].median().rename("rate")
+              .reset_index())
     orthogonal = median[median["law"] == "orthogonal"].set_index(["mask", "width"])["rate"]
     reference = orthogonal.reindex(pd.MultiIndex.from_frame(median[["mask", "width"]])).to_numpy()
     return median.assign(gap=(median["rate"] / reference - 1).abs())

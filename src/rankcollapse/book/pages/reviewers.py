@@ -36,7 +36,8 @@ from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim, markdown_t
 
 FIG2_PREFIX = "fig2_"  # the page's parameters of the Fig. 2 sweep it reads (Q1) carry this prefix
 FIG2_DISPLAY = "fig2_show_largest"  # display only: show the largest stored Fig. 2 run of these parameters
-FIG3_TEMPERATURES = "fig3_temperatures"  # the d_QK values of the Fig. 3 sweep read for the temperature question
+# the d_QK values of the Fig. 3 sweep read for the temperature question
+FIG3_TEMPERATURES = "fig3_temperatures"
 WIDTH_GAP = 0.15  # a median rate within this relative gap of the orthogonal one counts as the same rate
 
 
@@ -44,7 +45,8 @@ def configure(parameters: dict) -> dict[str, object]:
     """The page's own config (``main``) and the Fig. 2, Fig. 3 and Fig. 4 sweeps on the ``fig2_`` parameters
     (Fig. 3 with ``fig3_temperatures``), stored as those pages' own."""
     own = {k: v for k, v in parameters.items() if not k.startswith((FIG2_PREFIX, FIG3_TEMPERATURES))}
-    fig2 = {k[len(FIG2_PREFIX):]: v for k, v in parameters.items() if k.startswith(FIG2_PREFIX) and k != FIG2_DISPLAY}
+    fig2 = {k[len(FIG2_PREFIX):]: v for k, v in parameters.items()
+            if k.startswith(FIG2_PREFIX) and k != FIG2_DISPLAY}
     fig3 = {**fig2, "temperatures": parameters.get(FIG3_TEMPERATURES)}  # its default: the parameters cell
     return {"main": ReviewersConfig(**own), "fig2": Run(experiment_config(fig2, **FIG2), "fig2"),
             "fig3": Run(experiment_config(fig3, **FIG3), "fig3"),
@@ -122,42 +124,49 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
         ("doubly exponential", "exponential")
     linear_ok = abs(n["causal_ratio_40"] - n["causal_lambda2"]) < 1e-6
     return {
-        "q1": Claim("With LayerNorm X does not go to 0; without it, it depends on the mask, inputs and weights",
+        "q1": Claim("With LayerNorm X does not go to 0; without it, it depends on the mask, inputs and "
+                    "weights",
                     "response Q1", "Fig. 2's curves classified by the trends of ‖X‖_F and μ/‖X‖_F",
                     q1, f"LayerNorm: {ln_zero} of {q['q1_normed']} to zero; without: "
                         + "; ".join(f"{(pure['limit'] == k).sum()} {k}" for k in pure_kinds)),
-        "q2": Claim("Theorem 2 extends to i.i.d. Gaussian or uniform W_V in the large-width limit", "response Q2",
-                    "LayerNorm D: share of runs where μ decays; largest gap of the median rate to orthogonal W_V",
+        "q2": Claim("Theorem 2 extends to i.i.d. Gaussian or uniform W_V in the large-width limit",
+                    "response Q2", "LayerNorm D: share of runs where μ decays; largest gap of the median "
+                    "rate to orthogonal W_V",
                     HOLDS if n["width_decaying"] == 1 and n["width_gap_large"] < WIDTH_GAP else
                     PARTLY if n["width_decaying"] > 0.5 else FAILS,
                     f"{100 * n['width_decaying']:.0f} % decay; gap {100 * n['width_gap_small']:.0f} % at d = "
                     f"{n['width_smallest']}, {100 * n['width_gap_large']:.0f} % at d = {n['width_largest']} "
-                    f"({n['width_mask']}: {n['width_rate_gaussian']:.3g} Gaussian, {n['width_rate_uniform']:.3g} "
-                    f"uniform, {n['width_rate_orthogonal']:.3g} orthogonal)"),
+                    f"({n['width_mask']}: {n['width_rate_gaussian']:.3g} Gaussian, "
+                    f"{n['width_rate_uniform']:.3g} uniform, {n['width_rate_orthogonal']:.3g} orthogonal)"),
         "temperature": Claim("Once the tokens align, the temperature matters less (initialized models)",
-                             "response W2", "rank correlation over masks and layers of the per-layer temperature "
-                             "effect with the mean absolute cosine entering the layer (initialized)",
+                             "response W2", "rank correlation over masks and layers of the per-layer "
+                             "temperature effect with the mean absolute cosine entering the layer "
+                             "(initialized)",
                              HOLDS if temperature["temp_initialized_correlation"] < -0.5 else
                              PARTLY if temperature["temp_initialized_correlation"] < 0 else FAILS,
                              f"{temperature['temp_initialized_correlation']:.2f}; effect "
                              f"{temperature['temp_initialized_early_effect']:.2g} → "
-                             f"{temperature['temp_initialized_late_effect']:.2g} per layer while the mean absolute cosine goes "
-                             f"{temperature['temp_initialized_early_cosine']:.2f} → "
+                             f"{temperature['temp_initialized_late_effect']:.2g} per layer while the mean "
+                             f"absolute cosine goes {temperature['temp_initialized_early_cosine']:.2f} → "
                              f"{temperature['temp_initialized_late_cosine']:.2f}"),
-        "local": Claim("A local window slows collapse compared with the causal mask", "paper §5; reviewer question",
-                       "Fig. 2: (weights, norm) pairs where a window's mean rate of μ/‖X‖_F is below the causal one",
+        "local": Claim("A local window slows collapse compared with the causal mask",
+                       "paper §5; reviewer question", "Fig. 2: (weights, norm) pairs where a window's mean "
+                       "rate of μ/‖X‖_F is below the causal one",
                        HOLDS if slower.all() else PARTLY if slower.any() else FAILS,
                        f"{int(slower.sum())} of {slower.size} (window, weights, norm)"),
         "q4": Claim("The exponential rate is tight: linear systems cannot collapse doubly exponentially",
-                    "response Q4", "log(−log μ) slope per layer; linear causal per-layer ratio at layer 40",
+                    "response Q4",
+                    "log(−log μ) slope per layer; linear causal per-layer ratio at layer 40",
                     HOLDS if double and linear_ok else PARTLY if linear_ok else FAILS,
                     f"complete mask with logits {n['complete_loglog_slope']:.3f} "
-                    f"({rates.decay_shape(n['complete_loglog_slope'])}), linear {n['linear_loglog_slope']:.3f} "
-                    f"({rates.decay_shape(n['linear_loglog_slope'])}); ratio {n['causal_ratio_40']:.7f}, second eigenvalue "
-                    f"{n['causal_lambda2']:.3g}"),
-        "q2_rotation": Claim("The counterexample does not rely on a zero activation of token 1", "response Q2 (W4)",
-                             "rotated instances Z^T W Z: largest gap to X(t) Z; smallest absolute coordinate of (0, 1) Z",
-                             HOLDS if n["rotation_max_gap"] < 1e-12 and n["rotation_min_coordinate"] > 1e-3 else FAILS,
+                    f"({rates.decay_shape(n['complete_loglog_slope'])}), linear "
+                    f"{n['linear_loglog_slope']:.3f} ({rates.decay_shape(n['linear_loglog_slope'])}); ratio "
+                    f"{n['causal_ratio_40']:.7f}, second eigenvalue {n['causal_lambda2']:.3g}"),
+        "q2_rotation": Claim("The counterexample does not rely on a zero activation of token 1",
+                             "response Q2 (W4)", "rotated instances Z^T W Z: largest gap to X(t) Z; smallest "
+                             "absolute coordinate of (0, 1) Z",
+                             HOLDS if n["rotation_max_gap"] < 1e-12 and n["rotation_min_coordinate"] > 1e-3
+                             else FAILS,
                              f"gap {n['rotation_max_gap']:.1e}, smallest absolute coordinate "
                              f"{n['rotation_min_coordinate']:.3f} over {n['rotation_count']} rotations"),
         "q1_continuity": Claim("Token trajectories are not continuous in the value matrices under LayerNorm",
