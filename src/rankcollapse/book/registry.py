@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4, large_models,
-                                     mask_design, pretrained_panels, reviewers, rmsnorm_decoders, sample_size, setup,
-                                     skip_connections, sliding_window_model, theorem1, theorem2)
+from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4,
+                                     large_models, mask_design, pretrained_panels, reviewers,
+                                     rmsnorm_decoders, sample_size, setup, skip_connections,
+                                     sliding_window_model, theorem1, theorem2)
 from rankcollapse.book.pages._reviewers_theory import compute as compute_reviewers
 from rankcollapse.book.shown import PAPER_SCALE, Shown
 from rankcollapse.experiments import sweep
