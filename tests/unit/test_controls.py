@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rankcollapse import engine
-from rankcollapse.book.pages import fig2
+from rankcollapse.book.pages import _fig2_controls, fig2
 from rankcollapse.book.plotting import palette
 from rankcollapse.core import masks, metrics
 from rankcollapse.core.norms import NORM_LABELS
@@ -164,18 +164,18 @@ def _found(with_bias: int, without: int) -> dict:
              "share_min_initialized": 0.7,
              "share_max_initialized": 0.95, "self_rate_initialized_nobias": -0.002,
              "share_min_initialized_nobias": -0.01, "share_max_initialized_nobias": -0.001}
-    for norm, _, _ in fig2.BIAS_VERDICTS:
+    for norm, _, _ in _fig2_controls.BIAS_VERDICTS:
         found |= {f"{norm}_initialized_agree": with_bias, f"{norm}_initialized_nobias_agree": without,
                   f"{norm}_initialized_of": 4, f"{norm}_initialized_nobias_of": 4}
     return found
 
 
 def test_controls_paragraph_says_what_the_numbers_say():
-    changed = fig2.controls_headline(_found(4, 2))
+    changed = _fig2_controls.controls_headline(_found(4, 2))
     assert ("changes 3 of 3 verdicts" in changed
             and "collapses under 4 of 4 masks with biases, 2 of 4 without" in changed)
     assert "70 % to 95 % of the masks' own mean rates" in changed and "does not fall" in changed
-    kept = fig2.controls_headline(_found(4, 4))
+    kept = _fig2_controls.controls_headline(_found(4, 4))
     assert "changes 0 of 3 verdicts" in kept and "Unchanged:" in kept
 
 

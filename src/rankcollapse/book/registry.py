@@ -33,6 +33,7 @@ from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibr
                                      rmsnorm_decoders, sample_size, setup, skip_connections,
                                      sliding_window_model, theorem1, theorem2)
 from rankcollapse.book.pages._common import computed_by
+from rankcollapse.book.pages._reviewers_theory import compute as compute_reviewers
 from rankcollapse.book.shown import PAPER_SCALE, Shown
 from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import Run
@@ -142,7 +143,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
     Page("pretrained_panels", "book/response/pretrained_panels.md", "Response: corrected pretrained panels",
          pretrained_panels.configure, fixed=pretrained_panels.FIXED, profiles=_PAPER, **_E),
     Page("reviewers", "book/response/reviewers.md", "Response: the reviewers' questions, computed",
-         reviewers.configure, _in_module_and_runs(reviewers.compute)),
+         reviewers.configure, _in_module_and_runs(compute_reviewers)),
     Page("mask_design", "book/beyond/mask_design.md", "Beyond: mask design", mask_design.configure,
          fixed=mask_design.FIXED, profiles=_PAPER, extra_runs=mask_design.decomposition_runs, **_E),
     Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",

@@ -17,7 +17,8 @@ always its second eigenvalue (the reviewers' questions page, ``book/response/rev
 * :func:`jordan_ranks` gives the Jordan structure of a mask's uniform attention matrix exactly (rational
   arithmetic): the ranks of ``(A - lambda I)^k``, from which the sizes of its Jordan blocks follow.
 
-Used by: :mod:`rankcollapse.book.pages.reviewers`; tests/unit/test_rates.py.
+Used by: the reviewers' questions page (:mod:`rankcollapse.book.pages._reviewers_theory`,
+:mod:`rankcollapse.book.pages.reviewers`), :mod:`rankcollapse.book.pages.theorem1`; tests/unit/test_rates.py.
 """
 
 from __future__ import annotations

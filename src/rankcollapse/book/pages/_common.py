@@ -22,8 +22,8 @@ from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.rules import table_verdicts
 from rankcollapse.experiments.sample_values import SampleValues
-from rankcollapse.verdicts.claims import (Claim, curve_claim, effect_cell, effect_claim, mean_rate, rethreshold,
-                                         select_curves)
+from rankcollapse.verdicts.claims import (Claim, curve_claim, effect_cell, effect_claim, mean_rate,
+                                         rethreshold, select_curves)
 from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
 from rankcollapse.verdicts.robustness import robust
 
@@ -34,8 +34,9 @@ MAX_SEED = 2**63 - 1  # torch.Generator seeds
 PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only, never for computing
 
 # The Fig. 2 and Fig. 3 sweeps' fixed choices (our reconstructions, marked [recon] in the book, are
-# parameters, not fixed here). "model": each layer's own norm — the trained γ, β of a pretrained model (Dong et al.'s
-# SAN + LN), and LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a fresh model has it.
+# parameters, not fixed here). "model": each layer's own norm — the trained γ, β of a pretrained model
+# (Dong et al.'s SAN + LN), and LayerNorm without affine (γ = 1, β = 0) for freshly initialized layers, as a
+# fresh model has it.
 FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))
 FIG4 = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)  # Fig. 4: token geometry
@@ -54,7 +55,8 @@ def times_floor(ratio: float, held: int | None = None) -> str:
     """
     words = ("exactly 0, below its rounding floor (it underflowed)" if ratio == 0 else
              f"{ratio:.2g} times its rounding floor")
-    return words if held is None else f"{words} (at layer {held - 1}, where it settled on the floor; later layers not computed)"
+    return words if held is None else (f"{words} (at layer {held - 1}, where it settled on the floor; "
+                                       "later layers not computed)")
 
 
 def check_system(config: object) -> None:
@@ -68,14 +70,16 @@ def check_system(config: object) -> None:
 
 
 def own_config(config_class: type) -> Callable[[dict], dict[str, object]]:
-    """``configure`` of a page that computes in its own module: its config dataclass checks every parameter."""
+    """``configure`` of a page that computes in its own module: its config dataclass checks every
+    parameter."""
     def configure(parameters: dict) -> dict[str, object]:
         return {"main": config_class(**parameters)}
     return configure
 
 
 def computing(parameters: Mapping[str, object], *extra: str) -> dict[str, object]:
-    """The parameters that go into a page's sweeps: all but the display-only ones (PAGE_ONLY) and ``extra``."""
+    """The parameters that go into a page's sweeps: all but the display-only ones (PAGE_ONLY) and
+    ``extra``."""
     return {k: v for k, v in parameters.items() if k not in (*PAGE_ONLY, *extra)}
 
 
@@ -86,7 +90,8 @@ def computed_by(page: str, parameters: Mapping[str, object]) -> dict[str, object
 
 
 def experiment(fixed: dict, **extra_fixed) -> Callable[[dict], dict[str, Run]]:
-    """``configure`` of a one-sweep experiment page: the page's fixed choices, then the reader's parameters."""
+    """``configure`` of a one-sweep experiment page: the page's fixed choices, then the reader's
+    parameters."""
     def configure(parameters: dict) -> dict[str, Run]:
         return {"main": Run(experiment_config(computing(parameters), **fixed, **extra_fixed))}
     return configure
@@ -105,11 +110,12 @@ def fig2_and_fig3(stored_as_figures: bool = False, **shared) -> Callable[[dict],
     return configure
 
 
-# ---------------------------------------------------------------- the temperature sweeps (Fig. 3, pretrained panels)
+# ------------------------------------------------------- the temperature sweeps (Fig. 3, pretrained panels)
 
 
 def temperature_range(table: pd.DataFrame) -> tuple[float, float]:
-    """The smallest and the largest temperature of a temperature sweep (NaN: a layer's own scaling, left out)."""
+    """The smallest and the largest temperature of a temperature sweep (NaN: a layer's own scaling, left
+    out)."""
     temperatures = sorted(table["temperature"].dropna().unique())
     return temperatures[0], temperatures[-1]
 
@@ -133,23 +139,26 @@ def temperature_sides(table: pd.DataFrame, samples: SampleValues | None,
     """Per mask of a temperature sweep: (the smallest temperature's curve, the largest's, the baseline) of
     μ/‖X‖_F for ``weights``."""
     cold, warm = temperature_range(table)
-    return paired_sides(table, samples, dict(weights=weights, temperature=cold), dict(weights=weights, temperature=warm),
-                        (f"d_QK = {cold:g}", f"d_QK = {warm:g}"))
+    return paired_sides(table, samples, dict(weights=weights, temperature=cold),
+                        dict(weights=weights, temperature=warm), (f"d_QK = {cold:g}", f"d_QK = {warm:g}"))
 
 
 def against(claim: str, source: str, measured: str, sides: Mapping[str, tuple[Side, Side]]) -> Claim:
     """A comparative claim "the configuration decays more slowly than its baseline", per mask: the late
     per-layer factor (:func:`rankcollapse.verdicts.effects.late_factor`), robust or not over the grid."""
     return robust(lambda t: effect_claim(claim, source, measured,
-                                         [effect_cell(m, late_factor(*pair, t), +1, t) for m, pair in sides.items()]))
+                                         [effect_cell(m, late_factor(*pair, t), +1, t)
+                                          for m, pair in sides.items()]))
 
 
 def rate_sides(config: pd.DataFrame, baseline: pd.DataFrame, words: tuple[str, str],
                column: str = "mask") -> dict[str, tuple[Side, Side]]:
-    """Per ``column`` value (mask or part) of two sets of rate-table rows (:func:`rate_table`, one row per value
-    each): (the configuration's curve, the baseline's), from their median curves (no per-sample values)."""
+    """Per ``column`` value (mask or part) of two sets of rate-table rows (:func:`rate_table`, one row per
+    value each): (the configuration's curve, the baseline's), from their median curves (no per-sample
+    values)."""
     def sides(rows: pd.DataFrame, name: str) -> dict[str, Side]:
-        return {str(r[column]): Side(f"{r[column]}, {name}", r["values"], r["floor"], None) for _, r in rows.iterrows()}
+        return {str(r[column]): Side(f"{r[column]}, {name}", r["values"], r["floor"], None)
+                for _, r in rows.iterrows()}
 
     first, second = sides(config, words[0]), sides(baseline, words[1])
     return {key: (first[key], second[key]) for key in first if key in second}
@@ -165,22 +174,24 @@ def rates_claim(claim: str, source: str, measured: str, curves: pd.DataFrame, ex
                 column: str = "mask") -> Claim:
     """Every curve of some rate-table rows (:func:`rate_table`) shows ``expected``, one cell per ``column``,
     each decided again at every point of the thresholds' grid."""
-    return robust(lambda t: curve_claim(claim, source, measured, rethreshold(curves, t), expected, what, column))
+    return robust(lambda t: curve_claim(claim, source, measured, rethreshold(curves, t), expected, what,
+                                        column))
 
 
 def pretrained_layers_claim(table: pd.DataFrame, samples: SampleValues | None = None) -> Claim:
-    """The response (W2): with pretrained weights a smaller temperature keeps μ/‖X‖_F higher in every layer
-    and for every mask — per mask, the lowest ratio over layers >= 1 of the coldest temperature's median
-    curve over the warmest's, with its interval; it holds where that interval lies above 1."""
+    """The response (W2): with pretrained weights a smaller temperature keeps μ/‖X‖_F higher in every
+    layer and for every mask — per mask, the lowest ratio over layers >= 1 of the coldest temperature's
+    median curve over the warmest's, with its interval; it holds where that interval lies above 1."""
     cold, warm = temperature_range(table)
     sides = temperature_sides(table, samples, "pretrained")
     return robust(lambda t: effect_claim(
         "In pretrained models the effect is visible in all layers and for every mask", "response W2",
-        f"pretrained: lowest ratio over layers of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g}, per mask",
+        f"pretrained: lowest ratio over layers of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g}, "
+        "per mask",
         [effect_cell(m, lowest_ratio(*pair), +1, t) for m, pair in sides.items()]))
 
 
-# ---------------------------------------------------------------- the decoder pages (RMSNorm, sliding-window model)
+# ------------------------------------------------------- the decoder pages (RMSNorm, sliding-window model)
 
 CAUSAL = "causal"  # the part (and mask) of a decoder's own causal mask, run with the full transformer
 RATE_COLUMNS = ("weights", "variant", "mask", "radius", "norm", "skip", "verdict", "mean rate", "late rate")
@@ -188,15 +199,17 @@ RATE_COLUMNS = ("weights", "variant", "mask", "radius", "norm", "skip", "verdict
 
 @functools.lru_cache(maxsize=64)
 def mask_radius(mask: str, n_tokens: int, window: int | None) -> int:
-    """The radius of a mask (by BFS: 2 s for a 640-token causal mask, so once per mask, not per configuration)."""
+    """The radius of a mask (by BFS: 2 s for a 640-token causal mask, so once per mask, not per
+    configuration)."""
     return rc_masks.graph_radius(rc_masks.build_mask(mask, n_tokens, window))
 
 
 def rate_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
     """One row per configuration of every part: its ``part`` (the key of ``results``), weights, variant,
     mask (with its window), norm, skip, the mask's radius at the run's ``n_tokens``, the curve verdict of
-    μ/‖X‖_F (median over samples), its ``mean rate`` per layer (:func:`rankcollapse.verdicts.claims.mean_rate`),
-    its ``late rate`` and ``words``; ``curve`` keeps the CurveVerdict.
+    μ/‖X‖_F (median over samples), its ``mean rate`` per layer
+    (:func:`rankcollapse.verdicts.claims.mean_rate`), its ``late rate`` and ``words``; ``curve`` keeps the
+    CurveVerdict.
 
     Shapes: ``results`` part -> result, as the page's ``configure`` names them.
     """

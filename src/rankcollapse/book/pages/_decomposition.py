@@ -1,8 +1,8 @@
-"""Each layer's change of μ split into the value maps' gain and attention's contraction, read from sweeps that
-recorded it (``ExperimentConfig.attention_stats``; :func:`rankcollapse.engine.run_san`): per mask and weight
-source, the factors per layer (:func:`decomposition_frame`), their share of μ's decay over the layers above the
-floor (:func:`decay_shares`), the claim "attention drives the decay" (:func:`decomposition_claims`) and the
-attention statistics (:func:`attention_table`).
+"""Each layer's change of μ split into the value maps' gain and attention's contraction, read from sweeps
+that recorded it (``ExperimentConfig.attention_stats``; :func:`rankcollapse.engine.run_san`): per mask and
+weight source, the factors per layer (:func:`decomposition_frame`), their share of μ's decay over the layers
+above the floor (:func:`decay_shares`), the claim "attention drives the decay" (:func:`decomposition_claims`)
+and the attention statistics (:func:`attention_table`).
 
 Used by: the Fig. 2 and mask-design pages (:mod:`rankcollapse.book.pages.fig2`,
 :mod:`rankcollapse.book.pages.mask_design`); tests/unit/test_mask_design.py, tests/unit/test_controls.py.
@@ -86,8 +86,8 @@ def decay_driver(shares: pd.DataFrame, weights: str, local: bool = True) -> dict
     present = {words: count for words, count in counts.items() if count}
     driver = (next(iter(present)) if len(present) == 1 else
               ", ".join(f"{words} for {count} of the {n}" for words, count in present.items()))
-    return {"driver": driver, "n": n, "gain_min": float(picked["gain"].min()), "gain_max": float(picked["gain"].max()),
-            "contraction_min": float(picked["contraction"].min()),
+    return {"driver": driver, "n": n, "gain_min": float(picked["gain"].min()),
+            "gain_max": float(picked["gain"].max()), "contraction_min": float(picked["contraction"].min()),
             "contraction_max": float(picked["contraction"].max())}
 
 
@@ -108,9 +108,10 @@ def decomposition_claims(frame: pd.DataFrame, words: dict[str, str] | None = Non
         verdict = HOLDS if n_holds == n else FAILS if n_holds == 0 else PARTLY
         number = f"{n_holds} of {n} masks (per layer, contraction c_A against value gain g_V: " + "; ".join(
             f"{r.mask}: {r.contraction:.3g} against {r.gain:.3g}" for r in part.itertuples()) + ")"
-        return Claim(f"Attention drives the decay of μ ({(words or {}).get(weights, f'{weights} weights')})", SOURCE,
-                     "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain ‖PY‖/‖PX‖ (medians, geometric "
-                     "mean over the layers above the floor): the larger part of μ's decay", verdict, number)
+        return Claim(f"Attention drives the decay of μ ({(words or {}).get(weights, f'{weights} weights')})",
+                     SOURCE, "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain "
+                     "‖PY‖/‖PX‖ (medians, geometric mean over the layers above the floor): "
+                     "the larger part of μ's decay", verdict, number)
 
     return [robust(lambda t, w=w: claim(w, t)) for w in dict.fromkeys(frame["weights"])]
 
@@ -132,6 +133,8 @@ def attention_table(frame: pd.DataFrame) -> pd.DataFrame:
         index=["mask", "weights"], columns="metric", values="median", sort=False,
         aggfunc=lambda v: v.min() if v.name == "attention_epsilon" else v.mean())
     shares = decay_shares(frame).set_index(["mask", "weights"])[["gain", "contraction"]]
-    table = stats.join(shares).reset_index().rename(columns={**ATTENTION_COLUMNS, "gain": "value gain / layer",
+    table = stats.join(shares).reset_index().rename(columns={**ATTENTION_COLUMNS,
+                                                             "gain": "value gain / layer",
                                                              "contraction": "attention contraction / layer"})
-    return table[["mask", "weights", *ATTENTION_COLUMNS.values(), "value gain / layer", "attention contraction / layer"]]
+    return table[["mask", "weights", *ATTENTION_COLUMNS.values(), "value gain / layer",
+                  "attention contraction / layer"]]

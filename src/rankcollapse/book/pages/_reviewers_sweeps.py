@@ -69,11 +69,11 @@ def sample_pair(fig2: StoredResult, store: ResultStore | None = None) -> StoredR
 
 def temperature_alignment(fig3: pd.DataFrame, fig4: pd.DataFrame) -> pd.DataFrame:
     """Q (temperature): per weights, mask and layer t >= 2 of pure attention, the layer's own temperature
-    effect — the change over layer t of ``log`` (μ/‖X‖_F at the coldest d_QK / at the warmest), in absolute
-    value, from Fig. 3's sweep — against the mean |cos| between the tokens entering layer t (Fig. 4's sweep,
-    the layers' own scaling). Layer 1 is left out (its input X(0) is the embedding, not a state), and so is
-    every layer where either curve, at that layer or the one before, lies within FLOOR_BAND of its
-    rounding floor.
+    effect — the change over layer t of ``log`` (μ/‖X‖_F at the coldest d_QK / at the warmest), in
+    absolute value, from Fig. 3's sweep — against the mean |cos| between the tokens entering layer t (Fig.
+    4's sweep, the layers' own scaling). Layer 1 is left out (its input X(0) is the embedding, not a
+    state), and so is every layer where either curve, at that layer or the one before, lies within
+    FLOOR_BAND of its rounding floor.
 
     Shapes: tidy tables in; one row per (weights, mask, layer) out.
     """
@@ -88,7 +88,8 @@ def temperature_alignment(fig3: pd.DataFrame, fig4: pd.DataFrame) -> pd.DataFram
     log_ratio["effect"] = log_ratio.groupby(["weights", "mask"])["log_ratio"].diff().abs()
     log_ratio["above"] = above.to_numpy()
     log_ratio["above"] &= log_ratio.groupby(["weights", "mask"])["above"].shift(1, fill_value=False)
-    cosine = _pure_attention(fig4, "mean_abs_cosine")[["weights", "mask", "layer", "median"]].rename(columns={"median": "cosine"})
+    cosine = (_pure_attention(fig4, "mean_abs_cosine")[["weights", "mask", "layer", "median"]]
+              .rename(columns={"median": "cosine"}))
     cosine["layer"] += 1  # the cosine entering the next layer
     joined = log_ratio.merge(cosine, on=["weights", "mask", "layer"])
     return joined[(joined["layer"] >= 2) & joined["above"]].drop(columns="above").reset_index(drop=True)

@@ -73,7 +73,8 @@ def _below_floor_words(mask: str, mu: float, floor: float, exact: bool, held: in
     if mu == 0:
         return f"{mask}: μ {times_floor(0.0)}"
     if exact and mu < floor:
-        return f"{mask}: μ ≈ {mu:.1e}, {floor / mu:.1e} times below its rounding floor ({floor:.1e}), tracked exactly"
+        return (f"{mask}: μ ≈ {mu:.1e}, {floor / mu:.1e} times below its rounding floor ({floor:.1e}), "
+                "tracked exactly")
     return f"{mask}: μ ≈ {mu:.1e}, {times_floor(mu / floor, held)}, where μ is rounding noise"
 
 
@@ -83,21 +84,21 @@ def claims(fig2_table: pd.DataFrame, fig3_table: pd.DataFrame | None = None,
     temperature sweep (its row is left out without it); ``*_samples``: per-sample values (intervals)."""
     source = "response, App. G.1"
     rows = [curves_claim("Pure attention collapses under every mask (same trend as 12 layers)", source,
-                         "128 initialized layers, pure attention: late-layer rate of μ/‖X‖_F", fig2_table,
-                         COLLAPSES, "masks collapse", variant="SAN", norm="none")]
+                         "128 initialized layers, pure attention: late-layer rate of μ/‖X‖_F",
+                         fig2_table, COLLAPSES, "masks collapse", variant="SAN", norm="none")]
     for norm, words in _NORMS:
         rows.append(curves_claim("LayerNorm alone prevents collapse (same trend as 12 layers)", source,
-                                 f"128 initialized layers, {words}", fig2_table, STABLE, "masks keep μ/‖X‖_F",
-                                 variant="SAN", norm=norm))
-        sides = paired_sides(fig2_table, fig2_samples, dict(variant="SAN", norm=norm), dict(variant="SAN", norm="none"),
-                             (words, "pure attention"))
+                                 f"128 initialized layers, {words}", fig2_table, STABLE,
+                                 "masks keep μ/‖X‖_F", variant="SAN", norm=norm))
+        sides = paired_sides(fig2_table, fig2_samples, dict(variant="SAN", norm=norm),
+                             dict(variant="SAN", norm="none"), (words, "pure attention"))
         rows.append(against("... LayerNorm slows collapse against pure attention", source,
-                            f"128 initialized layers, {words}: late per-layer factor of μ/‖X‖_F over pure attention's "
-                            "(the baseline)", sides))
+                            f"128 initialized layers, {words}: late per-layer factor of μ/‖X‖_F over "
+                            "pure attention's (the baseline)", sides))
     if fig3_table is not None:
         sides = temperature_sides(fig3_table, fig3_samples, "initialized")
         cold, warm = temperature_range(fig3_table)
         rows.append(against("A smaller temperature slows rank collapse (same trend as 12 layers)", source,
-                            f"128 initialized layers, pure attention: late per-layer factor of μ/‖X‖_F at d_QK = {cold:g} "
-                            f"over d_QK = {warm:g} (the baseline)", sides))
+                            f"128 initialized layers, pure attention: late per-layer factor of μ/‖X‖_F "
+                            f"at d_QK = {cold:g} over d_QK = {warm:g} (the baseline)", sides))
     return rows

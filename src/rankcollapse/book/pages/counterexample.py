@@ -34,7 +34,8 @@ def _point_B(fixed: list[ce.FixedPoint], v1: Tensor) -> ce.FixedPoint | None:
 
     Shapes: v1 ``[2]``.
     """
-    return next((q for q in fixed if q.stable and abs(q.point[0] * float(v1[0]) + q.point[1] * float(v1[1])) < 1 - 1e-9),
+    return next((q for q in fixed
+                 if q.stable and abs(q.point[0] * float(v1[0]) + q.point[1] * float(v1[1])) < 1 - 1e-9),
                 None)
 
 
@@ -42,7 +43,8 @@ def _point_B(fixed: list[ce.FixedPoint], v1: Tensor) -> ce.FixedPoint | None:
 class CounterexampleConfig:
     """The parameters of ``book/theory/counterexample.md``."""
 
-    W_V: tuple[tuple[float, float], tuple[float, float]] = ((0.5, 2.0), (0.0, 1.0))  # value matrix, x <- LN(x W_V)
+    # value matrix, x <- LN(x W_V)
+    W_V: tuple[tuple[float, float], tuple[float, float]] = ((0.5, 2.0), (0.0, 1.0))
     n_layers: int = 60  # depth of the pictured trajectories
     start_token1: float = 1.2  # initial angle of token 1 (radians) in the pictures
     starts_token2: tuple[float, ...] = (2.9, 3.5, 4.1, 1.0, 2.2, 5.5)  # initial angles of token 2 (radians)
@@ -56,13 +58,15 @@ class CounterexampleConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.W_V, list):
-            object.__setattr__(self, "W_V", tuple(tuple(row) if isinstance(row, list) else row for row in self.W_V))
+            object.__setattr__(self, "W_V",
+                               tuple(tuple(row) if isinstance(row, list) else row for row in self.W_V))
         freeze_lists(self, "starts_token2")
         W = self.W_V
         if (not isinstance(W, tuple) or len(W) != 2 or any(not isinstance(r, tuple) or len(r) != 2 for r in W)
                 or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
                        for r in W for v in r)):
-            raise ValueError(f"W_V must be a 2 x 2 list of finite numbers, e.g. [[0.5, 2.0], [0.0, 1.0]]; got {W!r}")
+            raise ValueError(f"W_V must be a 2 x 2 list of finite numbers, e.g. [[0.5, 2.0], [0.0, 1.0]]; "
+                             f"got {W!r}")
         try:
             v1 = ce.token1_limit(self.matrix())
         except ValueError as error:
@@ -72,10 +76,12 @@ class CounterexampleConfig:
                              f"W_V = [[a, c], [0, 1]] choose 0 < a < 1 and c^2 + (1 - a)^2 > 1")
         check_number("start_token1", self.start_token1, -10.0, 10.0)
         if not isinstance(self.starts_token2, tuple) or not self.starts_token2:
-            raise ValueError(f"starts_token2 must be a non-empty list of angles in [-10, 10], got {self.starts_token2!r}")
+            raise ValueError(f"starts_token2 must be a non-empty list of angles in [-10, 10], "
+                             f"got {self.starts_token2!r}")
         for angle in self.starts_token2:
             check_number("every entry of starts_token2", angle, -10.0, 10.0)
-        for name, low in (("n_layers", 1), ("n_angles", 8), ("basin_layers", 1), ("mc_samples", 1), ("mc_layers", 1)):
+        for name, low in (("n_layers", 1), ("n_angles", 8), ("basin_layers", 1), ("mc_samples", 1),
+                          ("mc_layers", 1)):
             check_int(name, getattr(self, name), low, MAX_SAMPLES if name == "mc_samples" else MAX_LAYERS)
         check_int("seed", self.seed, 0, MAX_SEED)
         check_number("rotation", self.rotation, -10.0, 10.0)
@@ -90,8 +96,8 @@ class CounterexampleConfig:
 class CounterexampleResult:
     """Everything the counterexample page shows.
 
-    Shapes: ``plain``, ``normed``, ``rotated`` ``[start, layer + 1, token, 2]``; ``basin`` ``[theta1, theta2]``;
-    ``strip`` and ``angles`` ``[theta2]``; ``start_arc`` ``[angle]``.
+    Shapes: ``plain``, ``normed``, ``rotated`` ``[start, layer + 1, token, 2]``; ``basin``
+    ``[theta1, theta2]``; ``strip`` and ``angles`` ``[theta2]``; ``start_arc`` ``[angle]``.
     """
 
     v1: Tensor  # token 1's limit A, the unit left eigenvector of W_V  [2]
@@ -112,7 +118,8 @@ class CounterexampleResult:
     numbers: dict[str, object]  # glued values
 
     def points(self) -> dict[str, Tensor]:
-        """The named points of the circle picture: A, -A, B and U (unstable: drawn hollow).  Shapes: each ``[2]``."""
+        """The named points of the circle picture: A, -A, B and U (unstable: drawn hollow).
+        Shapes: each ``[2]``."""
         B, U = (torch.tensor(q.point, dtype=torch.float64) for q in (self.B, self.U))
         return {"A": self.v1, "−A": -self.v1, "B": B, "U": U}
 
@@ -141,7 +148,8 @@ def compute(config: CounterexampleConfig) -> CounterexampleResult:
     for q in fixed:
         X = torch.stack([v1, torch.tensor(q.point, dtype=torch.float64)])[None]  # [1, token, 2]
         near_A = abs(q.point[0] * float(v1[0]) + q.point[1] * float(v1[1])) > 1 - 1e-9
-        rows.append({"point": "A" if near_A else ("B" if q.stable else "U"), "x": q.point[0], "y": q.point[1], "lambda": q.scale, "multiplier": q.multiplier,
+        rows.append({"point": "A" if near_A else ("B" if q.stable else "U"), "x": q.point[0], "y": q.point[1],
+                     "lambda": q.scale, "multiplier": q.multiplier,
                      "finite difference": ce.numerical_multiplier(W, v1, q.angle), "stable": q.stable,
                      "one-layer residual": float((ce.pair_map(X, W) - X).abs().max())})
     B = _point_B(fixed, v1)
@@ -153,7 +161,8 @@ def compute(config: CounterexampleConfig) -> CounterexampleResult:
     normed = ce.run_pair(X0.to(dtype), W.to(dtype), config.n_layers).states  # [start, layer + 1, token, 2]
     ends_at_B = (normed[:, -1, 1] - torch.tensor(B.point, dtype=dtype)).norm(dim=-1) < 1e-6  # [start]
     grid = torch.linspace(0, 2 * math.pi, 721, dtype=torch.float64)[:-1]
-    start_arc = grid[ce.basin_map(W, torch.tensor([config.start_token1], dtype=torch.float64), grid, config.n_layers)[0]]
+    start_arc = grid[ce.basin_map(W, torch.tensor([config.start_token1], dtype=torch.float64), grid,
+                                  config.n_layers)[0]]
     angles = torch.linspace(0, 2 * math.pi, config.n_angles + 1, dtype=torch.float64)[:-1]
     angle_A, angle_minus_A = (math.atan2(float(p[1]), float(p[0])) for p in (v1, -v1))
     basin = ce.basin_map(W, angles, angles, config.basin_layers)  # [theta1, theta2]
@@ -165,21 +174,24 @@ def compute(config: CounterexampleConfig) -> CounterexampleResult:
     arc_fraction = _arc_fraction(U.angle, angle_minus_A, angle_A)
     numbers = {
         "ce_v1_x": float(v1[0]), "ce_v1_y": float(v1[1]), "ce_B_x": B.point[0], "ce_B_y": B.point[1],
-        "ce_B_multiplier": B.multiplier, "ce_U_x": U.point[0], "ce_U_y": U.point[1], "ce_U_multiplier": U.multiplier,
+        "ce_B_multiplier": B.multiplier, "ce_U_x": U.point[0], "ce_U_y": U.point[1],
+        "ce_U_multiplier": U.multiplier,
         "ce_gap_plain": float((plain[:, -1, 0] - plain[:, -1, 1]).norm(dim=-1).max()),
         "ce_n_full_rank_starts": int(ends_at_B.sum()), "ce_n_starts": len(config.starts_token2),
         "ce_arc_fraction": arc_fraction, "ce_strip_fraction": float(strip.double().mean()),
         "ce_basin_fraction": float(basin.double().mean()), "ce_basin_layers": config.basin_layers,
         "ce_mc_fraction": estimate.fraction, "ce_mc_low": estimate.low, "ce_mc_high": estimate.high,
         "ce_mc_samples": config.mc_samples, "ce_mc_layers": config.mc_layers,
-        "ce_rotation": config.rotation, "ce_rotation_gap": ce.rotation_invariance_gap(X0, W, Z, config.n_layers),
+        "ce_rotation": config.rotation,
+        "ce_rotation_gap": ce.rotation_invariance_gap(X0, W, Z, config.n_layers),
         "ce_AZ_x": A_Z[0], "ce_AZ_y": A_Z[1], "ce_AZ_min_abs": min(abs(a) for a in A_Z),
         "ce_max_residual": max(r["one-layer residual"] for r in rows),
-        "ce_max_multiplier_error": max(abs(r["finite difference"] - r["multiplier"]) / max(1.0, abs(r["multiplier"]))
-                                       for r in rows),
+        "ce_max_multiplier_error": max(abs(r["finite difference"] - r["multiplier"])
+                                       / max(1.0, abs(r["multiplier"])) for r in rows),
     }
-    return CounterexampleResult(v1, pd.DataFrame(rows).set_index("point"), B, U, plain, normed, ends_at_B, start_arc, angles, basin,
-                                strip, (U.angle, angle_minus_A), estimate, Z, rotated, numbers)
+    return CounterexampleResult(v1, pd.DataFrame(rows).set_index("point"), B, U, plain, normed, ends_at_B,
+                                start_arc, angles, basin, strip, (U.angle, angle_minus_A), estimate, Z,
+                                rotated, numbers)
 
 
 configure = own_config(CounterexampleConfig)

@@ -6,7 +6,8 @@ validated once in ``__post_init__``; :func:`configure` builds it from a reader's
 gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what the page shows of
 it: those numbers and the counts table.
 
-Used by: book/data.md (through the page registry, :mod:`rankcollapse.book.registry`), tests/unit/test_theory.py.
+Used by: book/data.md (through the page registry, :mod:`rankcollapse.book.registry`),
+tests/unit/test_theory.py.
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ class DataConfig:
 
     n_tokens: int = 128  # tokens per sample, special tokens included (Dong et al.: 128)
     seed: int = 0  # selection seed
-    model_specs: tuple[str, ...] = ("pkg:minilm", "pkg:mpnet", "pkg:smollm2", "pkg:gemma3")  # tokenizers counted
-    # (the first also draws the example sample and must be installed; the others' counts may be stored)
+    # tokenizers counted (the first also draws the example sample and must be installed; the others' counts
+    # may be stored)
+    model_specs: tuple[str, ...] = ("pkg:minilm", "pkg:mpnet", "pkg:smollm2", "pkg:gemma3")
 
     def __post_init__(self) -> None:
         freeze_lists(self, "model_specs")
         check_int("n_tokens", self.n_tokens, 2, 4096)
         check_int("seed", self.seed, 0, MAX_SEED)
-        check_choices("model_specs", self.model_specs, ("pkg:minilm", "pkg:mpnet", "pkg:smollm2", "pkg:gemma3"))
+        check_choices("model_specs", self.model_specs,
+                      ("pkg:minilm", "pkg:mpnet", "pkg:smollm2", "pkg:gemma3"))
 
 
 @dataclass(frozen=True)
@@ -78,16 +81,19 @@ def compute(config: DataConfig) -> DataResult:
     articles = data.load_articles()
     with warnings.catch_warnings():  # tqdm's notebook bar warns about a missing ipywidgets, with a local path
         warnings.filterwarnings("ignore", message="IProgress not found")
-        stored = ResultStore().load_or_compute("data", {"n_tokens": config.n_tokens, "model_specs": config.model_specs},
+        stored = ResultStore().load_or_compute("data", {"n_tokens": config.n_tokens,
+                                                        "model_specs": config.model_specs},
                                                lambda: _count_samples(config, articles))
         tokenizer = models.load_tokenizer(config.model_specs[0])
         example = data.sample_token_ids(tokenizer, n_samples=1, n_tokens=config.n_tokens, seed=config.seed,
                                         articles=articles)
-    lengths = torch.tensor([len(ids) for ids in tokenizer([text for _, text in articles])["input_ids"]])  # [article]
+    lengths = torch.tensor([len(ids) for ids in
+                            tokenizer([text for _, text in articles])["input_ids"]])  # [article]
     table = stored.table.set_index("model spec")
     numbers = {"data_n_articles": len(articles), "data_n_tokens": config.n_tokens,
                "data_n_sentence_starts": sum(len(data.sentence_starts(text)) for _, text in articles),
-               "data_example_tokens": int(example.input_ids.shape[1]), "data_first_spec": config.model_specs[0],
+               "data_example_tokens": int(example.input_ids.shape[1]),
+               "data_first_spec": config.model_specs[0],
                "data_first_disjoint": int(table["disjoint samples"].iloc[0]),
                "data_first_starts": int(table["sentence-start samples"].iloc[0]),
                "data_max_disjoint": int(table["disjoint samples"].max()),

@@ -65,14 +65,16 @@ class EquilibriaConfig:
         check_ints("sweep_d_models", self.sweep_d_models, 2, min(self.n_tokens, 64))
         check_numbers("sweep_factors", self.sweep_factors, 0.0, 100.0)
         if min(self.sweep_factors) >= 1 or max(self.sweep_factors) <= 1:
-            raise ValueError(f"sweep_factors must hold values below and above 1 (c / c*), got {self.sweep_factors!r}")
+            raise ValueError(f"sweep_factors must hold values below and above 1 (c / c*), "
+                             f"got {self.sweep_factors!r}")
         check_int("sweep_samples", self.sweep_samples, 1, MAX_SAMPLES)
         check_int("sweep_layers", self.sweep_layers, 1, MAX_LAYERS)
 
 
 @dataclass(frozen=True)
 class EquilibriaResult:
-    """Everything the equilibria page shows.  Shapes: ``steps`` ``[sample, layer]``, ``final_ranks`` ``[sample]``."""
+    """Everything the equilibria page shows.  Shapes: ``steps`` ``[sample, layer]``, ``final_ranks``
+    ``[sample]``."""
 
     threshold: float  # c* = sqrt(a (2 - a) / (d - 1)) at the page's d and a
     step_floor: float  # rounding floor of an update: eps(float64) * ||X||_F with unit tokens
@@ -97,7 +99,8 @@ def _final_ranks(trajectory: Trajectory, rank_rtol: float) -> tuple[Tensor, Tens
 def uncollapsed_fraction(d_model: int, a: float, c: float, n_tokens: int, n_samples: int, n_layers: int,
                          seed: int, rank_rtol: float = 1e-6) -> ce.Proportion:
     """Fraction of Gaussian starts of the star-mask LayerNorm dynamics whose final X has rank > 1."""
-    X0 = torch.randn(n_samples, n_tokens, d_model, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    X0 = torch.randn(n_samples, n_tokens, d_model, generator=torch.Generator().manual_seed(seed),
+                     dtype=torch.float64)
     final = ce.star_map(X0, ce.every_rank_value_matrix(d_model, a, c), n_layers)  # [sample, token, d_model]
     return wilson_interval(int((metrics.numerical_rank(final, rtol=rank_rtol) > 1).sum()), n_samples)
 
@@ -118,34 +121,38 @@ def compute(config: EquilibriaConfig) -> EquilibriaResult:
                      "one-layer residual": float((ce.star_map(X[None], W_V)[0] - X).abs().max()),
                      "rank after a kick": int(metrics.numerical_rank(back, rtol=config.rank_rtol)),
                      "distance moved after the kick": float((back - X).norm())})
-    X0 = torch.randn(config.n_samples, config.n_tokens, config.d_model, generator=generator, dtype=torch.float64)
+    X0 = torch.randn(config.n_samples, config.n_tokens, config.d_model, generator=generator,
+                     dtype=torch.float64)
     steps, final_ranks = _final_ranks(ce.run_star(X0, W_V, config.n_layers), config.rank_rtol)
     settled = int((final_ranks > 0).sum())
     max_rank = min(config.n_tokens, config.d_model)
-    fractions = pd.DataFrame([{"rank": k, **vars(wilson_interval(int((final_ranks == k).sum()), max(settled, 1)))}
+    fractions = pd.DataFrame([{"rank": k,
+                               **vars(wilson_interval(int((final_ranks == k).sum()), max(settled, 1)))}
                               for k in range(1, max_rank + 1)]).set_index("rank")
     sweep = pd.DataFrame([{"d": d, "c / c*": f, "c": f * ce.every_rank_threshold(d, config.a),
                            **vars(uncollapsed_fraction(d, config.a, f * ce.every_rank_threshold(d, config.a),
-                                                       config.n_tokens, config.sweep_samples, config.sweep_layers,
-                                                       config.seed, config.rank_rtol))}
+                                                       config.n_tokens, config.sweep_samples,
+                                                       config.sweep_layers, config.seed, config.rank_rtol))}
                           for d in config.sweep_d_models for f in sorted(config.sweep_factors)])
     below, above = sweep[sweep["c / c*"] < 1], sweep[sweep["c / c*"] > 1]
     numbers = {
         "eq_threshold": ce.every_rank_threshold(config.d_model, config.a), "eq_d_model": config.d_model,
         "eq_a": config.a, "eq_c": config.c, "eq_n_tokens": config.n_tokens, "eq_n_samples": config.n_samples,
         "eq_n_layers": config.n_layers, "eq_max_rank": max_rank, "eq_perturbation": config.perturbation,
-        "eq_max_residual": max(r["one-layer residual"] for r in rows), "eq_n_unsettled": config.n_samples - settled,
+        "eq_max_residual": max(r["one-layer residual"] for r in rows),
+        "eq_n_unsettled": config.n_samples - settled,
         "eq_sweep_max_below": float(below["fraction"].max()), "eq_sweep_samples": config.sweep_samples,
         "eq_sweep_min_above": float(above[above["c / c*"] == above["c / c*"].max()]["fraction"].min()),
         "eq_sweep_layers": config.sweep_layers, "eq_sweep_factor_low": float(below["c / c*"].max()),
     }
     for k, row in fractions.iterrows():
-        numbers[f"eq_fraction_rank{k}"], numbers[f"eq_low_rank{k}"] = float(row["fraction"]), float(row["low"])
+        numbers[f"eq_fraction_rank{k}"], numbers[f"eq_low_rank{k}"] = (float(row["fraction"]),
+                                                                       float(row["low"]))
     numbers["eq_fraction_full"], numbers["eq_low_full"] = numbers[f"eq_fraction_rank{max_rank}"], numbers[
         f"eq_low_rank{max_rank}"]
     step_floor = float(metrics.rounding_floor(math.sqrt(config.n_tokens), torch.float64))
-    return EquilibriaResult(numbers["eq_threshold"], step_floor, pd.DataFrame(rows).set_index("rank"), fractions, steps,
-                            final_ranks, sweep, numbers)
+    return EquilibriaResult(numbers["eq_threshold"], step_floor, pd.DataFrame(rows).set_index("rank"),
+                            fractions, steps, final_ranks, sweep, numbers)
 
 
 configure = own_config(EquilibriaConfig)

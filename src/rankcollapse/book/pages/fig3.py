@@ -32,8 +32,8 @@ configure = experiment(FIXED)
 
 
 def show(results: dict, parameters: dict) -> Shown:
-    """The page's numbers and scale (``fig3_*``), claims table, the figures of μ and μ/‖X‖_F per temperature
-    and the scale note."""
+    """The page's numbers and scale (``fig3_*``), claims table, the figures of μ and μ/‖X‖_F per
+    temperature and the scale note."""
     result = results["main"]
     return Shown(values=prefixed("fig3", {"scale": scale_words(result), **numbers(result.table)}),
                  markdown={"fig3_scale_note": scale_note(result)},
@@ -50,7 +50,8 @@ def _first_layer_ratio(table: pd.DataFrame, metric: str, weights: str, mask: str
 
 
 def numbers(table: pd.DataFrame) -> dict[str, float]:
-    """After one layer at the complete mask: μ at the smallest temperature over μ at the largest (medians)."""
+    """After one layer at the complete mask: μ at the smallest temperature over μ at the largest
+    (medians)."""
     cold, warm = temperature_range(table)
     return {"ratio_init": _first_layer_ratio(table, "mu", "initialized", "complete"),
             "ratio_pre": _first_layer_ratio(table, "mu", "pretrained", "complete"), "cold": float(cold),
@@ -66,13 +67,15 @@ def claims(table: pd.DataFrame, samples: SampleValues | None = None) -> list[Cla
         sides = temperature_sides(table, samples, weights)
         rows.append(robust(lambda t, sides=sides, weights=weights: effect_claim(
             "A smaller temperature slows rank collapse", "Fig. 3 caption",
-            f"{weights}: late per-layer factor of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g} (the baseline), "
-            "per mask", [effect_cell(m, late_factor(*pair, t), +1, t) for m, pair in sides.items()])))
+            f"{weights}: late per-layer factor of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g} "
+            "(the baseline), per mask",
+            [effect_cell(m, late_factor(*pair, t), +1, t) for m, pair in sides.items()])))
     init = temperature_sides(table, samples, "initialized")
     if "complete" in init:
         rows.append(robust(lambda t: effect_claim(
             "... more for global attention", "Fig. 3 caption",
-            "initialized: the temperature's per-layer factor under the complete mask over that under each local mask",
+            "initialized: the temperature's per-layer factor under the complete mask over that under each "
+            "local mask",
             [effect_cell(m, factor_contrast(init["complete"], pair, t), +1, t)
              for m, pair in init.items() if m != "complete"])))
     rows.append(pretrained_layers_claim(table, samples))

@@ -38,7 +38,8 @@ def numbers(table: pd.DataFrame) -> dict[str, float]:
     """Shares at full rank (last layer, and the lowest over layers) and the median mean |cos| of the full
     transformer."""
     full = dict(weights="pretrained", variant="full transformer")
-    rank_full = table.query("metric == 'full_rank' and variant == 'full transformer' and weights == 'pretrained'")
+    rank_full = table.query("metric == 'full_rank' and variant == 'full transformer' "
+                            "and weights == 'pretrained'")
     return {
         "full_rank_full": 100 * value(table, "full_rank", **full),
         "full_rank_full_min": 100 * float(rank_full["mean"].min()),
@@ -50,28 +51,30 @@ def numbers(table: pd.DataFrame) -> dict[str, float]:
 
 
 def claims(table: pd.DataFrame) -> list[Claim]:
-    """Fig. 4's caption on the pretrained full transformer: full rank kept (the share of samples at full rank,
-    against ``thresholds.majority``), anisotropy grows (mean |cos|, last layer over the embeddings) and σ_min
-    falls, absolute and scale-free (σ_min over ‖X‖_F). Medians over samples, except the share; no intervals:
-    these metrics are not kept per sample."""
+    """Fig. 4's caption on the pretrained full transformer: full rank kept (the share of samples at full
+    rank, against ``thresholds.majority``), anisotropy grows (mean |cos|, last layer over the embeddings) and
+    σ_min falls, absolute and scale-free (σ_min over ‖X‖_F). Medians over samples, except the share; no
+    intervals: these metrics are not kept per sample."""
     full = dict(weights="pretrained", variant="full transformer")
     share = table.query("metric == 'full_rank' and variant == 'full transformer' and weights == 'pretrained'")
     lowest = float(share["mean"].min())
-    at = {layer: {m: value(table, m, layer=layer, stat="median", **full) for m in ("mean_abs_cosine", "sigma_min", "norm")}
+    at = {layer: {m: value(table, m, layer=layer, stat="median", **full)
+                  for m in ("mean_abs_cosine", "sigma_min", "norm")}
           for layer in (0, "last")}
     first, last = at[0], at["last"]
 
     def rank(t: Thresholds) -> Claim:
         verdict = HOLDS if lowest == 1 else PARTLY if lowest >= t.majority else FAILS
-        cell = Cell(_PART, verdict, f"{100 * lowest:.1f} %", f"lowest share of samples at full numerical rank over "
+        cell = Cell(_PART, verdict, f"{100 * lowest:.1f} %",
+                    f"lowest share of samples at full numerical rank over "
                     f"layers {100 * lowest:.1f} %; holds partly from {100 * t.majority:.3g} % on")
         return Claim("Tokens keep full rank across layers", "Fig. 4 caption",
                      f"{_PART}: lowest share of samples at full numerical rank over layers", verdict,
                      f"{100 * lowest:.1f} %", (cell,))
 
     def change(claim: str, measured: str, name: str, before: float, after: float, direction: int) -> Claim:
-        effect = Effect(f"{name}, last layer over the embeddings ({before:.3g} → {after:.3g})", after / before,
-                        None, None)
+        effect = Effect(f"{name}, last layer over the embeddings ({before:.3g} → {after:.3g})",
+                        after / before, None, None)
         return robust(lambda t: effect_claim(claim, "Fig. 4 caption", f"{_PART}: {measured}",
                                              [effect_cell(_PART, effect, direction, t)]))
 

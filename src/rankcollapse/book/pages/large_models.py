@@ -83,16 +83,20 @@ class Architecture:
     @property
     def attention_params(self) -> int:
         """Parameters of one attention sublayer's projections (Q, K, V, O; biases left out)."""
-        return 2 * self.d_model * self.n_heads * self.d_head + 2 * self.d_model * self.n_kv_heads * self.d_head
+        return (2 * self.d_model * self.n_heads * self.d_head
+                + 2 * self.d_model * self.n_kv_heads * self.d_head)
 
 
 MODELS = (
-    Architecture("mistralai/Mistral-7B-v0.1", "mistral", 7.24e9, 4096, 32, 32, 8, 128, "4096 tokens, every layer"),
+    Architecture("mistralai/Mistral-7B-v0.1", "mistral", 7.24e9, 4096, 32, 32, 8, 128,
+                 "4096 tokens, every layer"),
     Architecture("Qwen/Qwen2.5-7B", "qwen2", 7.62e9, 3584, 28, 28, 4, 128, "none (use_sliding_window false)"),
-    Architecture("google/gemma-2-9b", "gemma2", 9.24e9, 3584, 42, 16, 8, 256, "4096 tokens, every other layer"),
+    Architecture("google/gemma-2-9b", "gemma2", 9.24e9, 3584, 42, 16, 8, 256,
+                 "4096 tokens, every other layer"),
     Architecture("answerdotai/ModernBERT-large", "modernbert", 0.395e9, 1024, 28, 16, 16, 64,
                  "64 tokens each way (bidirectional), two layers in three"),
-    Architecture("openai/gpt-oss-20b", "gpt_oss", 20.9e9, 2880, 24, 64, 8, 64, "128 tokens, every other layer"),
+    Architecture("openai/gpt-oss-20b", "gpt_oss", 20.9e9, 2880, 24, 64, 8, 64,
+                 "128 tokens, every other layer"),
 )
 GPU = "NVIDIA H200"  # the GPU whose measured throughput the estimates use (benchmarks/gpu_throughput.py)
 COMMANDS = (  # (model, page, parameters): a reader's runs; n_layers = the model's depth (all its layers)
@@ -122,13 +126,14 @@ def estimate(model: Architecture, page: str, parameters: dict, sweeps: Callable[
     for run in runs.values():
         c = run.config
         row = table[f"{gpu}|{c.dtype}|{model.d_model}"]
-        rate = row["units_per_s"] * attention_flop(model.d_model, row["n_tokens"]) / attention_flop(model.d_model,
-                                                                                                    c.n_tokens)
+        rate = (row["units_per_s"] * attention_flop(model.d_model, row["n_tokens"])
+                / attention_flop(model.d_model, c.n_tokens))
         seconds += c.n_samples * c.n_layers * len(c.san_configs()) * len(c.weights) / rate
         stacks = {"pretrained": model.attention_params}  # one at a time; initialized: square projections
         stacks.update({w: 4 * model.d_model ** 2 for w in INITIALIZED})
         item = 8 if c.dtype == "float64" else 4
-        gpu_bytes = max([gpu_bytes, *(c.n_layers * stacks[w] * item + plan.DEFAULT_BUDGET for w in c.weights)])
+        gpu_bytes = max([gpu_bytes,
+                         *(c.n_layers * stacks[w] * item + plan.DEFAULT_BUDGET for w in c.weights)])
     command = " ".join(["rankcollapse run", page, "-p model", model.hub_id,
                         *(f"-p {k} {v}" for k, v in given.items() if k != "device"), "--device cuda"])
     return {"model": model.hub_id, "page": page, "command": command,
@@ -139,7 +144,8 @@ def estimate(model: Architecture, page: str, parameters: dict, sweeps: Callable[
 def commands_table(sweeps: Callable[[str, dict], Mapping], gpu: str = GPU) -> str:
     """The commands of :data:`COMMANDS` as a Markdown table: model, its windows, command, memory, time
     (``sweeps`` as in :func:`estimate`)."""
-    rows = ["| model | windows (config) | command | CPU memory | GPU memory | engine time |", "|---|---|---|---|---|---|"]
+    rows = ["| model | windows (config) | command | CPU memory | GPU memory | engine time |",
+            "|---|---|---|---|---|---|"]
     for model, page, parameters in COMMANDS:
         e = estimate(model, page, parameters, sweeps, gpu)
         rows.append(f"| {model.hub_id} | {model.windows} | `{e['command']}` | {e['cpu_gb']:.0f} GB | "

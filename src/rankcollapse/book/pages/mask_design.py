@@ -1,10 +1,11 @@
 """The mask-design page: a zoo of attention masks at one sequence length, each with its compute cost (edges),
 its graph radius, the second eigenvalue of its uniform attention, and the measured collapse rate.
 
-Each zoo member is one sweep of :mod:`rankcollapse.experiments.config` (one mask, its window and options), so the
-page reuses the engine, the shared X(0) and the results store. The rate is the per-layer decay rate of
-μ/‖X‖_F, -d log(μ/‖X‖_F)/dt by least squares (:func:`rankcollapse.core.stats.fit_decay_rate`) over the
-layers whose mean μ lies above 10 times the rounding floor; exp(-rate) is the contraction per layer.
+Each zoo member is one sweep of :mod:`rankcollapse.experiments.config` (one mask, its window and
+options), so the page reuses the engine, the shared X(0) and the results store. The rate is the per-layer
+decay rate of μ/‖X‖_F, -d log(μ/‖X‖_F)/dt by least squares
+(:func:`rankcollapse.core.stats.fit_decay_rate`) over the layers whose mean μ lies above 10 times the
+rounding floor; exp(-rate) is the contraction per layer.
 
 :func:`configure` turns the page's parameters into one sweep per zoo mask, :func:`design_table` reads them
 into one row per mask; :func:`numbers` are the values its prose states (per weight source) and
@@ -80,7 +81,8 @@ FIXED = {"masks": tuple(z.part for z in ZOO), "norms": ("none",)}  # the zoo, pu
 DECOMPOSED = ("complete", "causal", "window ±1", "window ±8", "causal window 4")
 DECOMPOSITION_PREFIX = "decomposition-"  # part name of a decomposed mask: the prefix and its zoo part
 MIN_TOKENS = max(z.window or 1 for z in ZOO) + 1  # the widest zoo window must fit in the sequence
-SAME_RATE = 0.05  # two rates whose ratio is within 5 % of 1 are read as the same rate, neither faster nor slower
+# two rates whose ratio is within 5 % of 1 are read as the same rate, neither faster nor slower
+SAME_RATE = 0.05
 
 
 def configure(parameters: dict) -> dict[str, Run]:
@@ -148,8 +150,8 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
 
 
 def uniform_second_eigenvalue(mask: torch.Tensor) -> float:
-    """|λ₂| of uniform attention on ``mask`` (each row averages the tokens it may attend to): the asymptotic
-    contraction per layer of that attention, 1 when the mask leaves tokens that never mix.
+    """|λ₂| of uniform attention on ``mask`` (each row averages the tokens it may attend to): the
+    asymptotic contraction per layer of that attention, 1 when the mask leaves tokens that never mix.
 
     Shapes: mask [token, token] bool -> float.
 
@@ -162,13 +164,15 @@ def uniform_second_eigenvalue(mask: torch.Tensor) -> float:
 
 
 def decay_rate(table: pd.DataFrame, weights: str) -> float:
-    """The fitted rate of μ/‖X‖_F for one weight source of a one-mask sweep; NaN with fewer than two layers
-    above FLOOR_BAND x the floor (:data:`rankcollapse.core.metrics.FLOOR_BAND`) (collapsed to rounding within a layer).
+    """The fitted rate of μ/‖X‖_F for one weight source of a one-mask sweep; NaN with fewer than two
+    layers above FLOOR_BAND x the floor (:data:`rankcollapse.core.metrics.FLOOR_BAND`) (collapsed to
+    rounding within a layer).
 
     Shapes: ``table`` is a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`).
     """
     rows = table[(table["weights"] == weights) & (table["variant"] == "SAN")]
-    by_metric = {m: rows[rows["metric"] == m].sort_values("layer")["mean"].to_numpy() for m in ("relative_mu", "mu", "floor")}
+    by_metric = {m: rows[rows["metric"] == m].sort_values("layer")["mean"].to_numpy()
+                 for m in ("relative_mu", "mu", "floor")}
     valid = torch.tensor(by_metric["mu"] > FLOOR_BAND * by_metric["floor"])  # [layer + 1]
     if int(valid.sum()) < 2:
         return math.nan
@@ -176,8 +180,9 @@ def decay_rate(table: pd.DataFrame, weights: str) -> float:
 
 
 def _curve_verdict(table: pd.DataFrame, weights: str) -> str:
-    """The book's curve verdict (:func:`rankcollapse.verdicts.rules.curve_verdict`: "collapses", "stable", ...) of the
-    median μ/‖X‖_F of one weight source of a one-mask sweep, the verdict every claims table uses.
+    """The book's curve verdict (:func:`rankcollapse.verdicts.rules.curve_verdict`: "collapses",
+    "stable", ...) of the median μ/‖X‖_F of one weight source of a one-mask sweep, the verdict every
+    claims table uses.
 
     Shapes: ``table`` is a tidy experiments table (:func:`rankcollapse.experiments.config.summarize`).
     """
@@ -199,8 +204,10 @@ def design_table(results: Mapping[str, StoredResult]) -> pd.DataFrame:
         graph = rc_masks.describe_mask(mask)
         rows.append({"mask": z.label, "edges": graph.n_edges, "edge share": graph.n_edges / n_tokens ** 2,
                      "radius": graph.radius, "uniform |λ₂|": uniform_second_eigenvalue(mask),
-                     **{f"rate, {w}": decay_rate(result.table, w) for w in result.provenance["parameters"]["weights"]},
-                     **{f"verdict, {w}": _curve_verdict(result.table, w) for w in result.provenance["parameters"]["weights"]}})
+                     **{f"rate, {w}": decay_rate(result.table, w)
+                        for w in result.provenance["parameters"]["weights"]},
+                     **{f"verdict, {w}": _curve_verdict(result.table, w)
+                        for w in result.provenance["parameters"]["weights"]}})
     return pd.DataFrame(rows)
 
 
@@ -246,14 +253,16 @@ def numbers(table: pd.DataFrame, weights: str = "initialized") -> dict[str, floa
         "n_pairs": len(pairs),
         "uni_vs_bi": _uni_vs_bi(ratios, len(pairs), pairs[["rate_uni", "rate_bi"]].to_numpy()),
         "unconnected": ", ".join(table.loc[~connected, "mask"]) or "none",
-        "unconnected_verdicts": ", ".join(f"{m}: “{v}”" for m, v in zip(table.loc[~connected, "mask"],
-                                                                      table.loc[~connected, f"verdict, {weights}"])) or "none",
+        "unconnected_verdicts": ", ".join(f"{m}: “{v}”" for m, v in
+                                          zip(table.loc[~connected, "mask"],
+                                              table.loc[~connected, f"verdict, {weights}"])) or "none",
         "unconnected_rate_max": float(rate[~connected].max()) if (~connected).any() else float("nan"),
         "complete_rate": complete_rate,
         "sparse_min": sparse_min, "sparse_max": sparse_max,
         "sparse_spread": ("the slowest of them does not collapse" if not collapses[sparse].all() else
-                          "the choice among sparse masks barely changes the rate" if sparse_max < 1.5 * sparse_min
-                          else f"a factor {sparse_max / sparse_min:.2g} between the slowest and the fastest"),
+                          "the choice among sparse masks barely changes the rate"
+                          if sparse_max < 1.5 * sparse_min else
+                          f"a factor {sparse_max / sparse_min:.2g} between the slowest and the fastest"),
         "fastest": str(table.loc[fastest, "mask"]),
         "fastest_share": 100 * float(table.loc[fastest, "edge share"]),
         "fastest_over_complete": float(rate[fastest]) / complete_rate,
@@ -267,8 +276,9 @@ def _collapse_words(names: pd.Series, collapses: pd.Series) -> str:
     """
     if collapses.all():
         return "every mask collapses"
-    return (f"only {int(collapses.sum())} of the {len(names)} masks collapse ({', '.join(names[collapses]) or 'none'}); "
-            f"for the other {int((~collapses).sum())} ({', '.join(names[~collapses])}) μ/‖X‖_F neither reaches "
+    return (f"only {int(collapses.sum())} of the {len(names)} masks collapse "
+            f"({', '.join(names[collapses]) or 'none'}); for the other {int((~collapses).sum())} "
+            f"({', '.join(names[~collapses])}) μ/‖X‖_F neither reaches "
             f"the rounding floor nor decays faster than {COLLAPSE_RATE}/layer in the later layers. Theorem 1 "
             "allows this: its bound contracts more slowly the larger the radius r and the smaller the least "
             "attention weight ε, so over a few layers it promises almost nothing when r is large or trained "
@@ -290,7 +300,8 @@ def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:
              else "sometimes faster, sometimes more slowly than")
     where = "" if len(ratios) == n_pairs else f" in the {len(ratios)} pairs where both collapse"
     same = f", within {SAME_RATE:.0%}" if order.startswith("at the same") else ""
-    return f"collapses {order} the bidirectional one{same} (rate ratio {ratios.min():.2f} to {ratios.max():.2f}{where})"
+    return (f"collapses {order} the bidirectional one{same} (rate ratio {ratios.min():.2f} to "
+            f"{ratios.max():.2f}{where})")
 
 
 def collapse_sentence(found: dict, found_pre: dict) -> str:
@@ -300,7 +311,7 @@ def collapse_sentence(found: dict, found_pre: dict) -> str:
             f"with pretrained weights {found_pre['collapse_words']}.")
 
 
-# ---------------------------------------------------------------- what drives the decay: value maps or attention
+# ------------------------------------------------------- what drives the decay: value maps or attention
 
 def decomposition(results: Mapping[str, StoredResult]) -> pd.DataFrame:
     """:func:`rankcollapse.book.pages._decomposition.decomposition_frame` of every decomposed zoo mask, named
@@ -314,8 +325,8 @@ def decomposition(results: Mapping[str, StoredResult]) -> pd.DataFrame:
 
 
 def decomposition_numbers(shares: pd.DataFrame) -> dict[str, float | str]:
-    """The prose's numbers: :func:`decay_driver` for initialized (``init_``) and pretrained (``pre_``) weights,
-    over the local masks and (``_wide``) over the complete and the causal mask, flat for glueing.
+    """The prose's numbers: :func:`decay_driver` for initialized (``init_``) and pretrained (``pre_``)
+    weights, over the local masks and (``_wide``) over the complete and the causal mask, flat for glueing.
 
     Shapes: ``shares`` as from :func:`decay_shares`.
     """

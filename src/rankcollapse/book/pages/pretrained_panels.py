@@ -26,8 +26,9 @@ configure = fig2_and_fig3(stored_as_figures=True)
 
 
 def show(results: dict, parameters: dict) -> Shown:
-    """The page's numbers and scale (``panels_*``), claims table, the figures of μ and μ/‖X‖_F of both sweeps
-    with the weights named, and the scale note; asserts that the pretrained row is not the initialized one."""
+    """The page's numbers and scale (``panels_*``), claims table, the figures of μ and μ/‖X‖_F of both
+    sweeps with the weights named, and the scale note; asserts that the pretrained row is not the
+    initialized one."""
     fig2, fig3 = results["fig2"], results["fig3"]
     gaps = numbers(fig2.table, fig3.table)
     # The point of the correction: the pretrained row is not the initialized row.

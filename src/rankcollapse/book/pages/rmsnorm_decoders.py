@@ -1,8 +1,8 @@
 """The RMSNorm-decoder page (book/beyond/rmsnorm_decoders.md): an RMSNorm decoder (SmolLM2) under its own
 causal mask and under uni-directional windows.
 
-One sweep per mask (its window is one value of :class:`rankcollapse.experiments.config.ExperimentConfig`), all on
-the same X(0) and the same weights. The causal sweep adds the Hugging Face forward of the whole model
+One sweep per mask (its window is one value of :class:`rankcollapse.experiments.config.ExperimentConfig`), all
+on the same X(0) and the same weights. The causal sweep adds the Hugging Face forward of the whole model
 (hooks), the reference the SAN variants are read against. Norms: none (pure attention), ``rms`` (RMSNorm
 without gain: the paper's LayerNorm without centring) and ``model`` (each layer's own trained
 ``input_layernorm``, in pre position, for the pretrained weights; a fresh LayerNorm for initialized ones).
@@ -80,24 +80,28 @@ _BLOW_UP = 10.0  # a median ||X||_F growing by more than this factor over the la
 
 
 def numbers(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]:
-    """Mean rates of pure attention per mask (words); under the causal mask, the last-layer ratio of μ/‖X‖_F
-    to its first-layer value of the pretrained full model, of the SAN with its own RMSNorm and skip and of
-    pure attention, the growth of the median ‖X‖_F of pretrained pure attention from X(0) to the last layer,
-    and the heading its verdict and growth choose (collapses / blows up: growth above ``_BLOW_UP`` / neither).
+    """Mean rates of pure attention per mask (words); under the causal mask, the last-layer ratio of
+    μ/‖X‖_F to its first-layer value of the pretrained full model, of the SAN with its own RMSNorm and
+    skip and of pure attention, the growth of the median ‖X‖_F of pretrained pure attention from X(0) to
+    the last layer, and the heading its verdict and growth choose (collapses / blows up: growth above
+    ``_BLOW_UP`` / neither).
 
     Shapes: ``rates`` one row per configuration (:func:`rate_table`); ``causal`` the
     tidy table of the causal sweep.
     """
-    pure_causal = dict(weights="pretrained", variant="SAN", mask="causal", norm="none", skip=False, stat="median")
+    pure_causal = dict(weights="pretrained", variant="SAN", mask="causal", norm="none", skip=False,
+                       stat="median")
     pure = rates[(rates["variant"] == "SAN") & (rates["norm"] == "none") & ~rates["skip"].astype(bool)]
     columns = ["mask", "radius", "mean rate"]
     words = {w: "; ".join(f"{m} (radius {r}): {v:.3g}" for m, r, v in group[columns].itertuples(index=False))
              for w, group in pure.groupby("weights", sort=False)}
     pre = rates[rates["weights"] == "pretrained"]
     full = pre[pre["variant"] == "full transformer"]["ratio"]
-    own = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "model") & pre["skip"].astype(bool)]
+    own = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "model")
+              & pre["skip"].astype(bool)]
     growth = value(causal, "norm", **pure_causal) / value(causal, "norm", layer=0, **pure_causal)
-    curve = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "none") & ~pre["skip"].astype(bool)]
+    curve = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "none")
+                & ~pre["skip"].astype(bool)]
     collapses = len(curve) > 0 and curve["verdict"].iloc[0] == "collapses"
     return {"pure_rates_initialized": words.get("initialized", "not run"),
             "pure_rates_pretrained": words.get("pretrained", "not run"),
@@ -106,13 +110,15 @@ def numbers(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]
             "pure_norm_growth": growth,
             "pure_ratio": float(curve["ratio"].iloc[0]) if len(curve) else float("nan"),
             "pure_heading": ("Pretrained pure attention collapses here." if collapses else
-                             "Pretrained pure attention does not collapse here, it blows up." if growth > _BLOW_UP
-                             else "Pretrained pure attention neither collapses nor blows up here.")}
+                             "Pretrained pure attention does not collapse here, it blows up."
+                             if growth > _BLOW_UP else
+                             "Pretrained pure attention neither collapses nor blows up here.")}
 
 
 def claims(rates: pd.DataFrame) -> list[Claim]:
-    """The paper's claims read on an RMSNorm decoder (SmolLM2) under its causal mask and uni-directional windows:
-    curve verdicts, each norm against pure attention (its baseline) per mask, robust or not over the grid.
+    """The paper's claims read on an RMSNorm decoder (SmolLM2) under its causal mask and uni-directional
+    windows: curve verdicts, each norm against pure attention (its baseline) per mask, robust or not over the
+    grid.
 
     Shapes: ``rates`` one row per configuration (:func:`rate_table`).
     """
@@ -122,18 +128,21 @@ def claims(rates: pd.DataFrame) -> list[Claim]:
         own = san[san["weights"] == weights]
         pure = own[(own["norm"] == "none") & ~own["skip"]]
         rows.append(rates_claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
-                                f"{weights} weights, pure attention: μ/‖X‖_F per mask", pure, COLLAPSES, "masks collapse"))
-        rows.append(robust(lambda t, pure=pure, weights=weights: _radius_order(rethreshold(pure, t), weights)))
+                                f"{weights} weights, pure attention: μ/‖X‖_F per mask", pure, COLLAPSES,
+                                "masks collapse"))
+        rows.append(robust(lambda t, pure=pure, weights=weights: _radius_order(rethreshold(pure, t),
+                                                                               weights)))
         rms = own[(own["norm"] == "rms") & ~own["skip"]]
         words = "SAN + RMSNorm without gain"
         claim = "LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm without gain)"
         rows.append(rates_claim(claim, "Sec. 4, response", f"{weights} weights, {words}", rms, STABLE,
                                 "masks keep μ/‖X‖_F"))
         rows.append(against(f"... {words} slows collapse against pure attention", "Sec. 4, response",
-                            f"{weights} weights, {words}: late per-layer factor of μ/‖X‖_F over pure attention's "
-                            "(the baseline)", rate_sides(rms, pure, (words, "pure attention"))))
+                            f"{weights} weights, {words}: late per-layer factor of μ/‖X‖_F over pure "
+                            "attention's (the baseline)", rate_sides(rms, pure, (words, "pure attention"))))
     pre = san[san["weights"] == "pretrained"]
-    for skip, words in ((False, "SAN + its own trained RMSNorm"), (True, "SAN + skip + its own trained RMSNorm")):
+    for skip, words in ((False, "SAN + its own trained RMSNorm"),
+                        (True, "SAN + skip + its own trained RMSNorm")):
         trained = pre[(pre["norm"] == "model") & (pre["skip"] == skip)]
         baseline = pre[(pre["norm"] == "none") & (pre["skip"] == skip)]
         rows.append(rates_claim("In pretrained models LayerNorm helps (together with the other components)",
@@ -141,8 +150,9 @@ def claims(rates: pd.DataFrame) -> list[Claim]:
                                 "masks keep μ/‖X‖_F"))
         base_words = "SAN + skip" if skip else "pure attention"
         rows.append(against(f"... {words} slows collapse against {base_words}", "Fig. 2 caption",
-                            f"pretrained weights, {words}: late per-layer factor of μ/‖X‖_F over {base_words}'s "
-                            "(the baseline)", rate_sides(trained, baseline, (words, base_words))))
+                            f"pretrained weights, {words}: late per-layer factor of μ/‖X‖_F over "
+                            f"{base_words}'s (the baseline)",
+                            rate_sides(trained, baseline, (words, base_words))))
     return rows
 
 
@@ -153,7 +163,8 @@ def _radius_order(pure: pd.DataFrame, weights: str) -> Claim:
     slowest = pure.loc[pure["mean rate"].idxmin(), "mask"]
     widest = pure.loc[pure["radius"].astype(float).idxmax(), "mask"]
     verdict = HOLDS if correlation < -1 + 1e-9 else PARTLY if correlation < 0 or slowest == widest else FAILS
-    words = ", ".join(f"{m}: r = {r}, {v:.3g}" for m, r, v in zip(pure["mask"], pure["radius"], pure["mean rate"]))
+    words = ", ".join(f"{m}: r = {r}, {v:.3g}"
+                      for m, r, v in zip(pure["mask"], pure["radius"], pure["mean rate"]))
     cells = tuple(Cell(m, "read", f"r = {r}, rate {v:.3g}",
                        f"radius {r}, mean rate {v:.3g} per layer") for m, r, v in
                   zip(pure["mask"], pure["radius"], pure["mean rate"]))

@@ -42,8 +42,8 @@ def configure(parameters: dict) -> dict[str, Run]:
 
 
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
-    """The page's numbers and scale (``sample_size_*``), claims table, the μ figure of both samples, the ratio
-    figure of their means and the scale note."""
+    """The page's numbers and scale (``sample_size_*``), claims table, the μ figure of both samples, the
+    ratio figure of their means and the scale note."""
     result = pair(results)
     found = numbers(result.table)
     return Shown(values=prefixed("sample_size", {"scale": scale_words(result), **found}),
@@ -82,7 +82,8 @@ def mean_ratios(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def mean_ratio_result(joined: StoredResult) -> StoredResult:
-    """The joined result (:func:`pair`) with its table replaced by :func:`mean_ratios`, for the ratio figure."""
+    """The joined result (:func:`pair`) with its table replaced by :func:`mean_ratios`, for the ratio
+    figure."""
     return replace(joined, table=mean_ratios(joined.table))
 
 
@@ -96,7 +97,8 @@ def numbers(table: pd.DataFrame) -> dict[str, float | int]:
         return np.maximum(ratio, 1 / ratio)
 
     return {"small": int(small), "large": int(large), "max_mean_ratio": float(factor("mean").max()),
-            "median_mean_ratio": float(factor("mean").median()), "max_median_ratio": float(factor("median").max()),
+            "median_mean_ratio": float(factor("mean").median()),
+            "max_median_ratio": float(factor("median").max()),
             "worst_layer": int(factor("mean").idxmax()[-1]),
             "band_ratio": float((pivot["width"][large] / pivot["width"][small]).median())}
 
@@ -104,6 +106,8 @@ def numbers(table: pd.DataFrame) -> dict[str, float | int]:
 def claims(found: dict) -> list[Claim]:
     """The response: with 3000 samples the results "are still similar to the original results"."""
     ratio = found["max_median_ratio"]
-    return [Claim("Results on the large sample are similar to those on the small one", "response (sample size)",
+    return [Claim("Results on the large sample are similar to those on the small one",
+                  "response (sample size)",
                   f"largest factor between the medians over {found['small']} and {found['large']} samples, "
-                  "any curve and layer", HOLDS if ratio < 2 else PARTLY if ratio < 10 else FAILS, f"{ratio:.3g}×")]
+                  "any curve and layer", HOLDS if ratio < 2 else PARTLY if ratio < 10 else FAILS,
+                  f"{ratio:.3g}×")]

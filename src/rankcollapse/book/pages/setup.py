@@ -7,7 +7,8 @@ validated once in ``__post_init__`` (one ValueError naming the parameter and the
 ``numbers`` the values its prose glues. :func:`show` is what the page shows of it: those numbers, the masks
 figure, the radius table, and the thresholds of the verdict rules and effects its last section states.
 
-Used by: book/setup.md (through the page registry, :mod:`rankcollapse.book.registry`), tests/unit/test_theory.py.
+Used by: book/setup.md (through the page registry, :mod:`rankcollapse.book.registry`),
+tests/unit/test_theory.py.
 """
 
 from __future__ import annotations

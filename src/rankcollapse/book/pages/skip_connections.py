@@ -42,8 +42,8 @@ def configure(parameters: dict) -> dict[str, Run]:
 
 
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
-    """The page's numbers and scale (``skip_*``), claims table, the figures of μ and ‖X‖_F (shallow) and of
-    μ (deep), and the scale notes of both sweeps."""
+    """The page's numbers and scale (``skip_*``), claims table, the figures of μ and ‖X‖_F (shallow) and
+    of μ (deep), and the scale notes of both sweeps."""
     shallow, deep = results["shallow"], results["deep"]
     found = numbers(shallow.table, deep.table)
     return Shown(values=prefixed("skip", {"scale": scale_words(shallow), **found}),
@@ -73,14 +73,16 @@ def numbers(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]
         "deep_ln_over_floor": over_floor("model", False),
         "deep_skip_over_floor": over_floor("none", True),
         "deep_ln_skip_over_floor": over_floor("model", True),
-        **{f"deep_{name}_floor_words": times_floor(over_floor(norm, skip), held_from(deep, **labels(norm, skip)))
+        **{f"deep_{name}_floor_words": times_floor(over_floor(norm, skip),
+                                                   held_from(deep, **labels(norm, skip)))
            for name, norm, skip in (("pure", "none", False), ("ln", "model", False), ("skip", "none", True),
                                     ("ln_skip", "model", True))},
         "n_layers_deep": int(deep["layer"].max()),
     }
 
 
-def claims(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict, shallow_samples: SampleValues | None = None,
+def claims(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict,
+           shallow_samples: SampleValues | None = None,
            deep_samples: SampleValues | None = None) -> list[Claim]:
     """The response (W1) on skip connections and LayerNorm: the curve verdicts of the deep initialized stacks,
     each against its baseline without the component (an effect per mask, with its interval when the result
@@ -89,14 +91,16 @@ def claims(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict, shallow_sampl
     deep_layers = f"{found['n_layers_deep']} initialized layers"
     init = dict(weights="initialized", variant="SAN")
     pure = dict(init, norm="none", skip=False)
-    rows = [curves_claim("Pure skip connections prevent μ → 0", "response W1", f"{deep_layers}, SAN + skip", deep,
-                         STABLE, "masks keep μ/‖X‖_F", **init, norm="none", skip=True),
+    rows = [curves_claim("Pure skip connections prevent μ → 0", "response W1",
+                         f"{deep_layers}, SAN + skip", deep, STABLE, "masks keep μ/‖X‖_F",
+                         **init, norm="none", skip=True),
             against("... skip slows the collapse of μ against no skip", "response W1",
                     f"{deep_layers}, SAN + skip: late per-layer factor of μ over SAN's (the baseline)",
-                    paired_sides(deep, deep_samples, dict(init, norm="none", skip=True), pure, ("SAN + skip", "SAN"),
-                                 metric="mu"))]
+                    paired_sides(deep, deep_samples, dict(init, norm="none", skip=True), pure,
+                                 ("SAN + skip", "SAN"), metric="mu"))]
     for metric, what in (("mu", "μ"), ("norm", "‖X‖_F")):
-        sides = paired_sides(deep, deep_samples, dict(init, norm="none", skip=True), pure, ("SAN + skip", "SAN"), metric)
+        sides = paired_sides(deep, deep_samples, dict(init, norm="none", skip=True), pure,
+                             ("SAN + skip", "SAN"), metric)
         rows.append(robust(lambda t, sides=sides, what=what: effect_claim(
             "... but make μ unstable in deep layers", "response W1",
             f"deep initialized SAN + skip, {what}: growth over the last half of the layers",
@@ -104,11 +108,11 @@ def claims(shallow: pd.DataFrame, deep: pd.DataFrame, found: dict, shallow_sampl
     for norm_skip, words in ((False, "SAN + LayerNorm"), (True, "SAN + LayerNorm + skip")):
         claim = "LayerNorm alone prevents collapse at initialization" if not norm_skip else \
             "LayerNorm + skip keeps μ away from 0"
-        rows.append(curves_claim(claim, "response W1", f"{deep_layers}, {words}", deep, STABLE, "masks keep μ/‖X‖_F",
-                                 **init, norm="model", skip=norm_skip))
+        rows.append(curves_claim(claim, "response W1", f"{deep_layers}, {words}", deep, STABLE,
+                                 "masks keep μ/‖X‖_F", **init, norm="model", skip=norm_skip))
         rows.append(against(f"... {words} slows collapse against {'SAN' if not norm_skip else 'SAN + skip'}",
-                            "response W1", f"{deep_layers}, {words}: late per-layer factor of μ/‖X‖_F over "
-                            f"{'SAN' if not norm_skip else 'SAN + skip'}'s (the baseline)",
+                            "response W1", f"{deep_layers}, {words}: late per-layer factor of μ/‖X‖_F "
+                            f"over {'SAN' if not norm_skip else 'SAN + skip'}'s (the baseline)",
                             paired_sides(deep, deep_samples, dict(init, norm="model", skip=norm_skip),
                                          dict(init, norm="none", skip=norm_skip),
                                          (words, "SAN" if not norm_skip else "SAN + skip"))))
@@ -120,12 +124,14 @@ def _scale_claim(shallow: pd.DataFrame, samples: SampleValues | None) -> Claim:
     """"LayerNorm keeps the tokens at the scale of the full transformer": ‖X‖_F of SAN + LN + skip (and of
     SAN + skip) over the full transformer's at the last pretrained layer, complete mask; holds when the
     interval lies within SAME_SCALE of 1."""
-    full = side(shallow, samples, "the full transformer", "norm", weights="pretrained", variant="full transformer")
-    sides = {words: side(shallow, samples, words, "norm", weights="pretrained", variant="SAN", mask="complete",
-                         norm=norm, skip=True)
+    full = side(shallow, samples, "the full transformer", "norm", weights="pretrained",
+                variant="full transformer")
+    sides = {words: side(shallow, samples, words, "norm", weights="pretrained", variant="SAN",
+                         mask="complete", norm=norm, skip=True)
              for words, norm in (("SAN + LN + skip", "model"), ("SAN + skip", "none"))}
     effects = {words: last_value(s, full, "‖X‖_F") for words, s in sides.items()}
     return robust(lambda t: effect_claim(
         "In pretrained models LayerNorm keeps the tokens at the scale of the full transformer", "response W1",
-        f"complete mask, last pretrained layer: ‖X‖_F of SAN + LN + skip over the full transformer's (SAN + skip "
-        f"for comparison: {effects['SAN + skip'].text})", [effect_cell("complete", effects["SAN + LN + skip"], 0, t)]))
+        f"complete mask, last pretrained layer: ‖X‖_F of SAN + LN + skip over the full transformer's "
+        f"(SAN + skip for comparison: {effects['SAN + skip'].text})",
+        [effect_cell("complete", effects["SAN + LN + skip"], 0, t)]))

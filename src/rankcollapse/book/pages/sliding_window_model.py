@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import CAUSAL, RATE_COLUMNS, against, computing, rate_sides, rate_table, rates_claim
+from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, rate_sides, rate_table,
+                                            rates_claim)
 from rankcollapse.book.plotting.beyond import SortableTable
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
@@ -47,7 +48,7 @@ def configure(parameters: dict) -> dict[str, Run]:
     return {"as_trained": Run(experiment_config(own, full_transformer=True, **causal)),
             "all_global": Run(experiment_config(own, model_windows=False, **causal)),
             "all_local": Run(experiment_config(own, masks=("causal_sliding_window",), window=window,
-                                                           **{k: v for k, v in causal.items() if k != "masks"}))}
+                                               **{k: v for k, v in causal.items() if k != "masks"}))}
 
 
 def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
@@ -70,8 +71,9 @@ def numbers(result: StoredResult) -> dict[str, int]:
 
 def claims(rates: pd.DataFrame) -> list[Claim]:
     """Does a local window slow collapse in a trained sliding-window model? The all-local and as-trained runs
-    against the all-global one (the baseline) as late per-layer factors, for pure attention and for the model's
-    own norms + skip, and the norms + skip against pure attention; robust or not over the thresholds' grid.
+    against the all-global one (the baseline) as late per-layer factors, for pure attention and for the
+    model's own norms + skip, and the norms + skip against pure attention; robust or not over the thresholds'
+    grid.
 
     Shapes: ``rates`` one row per configuration (:func:`rankcollapse.book.pages._common.rate_table`), parts
     ``as_trained``, ``all_global``, ``all_local``.
@@ -79,14 +81,15 @@ def claims(rates: pd.DataFrame) -> list[Claim]:
     san = rates[rates["variant"] == "SAN"]
     pure = san[(san["norm"] == "none") & ~san["skip"]]
     rows = [rates_claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
-                        "pretrained, pure attention: μ/‖X‖_F as trained, all global, all local", pure, COLLAPSES,
-                        "runs collapse", column="part")]
-    for norm, skip, words in (("none", False, "pure attention"), ("model", True, "SAN + skip + its own norms")):
+                        "pretrained, pure attention: μ/‖X‖_F as trained, all global, all local", pure,
+                        COLLAPSES, "runs collapse", column="part")]
+    for norm, skip, words in (("none", False, "pure attention"),
+                              ("model", True, "SAN + skip + its own norms")):
         own = san[(san["norm"] == norm) & (san["skip"] == skip)]
         local = own[own["part"].isin(["all_local", "as_trained"])]
         rows.append(against("Local (sliding-window) masks slow collapse", "Theorem 1, response",
-                            f"pretrained, {words}: late per-layer factor of μ/‖X‖_F, all local and as trained over "
-                            "all global (the baseline)",
+                            f"pretrained, {words}: late per-layer factor of μ/‖X‖_F, all local and as "
+                            "trained over all global (the baseline)",
                             rate_sides(local, pd.concat([own[own["part"] == "all_global"]] * 2).assign(
                                 part=["all_local", "as_trained"]), (words, "all global"), column="part")))
     kept = san[(san["norm"] == "model") & san["skip"]]
@@ -94,6 +97,7 @@ def claims(rates: pd.DataFrame) -> list[Claim]:
                             "Fig. 2 caption", "pretrained, SAN + skip + its own norms", kept, STABLE,
                             "runs keep μ/‖X‖_F", column="part"))
     rows.append(against("... its own norms + skip slow collapse against pure attention", "Fig. 2 caption",
-                        "pretrained, SAN + skip + its own norms: late per-layer factor of μ/‖X‖_F over pure "
-                        "attention's (the baseline)", rate_sides(kept, pure, ("norms + skip", "pure attention"), "part")))
+                        "pretrained, SAN + skip + its own norms: late per-layer factor of μ/‖X‖_F over "
+                        "pure attention's (the baseline)",
+                        rate_sides(kept, pure, ("norms + skip", "pure attention"), "part")))
     return rows

@@ -24,13 +24,14 @@ from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.plotting.reviewers import decay_shape_figure
 from rankcollapse.book.shown import Shown, ShownFigure, check_note
 from rankcollapse.core import masks
-from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_ints, check_number, check_numbers,
-                                      check_temperature, freeze_lists)
+from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_ints, check_number,
+                                      check_numbers, check_temperature, freeze_lists)
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import fit_decay_rate
 from rankcollapse.theory.rates import complete_mask_log_mu, decay_shape, loglog_slope
-from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig, linear_rate,
-                                          log10_bound_rate, sample_system, summarize_collapse, theorem1_bound)
+from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig,
+                                          linear_rate, log10_bound_rate, sample_system, summarize_collapse,
+                                          theorem1_bound)
 
 
 SHAPE_LAYERS = 10  # layers of the complete mask's exact track beside the linear case (log mu ~ -3^t after)
@@ -113,7 +114,8 @@ class Theorem1Result:
     temperatures: pd.DataFrame  # per temperature (sliding window): epsilon, rate, log10 bound rate
     linear: pd.DataFrame  # linear case per mask: |lambda_2|, its rate, the measured late rate
     linear_curves: dict[str, Tensor]  # mask name -> median mu of the linear case
-    complete_log_mu: Tensor  # log mu of the complete mask's run, exact below the floor, first SHAPE_LAYERS layers
+    # log mu of the complete mask's run, exact below the floor, first SHAPE_LAYERS layers
+    complete_log_mu: Tensor
     exact_gap: float  # largest |mu exact - mu of X| in rounding floors (0: they agree)
     numbers: dict[str, object]  # glued values
 
@@ -150,7 +152,8 @@ def compute(config: Theorem1Config) -> Theorem1Result:
     sweep = pd.DataFrame([{"window": w, "radius": s.radius, "rate": s.rate,
                            "linear rate": linear_rate(config.mask("sliding_window", w))}
                           for w in config.sweep_windows
-                          for s in [summarize_collapse(config.mask("sliding_window", w), config.system(), layer)]])
+                          for s in [summarize_collapse(config.mask("sliding_window", w), config.system(),
+                                                       layer)]])
     temperatures = pd.DataFrame([{"temperature": temp, "epsilon": s.epsilon, "rate": s.rate,
                                   "log10 bound rate": log10_bound_rate(s.epsilon, s.radius)}
                                  for temp in sorted(config.temperatures)
@@ -158,23 +161,25 @@ def compute(config: Theorem1Config) -> Theorem1Result:
                                                               DynamicsConfig(temperature=temp))]])
     linear_rows, linear_curves = [], {}
     for name in (m for m in config.paper_masks if m != "complete"):
-        s = summarize_collapse(config.mask(name), config.system(qk_weights="zero", value_weights="identity"), layer)
+        s = summarize_collapse(config.mask(name), config.system(qk_weights="zero", value_weights="identity"),
+                               layer)
         linear_curves[name] = s.mu_exact.median(dim=0).values  # [layer + 1]
         predicted = linear_rate(config.mask(name))
         late = fit_decay_rate(s.mu_exact.log().median(dim=0).values, skip=config.n_layers // 2)
-        linear_rows.append({"mask": name, "|lambda_2|": math.exp(-predicted), "rate -log|lambda_2|": predicted,
-                            "measured late rate": late})
+        linear_rows.append({"mask": name, "|lambda_2|": math.exp(-predicted),
+                            "rate -log|lambda_2|": predicted, "measured late rate": late})
     linear = pd.DataFrame(linear_rows).set_index("mask")
     shape_layers = min(SHAPE_LAYERS, config.n_layers)
     X0, W_Q, W_K, W_V = sample_system(config.system())  # the complete mask's own draws
-    complete = complete_mask_log_mu(X0, W_Q, W_K, W_V, shape_layers, config.temperature)  # [sample, layer + 1]
+    complete = complete_mask_log_mu(X0, W_Q, W_K, W_V, shape_layers,
+                                    config.temperature)  # [sample, layer + 1]
     shapes = {"complete": loglog_slope(complete.median(dim=0).values)}
     if "causal" in linear_curves:
         shapes["linear_causal"] = loglog_slope(linear_curves["causal"][: shape_layers + 1].log())
     panels = {"the paper's four masks": {m: summaries[m] for m in config.paper_masks},
               "other masks": {m: summaries[m] for m in config.zoo_masks}}
-    return Theorem1Result(summaries, panels, table, sweep.set_index("window"), temperatures.set_index("temperature"),
-                          linear, linear_curves, complete, max(gaps),
+    return Theorem1Result(summaries, panels, table, sweep.set_index("window"),
+                          temperatures.set_index("temperature"), linear, linear_curves, complete, max(gaps),
                           {**_numbers(config, table, sweep, linear), **_shape_numbers(shapes, shape_layers)})
 
 
@@ -251,6 +256,6 @@ def check(config: Theorem1Config, result: Theorem1Result) -> str:
          f"faster than the narrowest ({narrow:.3f}); more layers separate them"),
         (abs(linear / math.log(2) - 1) < 1e-2,  # |lambda_2| = 1/2
          f"not converged at this depth ({depth}): the linear causal case decays at {linear:.4f} per layer "
-         f"over the last half of the layers, not yet within 1 % of log 2 = {math.log(2):.4f} (|λ₂| = 1/2); "
-         f"more layers bring it there"),
+         f"over the last half of the layers, not yet within 1 % of log 2 = {math.log(2):.4f} "
+         f"(|λ₂| = 1/2); more layers bring it there"),
     ])

@@ -25,8 +25,8 @@ from rankcollapse.core.checks import (check_choice, check_choices, check_int, ch
                                       freeze_lists)
 from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import wilson_interval
-from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig, run_system,
-                                          summarize_collapse)
+from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig,
+                                          run_system, summarize_collapse)
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,15 @@ class Theorem2Config:
     window: int = 2  # window of the window masks
     norms: tuple[str, ...] = ("unit", "layernorm")  # the paper's D ("unit") and the variants to compare
     masks_shown: tuple[str, ...] = PAPER_MASKS  # masks of the orthogonal runs
-    contrast_masks: tuple[str, ...] = ("causal", "causal_sliding_window")  # masks of the orthogonal vs random contrast
+    # masks of the orthogonal vs random contrast
+    contrast_masks: tuple[str, ...] = ("causal", "causal_sliding_window")
     contrast_window: int = 1  # window of the contrast masks
     contrast_n_tokens: int = 8  # N of the contrast
     contrast_d_model: int = 2  # d of the contrast (small d: the counterexample's regime; also its d_QK)
     contrast_layers: int = 400  # depth of the contrast
     contrast_samples: int = 200  # seeds of the contrast
-    collapse_tol: float = 1e-8  # mu(X) at the last layer below this (or 100 rounding floors) counts as collapsed
+    # mu(X) at the last layer below this (or 100 rounding floors) counts as collapsed
+    collapse_tol: float = 1e-8
 
     def __post_init__(self) -> None:
         freeze_lists(self, "norms", "masks_shown", "contrast_masks")
@@ -60,7 +62,8 @@ class Theorem2Config:
         check_int("window", self.window, 1, self.n_tokens - 1)
         check_choices("norms", self.norms, ("unit", "rms", "layernorm"))
         if self.norms[0] != "unit":
-            raise ValueError(f"norms must start with 'unit' (the paper's D, the theorem's setting), got {self.norms!r}")
+            raise ValueError(f"norms must start with 'unit' (the paper's D, the theorem's setting), "
+                             f"got {self.norms!r}")
         check_choices("masks_shown", self.masks_shown, masks.MASK_NAMES)
         check_choices("contrast_masks", self.contrast_masks, masks.MASK_NAMES)
         check_int("contrast_n_tokens", self.contrast_n_tokens, 2, MAX_TOKENS)
@@ -93,8 +96,8 @@ def compute(config: Theorem2Config) -> Theorem2Result:
     Shapes: see :class:`Theorem2Result`.
     """
     system = SystemConfig(n_tokens=config.n_tokens, d_model=config.d_model, n_layers=config.n_layers,
-                          n_samples=config.n_samples, qk_weights=config.qk_weights, value_weights="orthogonal",
-                          hemisphere=True, seed=config.seed, dtype=config.dtype)
+                          n_samples=config.n_samples, qk_weights=config.qk_weights,
+                          value_weights="orthogonal", hemisphere=True, seed=config.seed, dtype=config.dtype)
     panels, rows = {}, []
     for norm in config.norms:
         panel = panels[_NORM_WORDS[norm]] = {}
@@ -110,15 +113,17 @@ def compute(config: Theorem2Config) -> Theorem2Result:
         mask = masks.build_mask(name, config.contrast_n_tokens, window=config.contrast_window)
         for law in _CONTRAST_LAWS:
             contrast_system = SystemConfig(
-                n_tokens=config.contrast_n_tokens, d_model=config.contrast_d_model, n_layers=config.contrast_layers,
-                n_samples=config.contrast_samples, qk_weights=config.qk_weights, value_weights=law,
-                share_layers=True, hemisphere=True, seed=config.seed, dtype=config.dtype)
+                n_tokens=config.contrast_n_tokens, d_model=config.contrast_d_model,
+                n_layers=config.contrast_layers, n_samples=config.contrast_samples,
+                qk_weights=config.qk_weights, value_weights=law, share_layers=True, hemisphere=True,
+                seed=config.seed, dtype=config.dtype)
             final = run_system(mask, contrast_system, DynamicsConfig("unit", float(config.contrast_d_model),
                                                                       keep_states=False)).final
             floor = metrics.rounding_floor(metrics.frobenius_norm(final), metrics.resolve_dtype(config.dtype))
             alive = int((metrics.mu(final) > torch.clamp(100 * floor, min=config.collapse_tol)).sum())
             p = wilson_interval(alive, config.contrast_samples)
-            contrast_rows.append({"mask": name, "W_V": law, "not collapsed": p.fraction, "low": p.low, "high": p.high})
+            contrast_rows.append({"mask": name, "W_V": law, "not collapsed": p.fraction, "low": p.low,
+                                  "high": p.high})
     contrast = pd.DataFrame(contrast_rows)
     random_max = float(contrast[contrast["W_V"] != "orthogonal"]["not collapsed"].max())
     numbers: dict[str, object] = {
@@ -128,7 +133,8 @@ def compute(config: Theorem2Config) -> Theorem2Result:
         "thm2_alive_max_random": random_max,
         "thm2_other_norms": ", ".join(_NORM_WORDS[n] for n in config.norms[1:]) or "none",
         "thm2_random_verdict": ("so the theorem's hypothesis is not a technicality" if random_max > 0 else
-                                "so this run shows no difference: try a smaller contrast width or more layers"),
+                                "so this run shows no difference: try a smaller contrast width or more "
+                                "layers"),
     }
     for name in config.masks_shown:
         numbers[f"thm2_rate_{name}"] = float(rates.loc[("unit", name), "rate"])
