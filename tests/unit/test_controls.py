@@ -171,12 +171,14 @@ def _found(with_bias: int, without: int) -> dict:
 
 
 def test_controls_paragraph_says_what_the_numbers_say():
-    changed = _fig2_controls.controls_headline(_found(4, 2))
-    assert ("changes 3 of 3 verdicts" in changed
-            and "collapses under 4 of 4 masks with biases, 2 of 4 without" in changed)
-    assert "70 % to 95 % of the masks' own mean rates" in changed and "does not fall" in changed
-    kept = _fig2_controls.controls_headline(_found(4, 4))
-    assert "changes 0 of 3 verdicts" in kept and "Unchanged:" in kept
+    changed = _fig2_controls.controls_clauses(_found(4, 2))
+    assert (changed["bias_changed"], changed["bias_verdicts"], changed["bias_unchanged"]) == (3, 3, "")
+    assert "collapses under 4 of 4 masks with biases, 2 of 4 without" in changed["bias_changed_list"]
+    assert changed["no_mixing_biased"].endswith("70 % to 95 % of the masks' own mean rates")
+    assert changed["no_mixing_unbiased"].startswith("does not fall")
+    kept = _fig2_controls.controls_clauses(_found(4, 4))
+    assert (kept["bias_changed"], kept["bias_changed_list"]) == (0, "")
+    assert kept["bias_unchanged"].startswith(". Unchanged: ")
 
 
 def test_a_control_keeps_its_variants_colour():

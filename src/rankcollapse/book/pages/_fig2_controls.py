@@ -1,8 +1,9 @@
-"""The Fig. 2 page's controls (issue 21; book/experiments/fig2.md): initialized weights with and without
-biases (the same draws), the no-mixing ``self`` mask and other weight seeds.
+"""The Fig. 2 page's controls (book/experiments/fig2.md): initialized weights with and without biases (the
+same draws), the no-mixing ``self`` mask and other weight seeds.
 
-:func:`controls_numbers` gives the numbers of the controls paragraph, :func:`controls_headline` its first
-paragraph, :func:`control_claims` the claims decided on the controls (their seed replicates included).
+:func:`controls_numbers` gives the numbers of the controls paragraph, :func:`controls_clauses` the clauses
+its Markdown pastes, :func:`control_claims` the claims decided on the controls (their seed replicates
+included).
 
 Used by: :mod:`rankcollapse.book.pages.fig2`; tests/unit/test_controls.py.
 """
@@ -101,9 +102,13 @@ def _no_mixing_words(found: dict[str, object], weights: str) -> str:
             f"{_percent(found[f'share_max_{weights}'])} of the masks' own mean rates")
 
 
-def controls_headline(found: dict[str, object]) -> str:
-    """The page's first paragraph on the controls: which verdicts change with the bias setting (those that
-    change first), and the no-mixing control's share of the decay, every number from ``found``."""
+def controls_clauses(found: dict[str, object]) -> dict[str, object]:
+    """What the page's first paragraph on the controls says, as numbers and the clauses the numbers choose
+    (the sentences themselves are the page's Markdown): the scale, how many verdicts change with the bias
+    setting (``bias_changed`` of ``bias_verdicts``), the clause listing them (``bias_changed_list``, "" when
+    none), the masks under which pure attention without biases is stable (``bias_stable``) and the unchanged
+    verdicts (``bias_unchanged``), each "" when there are none; what the no-mixing control does with and
+    without biases, and the pretrained rates, every one from ``found``."""
     changed, kept = [], []
     for norm, _, words in BIAS_VERDICTS:
         counts = [(found[f"{norm}_{w}_agree"], found[f"{norm}_{w}_of"]) for w in BIAS_SOURCES]
@@ -111,21 +116,15 @@ def controls_headline(found: dict[str, object]) -> str:
                 f"{counts[1][1]} without")
         (changed if counts[0] != counts[1] else kept).append(text)
     stable = found.get("stable_without_biases", [])
-    verdicts = (f"Dropping the biases (the same seeded weights; the theory's SAN has none) changes "
-                f"{len(changed)} of {len(BIAS_VERDICTS)} verdicts at initialization"
-                + (f": {'; '.join(changed)}" if changed else "")
-                + (f". Without biases pure attention is stable under the "
-                   f"{' and the '.join(map(mask_label, stable))}"
-                   if stable else "")
-                + (f". Unchanged: {'; '.join(kept)}" if kept else "") + ".")
-    mixing = (f"With no mixing at all (each token attends only to itself, the same weights), μ/‖X‖_F "
-              f"{_no_mixing_words(found, 'initialized')} with biases and "
-              f"{_no_mixing_words(found, 'initialized_nobias')} without. With the pretrained weights "
-              f"no mixing gives a mean rate of {found['self_rate_pretrained']:.3g} per layer, against "
-              f"{found['pretrained_rate_min']:.3g} to {found['pretrained_rate_max']:.3g} under the "
-              f"paper's masks.")
-    return (f"**Controls** ({found['n_samples_controls']} samples, {found['n_layers']} layers). "
-            f"{verdicts} {mixing}")
+    return {"controls_n_samples": found["n_samples_controls"], "controls_n_layers": found["n_layers"],
+            "bias_changed": len(changed), "bias_verdicts": len(BIAS_VERDICTS),
+            "bias_changed_list": f": {'; '.join(changed)}" if changed else "",
+            "bias_stable": (f". Without biases pure attention is stable under the "
+                            f"{' and the '.join(map(mask_label, stable))}" if stable else ""),
+            "bias_unchanged": f". Unchanged: {'; '.join(kept)}" if kept else "",
+            "no_mixing_biased": _no_mixing_words(found, "initialized"),
+            "no_mixing_unbiased": _no_mixing_words(found, "initialized_nobias"),
+            **{k: found[k] for k in ("self_rate_pretrained", "pretrained_rate_min", "pretrained_rate_max")}}
 
 
 def _by_attention(controls: pd.DataFrame, weights: str,

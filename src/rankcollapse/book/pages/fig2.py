@@ -8,7 +8,7 @@ no-mixing control, the seed replicates, the decomposition); :func:`show` is what
 :func:`numbers` (the values its prose states) and :func:`claims` (its claims table) of the main sweep, the
 controls' numbers, headline and claims (:mod:`rankcollapse.book.pages._fig2_controls`, read over
 :func:`seed_results`), the decomposition's summary and claims (:func:`decomposition`,
-:func:`decomposition_summary`), the four figures and the scale words and note.
+:func:`decomposition_clauses`), the four figures and the scale words and note.
 
 Used by: book/experiments/fig2.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_claims.py, tests/unit/test_controls.py.
@@ -25,7 +25,7 @@ from rankcollapse.book.pages._common import (FIG2, against, computing, curves_cl
                                             paired_sides, times_floor)
 from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, decomposition_claims,
                                                     decomposition_frame)
-from rankcollapse.book.pages._fig2_controls import control_claims, controls_headline, controls_numbers
+from rankcollapse.book.pages._fig2_controls import control_claims, controls_clauses, controls_numbers
 from rankcollapse.book.plotting.controls import controls_figure
 from rankcollapse.book.plotting.decomposition import decomposition_shown
 from rankcollapse.book.plotting.overlap import coincidence_words
@@ -83,21 +83,20 @@ def configure(parameters: dict) -> dict[str, Run]:
 
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scales (``fig2_*``), its three claims tables (``fig2``, ``fig2_controls``,
-    ``fig2_decomp``), the controls' and the decomposition's summaries, the scale note and the figures of μ,
-    μ/‖X‖_F, the controls and the decomposition (whose coinciding curves its caption names:
+    ``fig2_decomp``), the clauses of the controls' and the decomposition's sentences, the scale note and the
+    figures of μ, μ/‖X‖_F, the controls and the decomposition (whose coinciding curves its caption names:
     ``fig2_decomp_notes``)."""
     result, controls, decomposed = results["main"], results["controls"], results["decomposition"]
     seeds = seed_results(results)
     frame, shares = decomposition(decomposed)
     decomposition_fig = decomposition_shown(decomposed, frame, "fig-fig2-decomposition", DECOMPOSED_WORDS)
+    found = controls_numbers(controls.table, results["pretrained_self"].table, result.table)
     values = {"scale": scale_words(result), **numbers(result.table), "controls_scale": scale_words(controls),
               "n_seeds": len(seeds), "decomp_scale": scale_words(decomposed),
-              "decomp_notes": coincidence_words(decomposition_fig.figure)}
-    found = controls_numbers(controls.table, results["pretrained_self"].table, result.table)
+              "decomp_notes": coincidence_words(decomposition_fig.figure), **controls_clauses(found),
+              **decomposition_clauses(shares)}
     n_tokens = result.provenance["parameters"]["n_tokens"]
-    markdown = {"fig2_scale_note": scale_note(result), "fig2_controls_summary": controls_headline(found),
-                "fig2_decomp_summary": decomposition_summary(shares)}
-    return Shown(values=prefixed("fig2", values), markdown=markdown,
+    return Shown(values=prefixed("fig2", values), markdown={"fig2_scale_note": scale_note(result)},
                  claims={"fig2": claims(result.table, n_tokens, result.samples),
                          "fig2_controls": control_claims(seeds),
                          "fig2_decomp": decomposition_claims(frame, DECOMPOSED_WORDS)},
@@ -225,9 +224,11 @@ DECOMPOSED_WORDS = {"initialized": "initialized with biases",
                     "initialized_nobias": "initialized without biases", "pretrained": "pretrained"}
 
 
-def decomposition_summary(shares: pd.DataFrame) -> str:
-    """The page's sentence on what drives the decay of μ under the two windows and under the complete and
-    causal masks, per weight source (:func:`rankcollapse.book.pages._decomposition.decay_driver`).
+def decomposition_clauses(shares: pd.DataFrame) -> dict[str, str]:
+    """What drives the decay of μ, per weight source, as the clauses of the page's sentence on it: under the
+    two windows (``decomp_local``) and under the complete and causal masks (``decomp_wide``), each source's
+    driver and its per-layer ranges of g_V and c_A
+    (:func:`rankcollapse.book.pages._decomposition.decay_driver`).
 
     Shapes: ``shares`` as from :func:`rankcollapse.book.pages._decomposition.decay_shares`.
     """
@@ -237,7 +238,5 @@ def decomposition_summary(shares: pd.DataFrame) -> str:
                 f"c_A {d['contraction_min']:.3g} to {d['contraction_max']:.3g})")
 
     sources = [w for w in DECOMPOSED_WORDS if w in set(shares["weights"])]
-    return ("**What drives the decay.** The larger part of μ's decay under the two windows is: "
-            + "; ".join(f"{DECOMPOSED_WORDS[w]}, {words(w, True)}" for w in sources)
-            + ". Under the complete and the causal mask: "
-            + "; ".join(f"{DECOMPOSED_WORDS[w]}, {words(w, False)}" for w in sources) + ".")
+    return {name: "; ".join(f"{DECOMPOSED_WORDS[w]}, {words(w, local)}" for w in sources)
+            for name, local in (("decomp_local", True), ("decomp_wide", False))}

@@ -8,8 +8,8 @@ decay rate of μ/‖X‖_F, -d log(μ/‖X‖_F)/dt by least squares
 rounding floor; exp(-rate) is the contraction per layer.
 
 :func:`configure` turns the page's parameters into one sweep per zoo mask, :func:`design_table` reads them
-into one row per mask; :func:`numbers` are the values its prose states (per weight source) and
-:func:`collapse_sentence` its sentence on which masks collapse. :func:`decomposition_runs` are the sweeps of
+into one row per mask; :func:`numbers` are the values its prose states (per weight source, with the clause on
+which masks collapse). :func:`decomposition_runs` are the sweeps of
 five masks that also split each layer's change of μ into the value maps' gain and attention's contraction
 (:mod:`rankcollapse.book.pages._decomposition`). :func:`show` is what the page shows of both: the zoo's
 numbers, table, scale note and rate-radius figure, the decomposition's numbers, claims, attention table and
@@ -123,8 +123,8 @@ def decomposition_results(parameters: dict) -> dict[str, StoredResult]:
 
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     """What the page shows. The zoo (``results``, part -> result as :func:`configure` names them): its scale
-    and :func:`numbers` (``mask_design_*``, pretrained ``mask_design_pre_*``), the sentence on which masks
-    collapse (``mask_design_collapse``), the sortable design table (``mask_design_table``: one row per mask,
+    and :func:`numbers` (``mask_design_*``, pretrained ``mask_design_pre_*``; ``collapse_words`` the clause on
+    which masks collapse), the sortable design table (``mask_design_table``: one row per mask,
     :func:`design_table`), the scale note and the rate-radius figure. The decomposition
     (:func:`decomposition_results` at ``parameters``): its scale and numbers (``mask_design_decomp_*``), its
     claims, the sortable attention table (``mask_design_decomp_table``: one row per mask x weights,
@@ -138,8 +138,7 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     return Shown(
         values={**prefixed("mask_design", {"scale": scale_words(results["complete"]), **found}),
                 **prefixed("mask_design_pre", found_pre), **prefixed("mask_design_decomp", decomp)},
-        markdown={"mask_design_collapse": collapse_sentence(found, found_pre),
-                  "mask_design_scale_note": scale_note(results["complete"])},
+        markdown={"mask_design_scale_note": scale_note(results["complete"])},
         claims={"mask_design_decomp": decomposition_claims(frame)},
         tables={"mask_design_table": SortableTable(table),
                 "mask_design_decomp_table": SortableTable(attention_table(frame))},
@@ -303,12 +302,6 @@ def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:
     return (f"collapses {order} the bidirectional one{same} (rate ratio {ratios.min():.2f} to "
             f"{ratios.max():.2f}{where})")
 
-
-def collapse_sentence(found: dict, found_pre: dict) -> str:
-    """The page's sentence on which masks collapse, from :func:`numbers` of the initialized and the
-    pretrained weights (Markdown)."""
-    return (f"Measured here, with initialized weights {found['collapse_words']}; "
-            f"with pretrained weights {found_pre['collapse_words']}.")
 
 
 # ------------------------------------------------------- what drives the decay: value maps or attention
