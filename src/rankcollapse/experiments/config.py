@@ -18,8 +18,8 @@ control: the theory's SAN has none). The optional *full transformer* reference i
 (hooks), pretrained or freshly initialized by Hugging Face (N(0, 0.02)).
 
 ``MAX_SAMPLES`` and ``MAX_TOKENS`` bound a sweep's text samples and their length; the theory pages' random
-systems have bounds of their own (``rankcollapse.book.pages._common``: up to 10^6 random draws of at most 4096
-tokens), which are not text samples.
+systems have bounds of their own, under their own names (``rankcollapse.book.pages._common``: ``MAX_DRAWS``
+random draws of at most ``MAX_SYSTEM_TOKENS`` tokens), which are not text samples.
 
 Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.experiments.plan`,
 :mod:`rankcollapse.experiments.bundle`, the page registry and the page modules, ``book/cli_listing.py``,

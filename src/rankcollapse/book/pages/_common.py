@@ -27,9 +27,9 @@ from rankcollapse.verdicts.claims import (Claim, curve_claim, effect_cell, effec
 from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
 from rankcollapse.verdicts.robustness import robust
 
-MAX_TOKENS = 4096  # largest N a theory page accepts
+MAX_SYSTEM_TOKENS = 4096  # largest N a theory page accepts
 MAX_LAYERS = 100_000  # largest depth a theory page accepts
-MAX_SAMPLES = 1_000_000  # largest number of random draws a page accepts
+MAX_DRAWS = 1_000_000  # largest number of random draws a page accepts
 MAX_SEED = 2**63 - 1  # torch.Generator seeds
 PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only, never for computing
 
@@ -61,10 +61,10 @@ def times_floor(ratio: float, held: int | None = None) -> str:
 
 def check_system(config: object) -> None:
     """The fields every theory sweep shares: sizes, seed, dtype."""
-    check_int("n_tokens", config.n_tokens, 2, MAX_TOKENS)
+    check_int("n_tokens", config.n_tokens, 2, MAX_SYSTEM_TOKENS)
     check_int("d_model", config.d_model, 1, 4096)
     check_int("n_layers", config.n_layers, 1, MAX_LAYERS)
-    check_int("n_samples", config.n_samples, 1, MAX_SAMPLES)
+    check_int("n_samples", config.n_samples, 1, MAX_DRAWS)
     check_int("seed", config.seed, 0, MAX_SEED)
     check_choice("dtype", config.dtype, tuple(metrics.DTYPES))
 

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from rankcollapse.book.pages._common import MAX_LAYERS, MAX_SAMPLES, MAX_SEED, MAX_TOKENS
+from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, MAX_SYSTEM_TOKENS
 from rankcollapse.core import masks, metrics
 from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_ints, check_numbers,
                                       check_temperature, freeze_lists)
@@ -57,9 +57,9 @@ class ReviewersConfig:
 
     def __post_init__(self) -> None:
         freeze_lists(self, "rotations", "path_depths", "widths", "width_masks")
-        check_int("n_tokens", self.n_tokens, 4, MAX_TOKENS)
+        check_int("n_tokens", self.n_tokens, 4, MAX_SYSTEM_TOKENS)
         check_int("d_model", self.d_model, 1, 4096)
-        check_int("n_samples", self.n_samples, 1, MAX_SAMPLES)
+        check_int("n_samples", self.n_samples, 1, MAX_DRAWS)
         check_int("seed", self.seed, 0, MAX_SEED)
         check_choice("dtype", self.dtype, tuple(metrics.DTYPES))
         check_temperature("temperature", self.temperature)

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from rankcollapse.book.pages._common import MAX_LAYERS, MAX_SAMPLES, MAX_SEED, own_config
+from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.shown import Shown, ShownFigure, check_note
 from rankcollapse.core import metrics
@@ -82,7 +82,7 @@ class CounterexampleConfig:
             check_number("every entry of starts_token2", angle, -10.0, 10.0)
         for name, low in (("n_layers", 1), ("n_angles", 8), ("basin_layers", 1), ("mc_samples", 1),
                           ("mc_layers", 1)):
-            check_int(name, getattr(self, name), low, MAX_SAMPLES if name == "mc_samples" else MAX_LAYERS)
+            check_int(name, getattr(self, name), low, MAX_DRAWS if name == "mc_samples" else MAX_LAYERS)
         check_int("seed", self.seed, 0, MAX_SEED)
         check_number("rotation", self.rotation, -10.0, 10.0)
         check_choice("dtype", self.dtype, tuple(metrics.DTYPES))

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from rankcollapse.book.pages._common import MAX_LAYERS, MAX_SAMPLES, MAX_SEED, own_config
+from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.shown import Shown, ShownFigure, check_note
 from rankcollapse.core import metrics
@@ -56,7 +56,7 @@ class EquilibriaConfig:
         check_number("a", self.a, 0.0, 1.0, open_low=True, open_high=True)
         threshold = ce.every_rank_threshold(self.d_model, self.a)
         check_number("c", self.c, threshold * 1.01, 1e6)  # equilibria are placed 1 % above c*
-        check_int("n_samples", self.n_samples, 1, MAX_SAMPLES)
+        check_int("n_samples", self.n_samples, 1, MAX_DRAWS)
         check_int("n_layers", self.n_layers, 1, MAX_LAYERS)
         check_number("perturbation", self.perturbation, 0.0, 0.1, open_low=True)
         check_int("seed", self.seed, 0, MAX_SEED)
@@ -67,7 +67,7 @@ class EquilibriaConfig:
         if min(self.sweep_factors) >= 1 or max(self.sweep_factors) <= 1:
             raise ValueError(f"sweep_factors must hold values below and above 1 (c / c*), "
                              f"got {self.sweep_factors!r}")
-        check_int("sweep_samples", self.sweep_samples, 1, MAX_SAMPLES)
+        check_int("sweep_samples", self.sweep_samples, 1, MAX_DRAWS)
         check_int("sweep_layers", self.sweep_layers, 1, MAX_LAYERS)
 
 

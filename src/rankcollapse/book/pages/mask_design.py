@@ -38,7 +38,7 @@ from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, fi
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core.metrics import FLOOR_BAND, second_eigenvalue_modulus
 from rankcollapse.core.stats import fit_decay_rate, rank_correlation
-from rankcollapse.experiments.config import experiment_config, MAX_TOKENS
+from rankcollapse.experiments.config import MAX_TOKENS, experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.rules import table_verdicts

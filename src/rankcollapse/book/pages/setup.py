@@ -20,7 +20,7 @@ import pandas as pd
 from torch import Tensor
 
 from rankcollapse.book.labels import MASK_LABELS
-from rankcollapse.book.pages._common import MAX_TOKENS, own_config
+from rankcollapse.book.pages._common import MAX_SYSTEM_TOKENS, own_config
 from rankcollapse.book.plotting.theory import mask_grid
 from rankcollapse.book.shown import Shown, ShownFigure, prefixed
 from rankcollapse.core import masks
@@ -43,8 +43,8 @@ class SetupConfig:
         freeze_lists(self, "table_n_tokens", "table_windows")
         check_int("n_tokens", self.n_tokens, 2, 64)
         check_int("window", self.window, 1, self.n_tokens - 1)
-        check_ints("table_n_tokens", self.table_n_tokens, 2, MAX_TOKENS)
-        check_ints("table_windows", self.table_windows, 1, MAX_TOKENS - 1)
+        check_ints("table_n_tokens", self.table_n_tokens, 2, MAX_SYSTEM_TOKENS)
+        check_ints("table_windows", self.table_windows, 1, MAX_SYSTEM_TOKENS - 1)
         if min(self.table_windows) >= max(self.table_n_tokens):
             raise ValueError(f"table_windows must hold a window below max(table_n_tokens) = "
                              f"{max(self.table_n_tokens)}, got {self.table_windows!r}")

@@ -23,7 +23,7 @@ from rankcollapse.book.plotting.beyond import SortableTable
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
-from rankcollapse.experiments.config import experiment_config, MAX_TOKENS
+from rankcollapse.experiments.config import MAX_TOKENS, experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 import torch
 
-from rankcollapse.book.pages._common import MAX_LAYERS, MAX_SAMPLES, MAX_TOKENS, check_system, own_config
+from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SYSTEM_TOKENS, check_system, own_config
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.shown import Shown, ShownFigure, check_note
 from rankcollapse.core import masks, metrics
@@ -66,11 +66,11 @@ class Theorem2Config:
                              f"got {self.norms!r}")
         check_choices("masks_shown", self.masks_shown, masks.MASK_NAMES)
         check_choices("contrast_masks", self.contrast_masks, masks.MASK_NAMES)
-        check_int("contrast_n_tokens", self.contrast_n_tokens, 2, MAX_TOKENS)
+        check_int("contrast_n_tokens", self.contrast_n_tokens, 2, MAX_SYSTEM_TOKENS)
         check_int("contrast_window", self.contrast_window, 1, self.contrast_n_tokens - 1)
         check_int("contrast_d_model", self.contrast_d_model, 2, 4096)
         check_int("contrast_layers", self.contrast_layers, 1, MAX_LAYERS)
-        check_int("contrast_samples", self.contrast_samples, 1, MAX_SAMPLES)
+        check_int("contrast_samples", self.contrast_samples, 1, MAX_DRAWS)
         check_number("collapse_tol", self.collapse_tol, 0.0, 1.0, open_low=True)
 
 
