@@ -29,17 +29,10 @@ def _kill_all(pids):
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 def test_sigterm_to_the_command_ends_torchrun_and_its_workers(tmp_path):
-    env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path / "results"), sweep.BLOCK_ENV: "1",
-           ranks.PROGRESS_ENV: "0"}
-    command = [sys.executable, "-m", "rankcollapse", "run", "fig2", "-p", "n_samples", "64", "-p", "n_tokens",
-               "16", "-p", "n_layers", "2", "--nproc", "2", "--output", str(tmp_path / "out")]
-    parent = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    parent = _start(tmp_path, ["run", "fig2", "--output", str(tmp_path / "out")])
     below: list[int] = []
     try:
-        below = _workers_of(parent)
-        time.sleep(1.0)  # the workers importing torch
-        below = sorted(set(below) | set(_descendants(parent.pid)))
+        below = _running_workers(parent)
         parent.send_signal(signal.SIGTERM)
         out, err = parent.communicate(timeout=60)
         assert parent.returncode == 143, err[-3000:]
@@ -53,6 +46,24 @@ def test_sigterm_to_the_command_ends_torchrun_and_its_workers(tmp_path):
         assert not survivors, survivors
     finally:
         _kill_all([parent.pid, *below])
+
+
+def _start(tmp_path: Path, words: list[str]) -> subprocess.Popen:
+    """``rankcollapse <words>`` on a tiny sweep over two torchrun workers (one sample per unit), results in
+    ``tmp_path``."""
+    env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path / "results"), sweep.BLOCK_ENV: "1",
+           ranks.PROGRESS_ENV: "0"}
+    command = [sys.executable, "-m", "rankcollapse", *words[:2], "-p", "n_samples", "64", "-p", "n_tokens",
+               "16", "-p", "n_layers", "2", "--nproc", "2", *words[2:]]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _running_workers(parent: subprocess.Popen) -> list[int]:
+    """Every process below ``parent`` once its two workers run and have had a second to import torch."""
+    below = _workers_of(parent)
+    time.sleep(1.0)  # the workers importing torch
+    return sorted(set(below) | set(_descendants(parent.pid)))
 
 
 def _workers_of(parent: subprocess.Popen) -> list[int]:
@@ -72,18 +83,12 @@ def _workers_of(parent: subprocess.Popen) -> list[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 def test_sigkill_of_the_command_ends_torchrun_and_its_workers(tmp_path):
-    """Issue 37 row 5: they lived on and stored results 45 s later."""
-    env = {**os.environ, "RANKCOLLAPSE_RESULTS_DIR": str(tmp_path / "results"), sweep.BLOCK_ENV: "1",
-           ranks.PROGRESS_ENV: "0"}
-    command = [sys.executable, "-m", "rankcollapse", "compute", "fig4", "-p", "n_samples", "64",
-               "-p", "n_tokens", "16", "-p", "n_layers", "2", "--nproc", "2"]
-    parent = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    """Killing the command kills torchrun and its workers too (they used to live on and store results 45 s
+    later)."""
+    parent = _start(tmp_path, ["compute", "fig4"])
     below: list[int] = []
     try:
-        below = _workers_of(parent)
-        time.sleep(1.0)  # the workers importing torch
-        below = sorted(set(below) | set(_descendants(parent.pid)))
+        below = _running_workers(parent)
         parent.kill()
         parent.communicate(timeout=60)
         deadline = time.monotonic() + 20
