@@ -44,9 +44,13 @@ def test_fig2(repo_root, tmp_path, figure_dir, results_dir):
     assert (len(list((results_dir / "fig2").glob("*.csv.gz"))) == 6
             == len(list((results_dir / "fig2").glob("*.samples.npz"))))
     assert glued["fig2_n_seeds"] == 3 and "fig-fig2-controls" in {p.stem for p in figure_dir.glob("*.json")}
-    assert "fig2_controls_summary" in glued and "fig2_controls_claims" in glued
+    assert "fig2_controls_claims" in glued  # and the clauses of the controls paragraph, from the same numbers
+    assert glued["fig2_controls_n_samples"] >= 1 and glued["fig2_bias_verdicts"] == 3
+    assert 0 <= glued["fig2_bias_changed"] <= glued["fig2_bias_verdicts"]
+    assert (glued["fig2_bias_changed_list"] == "") == (glued["fig2_bias_changed"] == 0)
     assert "fig-fig2-decomposition" in {p.stem for p in figure_dir.glob("*.json")}
-    assert "fig2_decomp_summary" in glued and "fig2_decomp_claims" in glued and "fig2_decomp_notes" in glued
+    assert "fig2_decomp_claims" in glued and "fig2_decomp_notes" in glued
+    assert glued["fig2_decomp_local"].startswith("initialized with biases, ")
 
 
 def test_fig3(repo_root, tmp_path):
