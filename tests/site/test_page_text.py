@@ -3,7 +3,8 @@ value.
 
 A reader must never see MyST that did not render (``{ref}``, ``{glue:…}``, a ```` ```{ ```` fence), a
 Python object's repr (``<IPython.core.display.Markdown object>``) or a value that is missing (``nan``,
-``None``, ``<NA>``) in prose, tables or captions. Code (``<code>``, ``<pre>``), scripts, styles and math are
+``None``, ``<NA>``) or a tracker's issue number (a claim's source is the paper, the response or this book's
+control) in prose, tables or captions. Code (``<code>``, ``<pre>``), scripts, styles and math are
 left out: a command may say ``None`` and TeX is not prose.
 """
 
@@ -25,6 +26,8 @@ FORBIDDEN = {
     "an unrendered MyST directive": re.compile(r"```\{"),
     "unrendered math": re.compile(r"\\\(|\\\)|\$\\[a-zA-Z]+"),
     "a missing value": re.compile(r"(?<![\w.-])(nan|NaN|None|<NA>)(?![\w-])"),
+    # a reader knows the paper, the response and the book's controls, never our tracker's issues
+    "a tracker's issue": re.compile(r"\b[Ii]ssues? #?\d+"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The controls of issue 21: the no-mixing mask, initialized weights without biases and with their own seed,
+"""The controls of Fig. 2: the no-mixing mask, initialized weights without biases and with their own seed,
 per-sample values stored beside a result (hashed, verified, refused when damaged), and the Fig. 2 page's parts
 and words about them."""
 

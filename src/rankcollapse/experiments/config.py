@@ -39,7 +39,7 @@ from rankcollapse.hf.load import check_model_spec
 from rankcollapse.core.norms import NORM_NAMES
 
 # Where the attention weights come from. "initialized_nobias": the very weights of "initialized" (same seed,
-# same draws) with every bias dropped -- the theory's SAN X' = A X W_V has none (a control, issue 21).
+# same draws) with every bias dropped -- the theory's SAN X' = A X W_V has none (a control).
 WEIGHT_SOURCES = ("initialized", "pretrained", "initialized_nobias")
 DEFAULT_WEIGHTS = ("initialized", "pretrained")  # what a sweep runs unless told (results' keys depend on it)
 INITIALIZED = ("initialized", "initialized_nobias")  # the freshly initialized weight sources

@@ -5,8 +5,8 @@ with the published ones (:data:`rankcollapse.verdicts.rules.DEFAULTS`), rebuilds
 :data:`THRESHOLD_GRID` — one threshold moved at a time, the others at their defaults — and writes in its
 ``robustness`` either "robust" or "borderline — flips when <threshold> = <value> (→ <verdict>)", computed.
 
-The grid (issue 21): the collapse rate ÷2 and ×2, the stable factor 3 and 30, the late fraction 1/3 and 2/3,
-the floor band 3 and 30, and two thresholds the issue's list leaves out but claims use: the majority share 1/3
+The grid: the collapse rate ÷2 and ×2, the stable factor 3 and 30, the late fraction 1/3 and 2/3,
+the floor band 3 and 30, and two more thresholds that claims use: the majority share 1/3
 and 2/3 (a share-of-samples claim's "holds partly" cut) and the tiny-effect factor 1.025 and 1.1.
 
 Used by: the claims of the experiment and response pages (:mod:`rankcollapse.book.pages`), the setup page

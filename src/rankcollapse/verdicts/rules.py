@@ -27,7 +27,7 @@ A claim ``expected`` ("collapses" or "stable") about a set of curves **holds** i
 gives one curve verdict per configuration from the **median over samples** per layer: the median commutes
 with the log and with scaling (so the median floor over the median norm is exactly eps) and is not pulled by
 the few samples that collapse differently. Every claim of every page is decided on this median (never on
-the mean); the figures draw the same median with its 10–90 % band over samples (issue 21: one centre).
+the mean); the figures draw the same median with its 10–90 % band over samples (one centre).
 
 The thresholds are the published constants below, gathered in :class:`Thresholds` (``DEFAULTS``); every
 function takes a ``thresholds`` argument so that :mod:`rankcollapse.verdicts.robustness` can recompute a

@@ -91,7 +91,7 @@ def decay_driver(shares: pd.DataFrame, weights: str, local: bool = True) -> dict
             "contraction_max": float(picked["contraction"].max())}
 
 
-SOURCE = "issue 21"  # where the claim "attention drives the decay" comes from (not the paper)
+SOURCE = "this book's control"  # where the claim "attention drives the decay" comes from (not the paper)
 
 
 def decomposition_claims(frame: pd.DataFrame, words: dict[str, str] | None = None) -> list[Claim]:

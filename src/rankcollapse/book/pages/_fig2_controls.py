@@ -157,7 +157,7 @@ def _seeds_claim(seeds: dict[int, StoredResult], norm: str, expected: str, words
     every weight seed."""
     agree = {seed: _agree(r.table, expected, thresholds, weights="initialized_nobias", norm=norm)
              for seed, r in seeds.items()}
-    return Claim(f"Without biases, {words}: the same count over weight seeds", "issue 21 (seeds)",
+    return Claim(f"Without biases, {words}: the same count over weight seeds", "this book's control (seeds)",
                  f"initialized without biases, {len(seeds)} weight seeds, the paper's masks",
                  HOLDS if len(set(agree.values())) == 1 else PARTLY,
                  ", ".join(f"seed {s}: {a} of {b}" for s, (a, b) in agree.items()))
@@ -185,7 +185,7 @@ def control_claims(seeds: dict[int, StoredResult]) -> list[Claim]:
                             _paper_curves(table, weights="initialized_nobias", norm="none"), COLLAPSES,
                             "masks collapse"))
     rows.append(against("The biases, not attention, drive the initialized decay (control: no biases)",
-                        "issue 21", "initialized pure attention: late per-layer factor of μ/‖X‖_F "
+                        "this book's control", "initialized pure attention: late per-layer factor of μ/‖X‖_F "
                         "without biases over with them (the same draws; the baseline)",
                         _bias_sides(controls)))
     rows.append(robust(lambda t: _by_attention_claim(table, t)))
@@ -207,7 +207,8 @@ def control_claims(seeds: dict[int, StoredResult]) -> list[Claim]:
                            _seeds_claim(seeds, norm, expected, words, t)))
     for seed, result in list(seeds.items())[1:]:
         rows.append(against(f"The biases drive the initialized decay (weight seed {seed})",
-                            "issue 21 (seeds)", "initialized pure attention: as in row 2, the weights drawn "
-                            "with this seed; intervals over its samples",
+                            "this book's control (seeds)",
+                            "initialized pure attention: as in row 2, the weights drawn with this seed; "
+                            "intervals over its samples",
                             _bias_sides(result)))
     return rows
