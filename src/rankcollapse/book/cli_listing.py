@@ -175,12 +175,14 @@ def partial_table(page: str | None = None) -> list[dict[str, str]]:
 def _resume(run: dict) -> str:
     """Where an unfinished run resumes: here, in its commit, nowhere (its source was an uncommitted tree), or
     nowhere since its result is stored (superseded: delete the folder)."""
+    from rankcollapse.experiments.checkpoints import from_uncommitted
+
     if run.get("stored"):
         return "superseded: its result is stored (delete the folder)"
     if run["resumable"]:
         return "here (same source)"
     commit = str(run["commit"])
-    if commit.endswith("-dirty") or commit == "unknown":
+    if from_uncommitted(commit):
         return "nowhere: started from uncommitted source (delete the folder)"
     return f"in commit {short_commit(commit)} without local changes (source changed)"
 
@@ -199,16 +201,14 @@ def _parts(page: str, parameters: Mapping[str, object]):
     """``(part, run, stored result or None)`` of every sweep the page computes for ``parameters`` (over its
     defaults); a damaged stored result raises its DamagedResultError (a ValueError)."""
     from rankcollapse.book import registry
-    from rankcollapse.book import runner
     from rankcollapse.experiments.config import stored_parameters
     from rankcollapse.experiments.table import check_table
 
     store = _store()
     with contextlib.chdir(repo_root()):
-        full = {**runner.page_parameters(registry.page(page).path(repo_root())), **parameters}
         return [(part, run, store.load(run.page or page, stored_parameters(run.config),
                                        check_table))
-                for part, run in registry.configure(page, full).items()]
+                for part, run in registry.runs_at(page, parameters).items()]
 
 
 def stored_parts(page: str, parameters: Mapping[str, object]) -> dict[str, object]:

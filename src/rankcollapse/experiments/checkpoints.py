@@ -65,7 +65,7 @@ def check_writable(store: ResultStore, page: str, folder: Path) -> None:
     """Before a run's first unit: one ValueError, a sentence naming the folder and the variable that sets it,
     unless the store's page folder and the checkpoints' ``folder`` can take new files (``RANKCOLLAPSE_CACHE``
     for the book's own store, whose checkpoints wait in the cache; ``RANKCOLLAPSE_RESULTS_DIR`` otherwise)."""
-    if partial_root(store) != cache_root() / "partial":
+    if not folder.is_relative_to(cache_root() / "partial"):  # partial_folder put it beside the store
         store.check_writable(page, folder)
         return
     store.check_writable(page)
@@ -128,14 +128,13 @@ def orphaned_units(folder: Path) -> list[str]:
     changes, or nothing (it was started from uncommitted source)."""
     lines = []
     key = folder.name.rpartition("-")[0]
-    here = git_commit(folder_root())
     for other in sorted(folder.parent.glob(f"{key}-*")):
         if other != folder and other.is_dir() and (done := _finished(other)):
             commit = str(_read_record(other).get("git_commit", "unknown"))
-            if commit.endswith("-dirty") or commit == "unknown":
+            if from_uncommitted(commit):
                 how = (f"they were computed by uncommitted source, so nothing resumes them; this run "
                        f"computes them again and deletes {other.name} once its result is stored")
-            elif here.removesuffix("-dirty") == commit:
+            elif git_commit(folder_root()).removesuffix("-dirty") == commit:  # asked only when needed
                 how = (f"this tree is commit {commit} with local changes to the package's source; undo "
                        f"them (git stash) to resume them, or this run computes them again and deletes "
                        f"{other.name}")
@@ -145,6 +144,16 @@ def orphaned_units(folder: Path) -> list[str]:
             lines.append(f"{done} finished units of this result wait in {other}, from other package source "
                          f"(commit {commit}); they cannot resume here: {how}")
     return lines
+
+
+def from_uncommitted(commit: str) -> bool:
+    """Whether a run's recorded commit is no commit at all: a tree with local changes, or none known (its
+    units resume nowhere else).
+
+    >>> from_uncommitted("1fa87a2-dirty"), from_uncommitted("unknown"), from_uncommitted("1fa87a2")
+    (True, True, False)
+    """
+    return commit.endswith("-dirty") or commit == "unknown"
 
 
 def folder_root() -> Path:
@@ -159,7 +168,7 @@ def superseded(folder: Path) -> None:
     """Once a result is stored: remove its partial ``folder`` and every folder of the same result left by
     other package source (they could only compute what is stored now), and the page folder when left empty."""
     key = folder.name.rpartition("-")[0]
-    for other in [folder, *folder.parent.glob(f"{key}-*")]:
+    for other in folder.parent.glob(f"{key}-*"):  # ``folder`` among them
         shutil.rmtree(other, ignore_errors=True)
     with contextlib.suppress(OSError):  # only when empty
         folder.parent.rmdir()
