@@ -25,7 +25,7 @@ def pasted_names(name: str, root) -> set[str]:
 def provided_names(name: str, shown: Shown, results: dict) -> set[str]:
     """The names :func:`report.present` glues for ``shown``: its values, Markdown, claims tables and
     headlines, tables, figures and their notes, the banner (pages of stored results) and the re-run block."""
-    names = {*shown.values, *shown.markdown, *shown.tables, *([f"{name}_rerun"] if shown.rerun else [])}
+    names = {*shown.values, *shown.markdown, *shown.tables, f"{name}_rerun"}
     names |= {f"{prefix}_{what}" for prefix in shown.claims for what in ("claims", "headline")}
     names |= {f.key for f in shown.figures} | {f"{f.key}_notes" for f in shown.figures if f.notes}
     if all(not isinstance(r, registry.Computed) for r in results.values()):

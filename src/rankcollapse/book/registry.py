@@ -32,10 +32,9 @@ from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibr
                                      large_models, mask_design, pretrained_panels, reviewers,
                                      rmsnorm_decoders, sample_size, setup, skip_connections,
                                      sliding_window_model, theorem1, theorem2)
-from rankcollapse.book.pages._common import computed_by
+from rankcollapse.book.pages._common import run_all
 from rankcollapse.book.pages._reviewers_theory import compute as compute_reviewers
 from rankcollapse.book.shown import PAPER_SCALE, Shown
-from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 
@@ -93,28 +92,21 @@ def _in_module(function: Callable[[object], object]) -> Compute:
     return compute
 
 
-def _run_all(page: str, runs: Mapping[str, Run], parameters: Mapping[str, object]) -> dict[str, StoredResult]:
-    """Every sweep of a page, stored under the page's name or the page the run names, each recording the page
-    and its parameters that compute it (:func:`rankcollapse.book.pages._common.computed_by`)."""
-    by = computed_by(page, parameters)
-    return {part: sweep.run_experiment(run.page or page, run.config, computed_by=by)
-            for part, run in runs.items()}
-
-
 def _in_module_and_runs(function: Callable[[object], object]) -> Compute:
     """``compute`` of a page that computes in its own module and also reads sweeps: its :class:`Run` parts
-    through the store (:func:`_run_all`), the others timed in the module (:func:`_in_module`)."""
+    through the store (:func:`rankcollapse.book.pages._common.run_all`), the others timed in the module
+    (:func:`_in_module`)."""
     def compute(page: str, configs: Mapping[str, object],
                 parameters: Mapping[str, object]) -> dict[str, object]:
         runs = {part: c for part, c in configs.items() if isinstance(c, Run)}
         own = {part: c for part, c in configs.items() if not isinstance(c, Run)}
-        return {**_in_module(function)(page, own, parameters), **_run_all(page, runs, parameters)}
+        return {**_in_module(function)(page, own, parameters), **run_all(page, runs, parameters)}
     return compute
 
 
 _PAPER = {"paper": PAPER_SCALE}
 WINDOW_PAPER_SAMPLES = 900  # the corpus holds about 1000 concatenated runs of 1024 Gemma tokens, not 3000
-_E = dict(compute=_run_all)
+_E = dict(compute=run_all)
 PAGES: dict[str, Page] = {p.name: p for p in (
     Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ", setup.configure,
          _in_module(setup.compute)),
@@ -157,7 +149,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          large_models.configure,
          _in_module(lambda config: large_models.compute(config, runs_at))),  # runs_at: its commands table
 )}
-EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is _run_all)
+EXPERIMENT_PAGES = tuple(name for name, page in PAGES.items() if page.compute is run_all)
 
 
 def page(name: str) -> Page:
@@ -231,5 +223,6 @@ def compute(name: str, **parameters) -> dict[str, StoredResult | Computed]:
 def show(name: str, results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:
     """What page ``name`` shows of ``results`` at ``parameters``: its module's ``show`` (the module under
     :mod:`rankcollapse.book.pages` named as the page)."""
-    module = importlib.import_module(f"rankcollapse.book.pages.{page(name).name}")
+    page(name)  # an unknown page: one ValueError naming the pages
+    module = importlib.import_module(f"rankcollapse.book.pages.{name}")
     return module.show(results, parameters)

@@ -38,16 +38,14 @@ def present(name: str, namespace: Mapping[str, object]) -> None:
     Opens the page (:func:`start_page`), calls its module's ``show(results, parameters)`` and glues what it
     returns (:func:`glue_shown`); then the page's banner (``<name>_banner``: Markdown, empty unless the page
     shows a larger stored run than its parameters', experiment pages only) and its re-run block
-    (``<name>_rerun``, unless ``show`` says the page has none: the command, what computing it cost, the paper
-    profile's command).
+    (``<name>_rerun``: the command, what computing it cost, the paper profile's command).
     """
     parameters, results = start_page(name, namespace)
     shown = registry.show(name, results, parameters)
     glue_shown(shown)
     if all(isinstance(r, StoredResult) for r in results.values()):
         _glue_markdown(f"{name}_banner", banner(name, parameters, results))
-    if shown.rerun:
-        _glue_markdown(f"{name}_rerun", rerun_result_block(name, parameters, results))
+    _glue_markdown(f"{name}_rerun", rerun_result_block(name, parameters, results))
 
 
 def glue_shown(shown: Shown) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from matplotlib.figure import Figure
 
@@ -55,14 +55,19 @@ class Shown:
     """Everything a page shows beside its prose, by glue key: ``values`` (numbers and words, pasted with
     ``{glue:text}``), ``markdown`` (pasted with ``{glue:md}``), ``claims`` (per prefix, glued as the claims
     table ``<prefix>_claims`` and its headline ``<prefix>_headline``), ``tables`` (data frames or styled
-    tables, pasted with ``{glue}``) and ``figures``; ``rerun``: whether the page shows a re-run block."""
+    tables, pasted with ``{glue}``) and ``figures``."""
 
     values: dict[str, object] = field(default_factory=dict)
     markdown: dict[str, str] = field(default_factory=dict)
     claims: dict[str, list[Claim]] = field(default_factory=dict)
     tables: dict[str, object] = field(default_factory=dict)
     figures: list[ShownFigure] = field(default_factory=list)
-    rerun: bool = True  # glue the page's re-run block (``<page>_rerun``); False for a page that runs nothing
+
+
+def config_figures(figures: Mapping[str, Figure], config: object) -> list[ShownFigure]:
+    """Figures of a page that computes in its own module, by stem, each citing the page's config (a dataclass)
+    as its parameters."""
+    return [ShownFigure(stem, figure, asdict(config)) for stem, figure in figures.items()]
 
 
 def prefixed(prefix: str, values: Mapping[str, object]) -> dict[str, object]:

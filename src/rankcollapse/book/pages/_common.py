@@ -17,6 +17,7 @@ import pandas as pd
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_choice, check_int
+from rankcollapse.experiments import sweep
 from rankcollapse.experiments.config import experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
@@ -87,6 +88,15 @@ def computed_by(page: str, parameters: Mapping[str, object]) -> dict[str, object
     """What a stored result records of the page that computed it (its ``computed_by``, from which the store
     writes the command that recomputes it): the page and its parameters, all but the display-only ones."""
     return {"page": page, "parameters": computing(parameters)}
+
+
+def run_all(page: str, runs: Mapping[str, Run], parameters: Mapping[str, object]) -> dict[str, StoredResult]:
+    """Every sweep of a page, stored under the page's name or the page the run names, each recording the page
+    and its parameters that compute it (:func:`computed_by`): loaded when stored, else computed and stored
+    (:func:`rankcollapse.experiments.sweep.run_experiment`)."""
+    by = computed_by(page, parameters)
+    return {part: sweep.run_experiment(run.page or page, run.config, computed_by=by)
+            for part, run in runs.items()}
 
 
 def experiment(fixed: dict, **extra_fixed) -> Callable[[dict], dict[str, Run]]:

@@ -15,7 +15,7 @@ tests/unit/test_theory.py.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -23,7 +23,7 @@ from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
 from rankcollapse.book.plotting import theory as figures
-from rankcollapse.book.shown import Shown, ShownFigure, check_note
+from rankcollapse.book.shown import Shown, check_note, config_figures
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_choice, check_int, check_number, freeze_lists
 from rankcollapse.theory import counterexample as ce
@@ -212,7 +212,7 @@ def show(results: dict, parameters: dict) -> Shown:
                     .format("{:.1e}", subset=["one-layer residual"]))
     return Shown(values=result.numbers, markdown={"ce_check": check(config, result)},
                  tables={"ce_fixed_point_table": fixed_points},
-                 figures=[ShownFigure(stem, figure, asdict(config)) for stem, figure in shown.items()])
+                 figures=config_figures(shown, config))
 
 
 def check(config: CounterexampleConfig, result: CounterexampleResult) -> str:

@@ -14,7 +14,7 @@ tests/unit/test_theory.py.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -22,7 +22,7 @@ from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
 from rankcollapse.book.plotting import theory as figures
-from rankcollapse.book.shown import Shown, ShownFigure, check_note
+from rankcollapse.book.shown import Shown, check_note, config_figures
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_int, check_ints, check_number, check_numbers, freeze_lists
 from rankcollapse.core.stats import wilson_interval
@@ -169,7 +169,7 @@ def show(results: dict, parameters: dict) -> Shown:
                                                  "distance moved after the kick": "{:.1e}"})
     return Shown(values=result.numbers, markdown={"eq_check": check(config, result)},
                  tables={"eq_equilibrium_table": equilibria},
-                 figures=[ShownFigure(stem, figure, asdict(config)) for stem, figure in shown.items()])
+                 figures=config_figures(shown, config))
 
 
 def check(config: EquilibriaConfig, result: EquilibriaResult) -> str:

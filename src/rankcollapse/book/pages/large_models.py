@@ -52,7 +52,7 @@ def show(results: dict[str, tuple], parameters: dict) -> Shown:
     ``{"main": Computed(config, compute's result, seconds)}``."""
     check = results["main"].result
     return Shown(values=prefixed("large_models", {**numbers(check), **table_numbers()}),
-                 markdown={"large_models_commands": check["commands"]}, rerun=False)  # it runs no model here
+                 markdown={"large_models_commands": check["commands"]})
 
 
 def numbers(check: dict[str, object]) -> dict[str, object]:

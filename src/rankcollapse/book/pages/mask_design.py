@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import torch
 
-from rankcollapse.book.pages._common import computed_by, computing
+from rankcollapse.book.pages._common import computing, run_all
 from rankcollapse.book.pages._decomposition import (attention_table, decay_driver, decay_shares,
                                                     decomposition_claims, decomposition_frame)
 from rankcollapse.book.plotting.beyond import SortableTable, rate_radius_figure
@@ -113,11 +113,7 @@ def decomposition_runs(parameters: dict) -> dict[str, Run]:
 def decomposition_results(parameters: dict) -> dict[str, StoredResult]:
     """:func:`decomposition_runs`' results, stored under this page: loaded, or computed and stored; with
     ``show_largest_stored``, at the largest scale stored for all of them (:func:`largest_stored`)."""
-    from rankcollapse.experiments.sweep import run_experiment
-
-    runs = decomposition_runs(parameters)
-    by = computed_by("mask_design", parameters)
-    results = {part: run_experiment("mask_design", run.config, computed_by=by) for part, run in runs.items()}
+    results = run_all("mask_design", decomposition_runs(parameters), parameters)
     return largest_stored(results) if parameters["show_largest_stored"] else results
 
 

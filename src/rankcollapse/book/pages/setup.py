@@ -14,7 +14,7 @@ tests/unit/test_theory.py.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 from torch import Tensor
@@ -22,7 +22,7 @@ from torch import Tensor
 from rankcollapse.book.labels import MASK_LABELS
 from rankcollapse.book.pages._common import MAX_SYSTEM_TOKENS, own_config
 from rankcollapse.book.plotting.theory import mask_grid
-from rankcollapse.book.shown import Shown, ShownFigure, prefixed
+from rankcollapse.book.shown import Shown, config_figures, prefixed
 from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int, check_ints, freeze_lists
 from rankcollapse.core.masks import PAPER_MASKS
@@ -103,4 +103,4 @@ def show(results: dict[str, tuple], parameters: dict) -> Shown:
     rules = prefixed("verdicts", {**rule_numbers(), **robustness.grid_words()})
     return Shown(values={**result.numbers, **rules, **prefixed("effects", effects.effect_numbers())},
                  tables={"setup_radii": result.radii.style.format("{:.0f}", na_rep="—")},
-                 figures=[ShownFigure("fig-setup-masks", mask_grid(result.masks), asdict(config))])
+                 figures=config_figures({"fig-setup-masks": mask_grid(result.masks)}, config))

@@ -14,7 +14,7 @@ tests/unit/test_theory.py.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 from torch import Tensor
@@ -22,7 +22,7 @@ from torch import Tensor
 from rankcollapse.book.pages._common import MAX_SEED, check_system, own_config
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.plotting.reviewers import decay_shape_figure
-from rankcollapse.book.shown import Shown, ShownFigure, check_note
+from rankcollapse.book.shown import Shown, check_note, config_figures
 from rankcollapse.core import masks
 from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_ints, check_number,
                                       check_numbers, check_temperature, freeze_lists)
@@ -236,7 +236,7 @@ def show(results: dict, parameters: dict) -> Shown:
                                              "log10 bound rate": "{:.1f}"}, na_rep="—")
     return Shown(values=result.numbers, markdown={"thm1_check": check(config, result)},
                  tables={"thm1_temperature_table": temperatures, "thm1_mask_table": masks_table},
-                 figures=[ShownFigure(stem, figure, asdict(config)) for stem, figure in shown.items()])
+                 figures=config_figures(shown, config))
 
 
 def check(config: Theorem1Config, result: Theorem1Result) -> str:

@@ -12,14 +12,14 @@ tests/unit/test_theory.py.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SYSTEM_TOKENS, check_system, own_config
 from rankcollapse.book.plotting import theory as figures
-from rankcollapse.book.shown import Shown, ShownFigure, check_note
+from rankcollapse.book.shown import Shown, check_note, config_figures
 from rankcollapse.core import masks, metrics
 from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_number, check_temperature,
                                       freeze_lists)
@@ -155,7 +155,7 @@ def show(results: dict, parameters: dict) -> Shown:
                                                             config.contrast_layers)}
     return Shown(values=result.numbers, markdown={"thm2_check": check(config, result)},
                  tables={"thm2_rate_table": result.rates.style.format(precision=3)},
-                 figures=[ShownFigure(stem, figure, asdict(config)) for stem, figure in shown.items()])
+                 figures=config_figures(shown, config))
 
 
 def check(config: Theorem2Config, result: Theorem2Result) -> str:
