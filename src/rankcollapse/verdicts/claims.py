@@ -53,6 +53,9 @@ class Claim:
     cells: tuple[Cell, ...] = ()  # per mask or part; none: the row has only its ``number``
     # "robust" or "borderline — flips when ..." (:mod:`rankcollapse.verdicts.robustness`)
     robustness: str = ""
+    # the setting the claim is decided in, as a reader knows it ("the theory's SAN: initialized, no biases",
+    # "pretrained MPNet"); "" where the row's ``measured`` says it
+    setting: str = ""
 
 
 def combine(cells: Iterable[Cell]) -> str:
