@@ -56,6 +56,8 @@ class ExperimentConfig:
     weights: tuple[str, ...] = DEFAULT_WEIGHTS  # which attention weights, names from WEIGHT_SOURCES
     masks: tuple[str, ...] = rc_masks.PAPER_MASKS  # mask names from rankcollapse.core.masks.MASK_NAMES
     window: int = 4  # window of the windowed masks (half-width bi-directional, size uni-directional) [recon]
+    # a window family: every windowed mask at each of these windows (``window`` unused); (): ``window`` alone
+    windows: tuple[int, ...] = ()
     temperatures: tuple[float | None, ...] = (None,)  # d_QK values; None = the layer's own 1/sqrt(d_head)
     norms: tuple[str, ...] = ("none",)  # names from rankcollapse.core.norms.NORM_NAMES
     skips: tuple[bool, ...] = (False,)  # with / without the skip connection
@@ -98,8 +100,13 @@ class ExperimentConfig:
         if self.full_transformer and "initialized_nobias" in self.weights:
             raise ValueError("weights 'initialized_nobias' has no full transformer (Hugging Face's own "
                              "init); run it with full_transformer False")
+        if not isinstance(self.windows, tuple):
+            raise ValueError(f"windows must be a tuple of window sizes, got {self.windows!r}")
         if any(m in rc_masks.WINDOWED_MASKS for m in self.masks):
-            check_int("window", self.window, 1, self.n_tokens - 1)
+            for window in self.windows or (self.window,):
+                check_int("windows" if self.windows else "window", window, 1, self.n_tokens - 1)
+            if len(set(self.windows)) != len(self.windows):
+                raise ValueError(f"windows must not repeat a window, got {self.windows!r}")
         check_choice("overlap", self.overlap, rc_data.CUT_NAMES)
         check_choice("init", self.init, engine.INIT_NAMES)
         check_choice("dtype", self.dtype, tuple(rc_metrics.DTYPES))
@@ -135,7 +142,9 @@ class ExperimentConfig:
 
     def san_configs(self) -> tuple[engine.SANConfig, ...]:
         """The engine's configuration axis, in the order of the table."""
-        pairs = tuple((m, self.window if m in rc_masks.WINDOWED_MASKS else None) for m in self.masks)
+        windows = self.windows or (self.window,)
+        pairs = tuple((m, w) for m in self.masks
+                      for w in (windows if m in rc_masks.WINDOWED_MASKS else (None,)))
         grid = engine.config_grid(masks=pairs, temperatures=self.temperatures, norms=self.norms,
                                   skips=self.skips)
         return tuple(replace(c, mask_options=self.mask_options) for c in grid) if self.mask_options else grid
@@ -151,10 +160,12 @@ class Run:
 
 
 def stored_parameters(config: ExperimentConfig) -> dict:
-    """The parameters a sweep is stored under: every field, ``mask_options`` only when set, ``model_windows``
-    only when False, ``attention_stats`` only when True and ``weight_seed`` only when given (so results stored
-    before those fields existed keep their keys)."""
+    """The parameters a sweep is stored under: every field, ``mask_options`` and ``windows`` only when set,
+    ``model_windows`` only when False, ``attention_stats`` only when True and ``weight_seed`` only when given
+    (so results stored before those fields existed keep their keys)."""
     parameters = asdict(config)
+    if not config.windows:
+        del parameters["windows"]
     if not config.attention_stats:
         del parameters["attention_stats"]
     if not config.mask_options:

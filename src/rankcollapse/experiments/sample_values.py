@@ -12,9 +12,16 @@ stack shallower than the deepest one (pretrained stacks keep ``min(n_layers, mod
 NaN after their last layer. Samples are in the order of the sweep, the same for every curve, so two curves of
 one result are *paired* (sample i of both saw the same X(0)).
 
-Stored as ``results/<page>/<key>.samples.npz`` (:func:`to_bytes`): float32, 12 bytes per sample x layer x
-curve for the three metrics (a 3000-sample, 13-layer sweep of 24 curves is 11 MB), its SHA-256 in the result's
-record and verified on every load like the table's. Results stored before have none.
+Samples are not all independent: samples cut at every sentence start (``overlap="sentence_starts"``) share the
+text of their article. ``groups`` gives each sample's article (an index, in order of first appearance;
+:func:`article_groups`), so that a bootstrap resamples articles, not samples
+(:func:`rankcollapse.core.stats.resampled_medians`). Results stored before it was kept have none.
+
+Stored as ``results/<page>/<key>.samples.npz`` (:func:`to_bytes`), compressed: the natural log of every value
+as float32 (:data:`ENCODING` ``"log"``; 4 bytes per value, no underflow for values tracked exactly far below
+float32's range, relative error about 6e-8 of the log), the groups as int32, its SHA-256 in the result's
+record and verified on every load like the table's. Files written before the encoding hold the values
+themselves as float32 (no ``encoding`` entry); both read the same.
 
 Used by: the results store (written beside a result, hashed like its table), the verdicts' effect sizes.
 """
@@ -39,11 +46,13 @@ class SampleValues:
     """Every sample's value of a few metrics, per curve and layer.
 
     Shapes: ``labels`` has one row per curve (columns CURVE_COLUMNS); ``values[metric]`` is
-    [curve, layer + 1, sample] float32 or float64, NaN past a curve's last layer.
+    [curve, layer + 1, sample] float32 or float64, NaN past a curve's last layer; ``groups`` [sample] int (the
+    article of each sample, :func:`article_groups`) or None when not recorded.
     """
 
     labels: pd.DataFrame
     values: dict[str, np.ndarray]
+    groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if tuple(self.labels.columns) != CURVE_COLUMNS:
@@ -53,6 +62,9 @@ class SampleValues:
             if array.ndim != 3 or array.shape[0] != len(self.labels):
                 raise ValueError(f"values[{name!r}] must be [curve={len(self.labels)}, layer + 1, sample]; "
                                  f"got {array.shape}")
+        if self.groups is not None and np.shape(self.groups) != (self.n_samples,):
+            raise ValueError(f"groups must give one article per sample ({self.n_samples}); "
+                             f"got shape {np.shape(self.groups)}")
 
     @property
     def n_samples(self) -> int:
@@ -78,14 +90,39 @@ class SampleValues:
 
 SAMPLES_SUFFIX = ".samples.npz"  # beside a result's <key>.csv.gz: results/<page>/<key>.samples.npz
 STORED_DTYPE = np.float32  # 4 bytes per value: 12 bytes per sample x layer x curve for the three metrics
+ENCODING = "log"  # the values are stored as their natural log (files without this entry: the values)
 
 
-def from_metrics(parts: list[tuple[list[dict], dict]]) -> SampleValues:
+def article_of(sample_id: str) -> str:
+    """The article a sample was cut from: ``"<title>#<sentence>"`` -> the title; a run of joined leads
+    (``"<title>+<n>"``, the cut "concatenated" of :data:`rankcollapse.experiments.data.CUT_NAMES`) shares text
+    with no other run and is its own group.
+
+    >>> article_of("Ada Lovelace#3"), article_of("Ada Lovelace+2")
+    ('Ada Lovelace', 'Ada Lovelace+2')
+    """
+    return sample_id.rpartition("#")[0] if "#" in sample_id else sample_id
+
+
+def article_groups(sample_ids: tuple[str, ...]) -> np.ndarray | None:
+    """Each sample's article as an index in order of first appearance; None without ids (a device bundle).
+
+    >>> article_groups(("A#0", "B#1", "A#4")).tolist()
+    [0, 1, 0]
+    """
+    if not sample_ids:
+        return None
+    index: dict[str, int] = {}
+    return np.array([index.setdefault(article_of(s), len(index)) for s in sample_ids], dtype=np.int32)
+
+
+def from_metrics(parts: list[tuple[list[dict], dict]], groups: np.ndarray | None = None) -> SampleValues:
     """The per-sample values of a sweep from its parts' metrics, in the order of the parts and their curves.
 
     ``parts``: (labels, metrics) pairs, one dict of CURVE_COLUMNS per curve of the part and its metrics, each
     [layer + 1, curve, sample]; parts of fewer layers are padded with NaN. Only SAMPLE_METRICS are kept, as
-    float32.  Shapes: -> values[metric] [curve, layer + 1, sample].
+    float32. ``groups``: each sample's article (:func:`article_groups`), or None.
+    Shapes: -> values[metric] [curve, layer + 1, sample].
     """
     depth = max(next(iter(m.values())).shape[0] for _, m in parts)
     labels, values = [], {name: [] for name in SAMPLE_METRICS}
@@ -97,26 +134,48 @@ def from_metrics(parts: list[tuple[list[dict], dict]]) -> SampleValues:
             pad = np.full((x.shape[0], depth - x.shape[1], x.shape[2]), np.nan)
             values[name].append(np.concatenate([x, pad], axis=1))
     return SampleValues(pd.DataFrame(labels, columns=list(CURVE_COLUMNS)),
-                        {name: np.concatenate(arrays).astype(STORED_DTYPE)
-                         for name, arrays in values.items()})
+                        {name: _decoded(_encoded(np.concatenate(arrays))) for name, arrays in values.items()},
+                        groups)  # rounded as stored: a computed result reads as its stored copy
+
+
+_STORED_KEYS = ("labels", "groups", "encoding")  # entries of the file that are not metrics
+
+
+def _encoded(values: np.ndarray) -> np.ndarray:
+    """Values as stored: their natural log as float32 (0 -> -inf).  Shapes: any -> same."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(values, dtype=np.float64)).astype(STORED_DTYPE)
+
+
+def _decoded(logs: np.ndarray) -> np.ndarray:
+    """Stored logs back to values, float64.  Shapes: any -> same."""
+    return np.exp(logs.astype(np.float64))
 
 
 def to_bytes(samples: SampleValues) -> bytes:
-    """The ``.npz`` bytes of per-sample values: one float32 array per metric and the curves'
-    labels as JSON."""
+    """The compressed ``.npz`` bytes of per-sample values: per metric the log of its values as float32
+    (:data:`ENCODING`), the groups (when recorded) and the curves' labels as JSON."""
     buffer = io.BytesIO()
     labels = json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None).to_dict("records"))
-    np.savez(buffer, labels=np.array(labels),
-             **{k: v.astype(STORED_DTYPE) for k, v in samples.values.items()})
+    groups = {} if samples.groups is None else {"groups": np.asarray(samples.groups, dtype=np.int32)}
+    logs = {k: _encoded(v) for k, v in samples.values.items()}
+    np.savez_compressed(buffer, labels=np.array(labels), encoding=np.array(ENCODING), **groups, **logs)
     return buffer.getvalue()
 
 
 def from_bytes(data: bytes) -> SampleValues:
-    """Per-sample values from ``.npz`` bytes (:func:`to_bytes`); ValueError when they are not such a file."""
+    """Per-sample values from ``.npz`` bytes (:func:`to_bytes`, or a file written before the log encoding);
+    ValueError when they are not such a file."""
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             labels = pd.DataFrame(json.loads(str(archive["labels"])), columns=list(CURVE_COLUMNS))
-            values = {name: archive[name] for name in archive.files if name != "labels"}
+            encoding = str(archive["encoding"]) if "encoding" in archive.files else None
+            groups = archive["groups"] if "groups" in archive.files else None
+            values = {name: archive[name] for name in archive.files if name not in _STORED_KEYS}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as err:
         raise ValueError(f"not a per-sample values file ({type(err).__name__})") from None
-    return SampleValues(labels, values)
+    if encoding not in (None, ENCODING):
+        raise ValueError(f"not a per-sample values file (encoding {encoding!r})")
+    if encoding == ENCODING:
+        values = {name: _decoded(array) for name, array in values.items()}
+    return SampleValues(labels, values, groups)

@@ -62,7 +62,7 @@ from rankcollapse.experiments.provenance import provenance_record, source_sha256
 from rankcollapse.experiments.plan import env_int, make_plan, memory_budget
 from rankcollapse.experiments.checkpoints import (Checkpoints, Unit, check_writable, other_block,
                                                   partial_folder, superseded, warn_orphans)
-from rankcollapse.experiments.sample_values import SampleValues, from_metrics
+from rankcollapse.experiments.sample_values import SampleValues, article_groups, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
 
@@ -208,7 +208,8 @@ class _Work:
                            for name in pieces[0]}
                 frames.append(summarize(metrics, labels, c.n_tokens, self.d_model))
                 curves.append((labels, metrics))
-        return pd.concat(frames, ignore_index=True), from_metrics(curves)
+        groups = article_groups(self.drawn.sample_ids)  # each sample's article: the bootstrap resamples them
+        return pd.concat(frames, ignore_index=True), from_metrics(curves, groups)
 
 
 # ---------------------------------------------------------------- computing and storing
@@ -230,7 +231,7 @@ def compute(config: ExperimentConfig, *, label: str = "sweep", partial: Path | N
     if show:
         print(plan.text(), file=sys.stderr, flush=True)
     parameters = {k: v for k, v in asdict(config).items()  # units checkpointed before these fields resume
-                  if (k != "attention_stats" or v) and (k != "weight_seed" or v is not None)}
+                  if (k not in ("attention_stats", "windows") or v) and (k != "weight_seed" or v is not None)}
     checkpoints = Checkpoints(partial, {"parameters": parameters, "torch": torch.__version__, "block": block,
                                          "settle": work.settle,
                                          "folder": None if partial is None else partial.name,
