@@ -21,23 +21,30 @@ from torch import Tensor
 
 def fit_decay_rates(log_mu: Tensor, valid: Tensor | None = None, skip: int = 0) -> Tensor:
     """Least-squares rate ``-d log(mu) / dt`` per layer over the valid layers ``t >= skip``, for a batch of
-    curves: the one decay-rate fit of the package.
+    curves: the one decay-rate fit of the package (:func:`_slopes`; :func:`late_rates` is the same fit on
+    chosen layers of numpy curves).
 
     Positive means collapse; ``exp(-rate)`` is the contraction factor per layer.
 
     Shapes: log_mu ``[..., layer]`` (natural log), valid ``[layer]`` bool (e.g. mu above the floor)
     -> ``[...]``.
     """
-    t = torch.arange(log_mu.shape[-1], dtype=torch.float64)
-    keep = t >= skip
+    keep = np.arange(log_mu.shape[-1]) >= skip
     if valid is not None:
-        keep = keep & valid
+        keep = keep & valid.cpu().numpy().astype(bool)
     if int(keep.sum()) < 2:
         raise ValueError(f"valid layers: {int(keep.sum())}; at least 2 are needed to fit a rate")
-    tk, yk = t[keep], log_mu.to(torch.float64)[..., keep]
-    slope = (((tk - tk.mean()) * (yk - yk.mean(dim=-1, keepdim=True))).sum(dim=-1)
-             / ((tk - tk.mean()) ** 2).sum())
-    return -slope
+    logs = log_mu.detach().cpu().to(torch.float64).numpy()
+    return torch.from_numpy(np.asarray(-_slopes(logs[..., keep], np.flatnonzero(keep))))
+
+
+def _slopes(y: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Least-squares slopes of ``y`` against ``t`` along the last axis.
+    Shapes: y [..., k], t [k] -> [...]."""
+    t = np.asarray(t, dtype=np.float64)
+    centred = t - t.mean()
+    with np.errstate(invalid="ignore"):  # -inf - -inf where a curve is exactly 0 in the window: NaN
+        return ((y - y.mean(axis=-1, keepdims=True)) * centred).sum(axis=-1) / (centred**2).sum()
 
 
 def fit_decay_rate(log_mu: Tensor, valid: Tensor | None = None, skip: int = 0) -> float:
@@ -62,14 +69,12 @@ def late_rates(values: np.ndarray, layers) -> np.ndarray | None:
 
     Shapes: values [curve, layer + 1], layers [k] (indices) -> [curve].
     """
-    layers = np.asarray(layers, dtype=np.int64)
+    layers = np.unique(np.asarray(layers, dtype=np.int64))
     if len(layers) < 2:
         return None
-    keep = np.zeros(values.shape[-1], dtype=bool)
-    keep[layers] = True
-    with np.errstate(divide="ignore"):  # a curve at exactly 0 outside ``layers``
-        logs = np.log(np.asarray(values, dtype=np.float64))
-    return fit_decay_rates(torch.from_numpy(logs), torch.from_numpy(keep)).numpy()
+    with np.errstate(divide="ignore"):  # a curve at exactly 0 (underflow) gives an infinite rate
+        logs = np.log(np.asarray(values, dtype=np.float64)[..., layers])
+    return -_slopes(logs, layers)
 
 
 def mean_decay_rate(ratio: float, n_layers: int) -> float:
@@ -144,32 +149,50 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> Proportion:
     return Proportion(f, max(0.0, centre - half), min(1.0, centre + half), trials)
 
 
-BOOTSTRAP_RESAMPLES = 1000  # B: resamples of the samples behind every interval of an effect
+BOOTSTRAP_RESAMPLES = 1000  # B: resamples behind every interval of an effect
 BOOTSTRAP_SEED = 0  # the fixed seed of the resampled indices: every curve of one result draws the same ones
 INTERVAL_LEVEL = 0.95  # the coverage of a bootstrap interval (percentile interval)
-_CHUNK = 100  # resamples per step (a [layer, chunk, sample] array at a time)
 
 
-def resampled_medians(curve: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = BOOTSTRAP_SEED) -> np.ndarray:
-    """The median over samples at each layer, over ``resamples`` bootstrap resamples of the samples.
+def resampled_medians(curves: np.ndarray, groups: np.ndarray | None = None,
+                      resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """The median per layer over every (unit, sample) pair, over ``resamples`` two-level bootstrap
+    resamples: the units (the weight seeds of initialized stacks; one unit for pretrained weights) drawn with
+    replacement, and independently the groups of samples (the articles the samples were cut from; each sample
+    its own group when ``groups`` is None) drawn with replacement, every sample of a drawn group taken.
 
-    The sample indices depend only on ``seed``, ``resamples`` and the number of samples, so two curves of one
-    result (the same samples, in the same order) get the *same* indices: their resampled medians are paired,
-    and a statistic of both (a ratio of their late rates) is a paired bootstrap over samples.
+    The design is crossed: every unit saw the same samples (the weight seed changes the weights, not the
+    text), so a resample is the drawn units x the drawn groups' samples. It covers both variations a
+    statement about initialized weights has: another draw of the weights and another draw of the text.
 
-    Shapes: curve [layer + 1, sample] -> [resample, layer + 1].
+    The indices depend only on ``seed``, ``resamples``, the number of units and the groups, so two curves of
+    one result (the same units and samples, in the same order) get the *same* indices: their resampled
+    medians are paired, and a statistic of both (a ratio of their late rates) is a paired bootstrap.
+
+    Shapes: curves [unit, layer + 1, sample] or [layer + 1, sample] (one unit), groups [sample] int or None
+    -> [resample, layer + 1].
     """
-    curve = np.asarray(curve, dtype=np.float64)
-    if curve.ndim != 2 or curve.shape[1] < 1:
-        raise ValueError(f"curve must be [layer + 1, sample] with at least one sample; "
-                         f"got shape {curve.shape}")
+    curves = np.asarray(curves, dtype=np.float64)
+    if curves.ndim == 2:
+        curves = curves[None]
+    if curves.ndim != 3 or curves.shape[0] < 1 or curves.shape[2] < 1:
+        raise ValueError(f"curves must be [unit, layer + 1, sample] with at least one unit and sample; "
+                         f"got shape {curves.shape}")
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1; got {resamples}")
-    n = curve.shape[1]
-    indices = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # [resample, sample]
-    return np.concatenate([np.median(curve[:, indices[start:start + _CHUNK]], axis=-1).T
-                           for start in range(0, resamples, _CHUNK)])
+    n_units, _, n_samples = curves.shape
+    codes = np.arange(n_samples) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1]
+    if codes.shape != (n_samples,):
+        raise ValueError(f"groups must give one group per sample ({n_samples}); got shape {np.shape(groups)}")
+    members = [np.flatnonzero(codes == g) for g in range(int(codes.max()) + 1)]
+    rng = np.random.default_rng(seed)
+    out = np.empty((resamples, curves.shape[1]))
+    for b in range(resamples):
+        units = rng.integers(0, n_units, size=n_units)  # [unit]
+        drawn = np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))])
+        picked = curves[units][:, :, drawn]  # [unit, layer + 1, drawn sample]
+        out[b] = np.median(picked.transpose(1, 0, 2).reshape(curves.shape[1], -1), axis=-1)
+    return out
 
 
 @dataclass(frozen=True)
