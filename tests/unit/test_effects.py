@@ -47,7 +47,7 @@ def _noisy(rate: float, n_samples: int = 200, seed: int = 1) -> np.ndarray:
 def test_resampled_medians_are_paired_across_curves():
     base = _noisy(0.2)
     scaled = base * np.exp(-0.1 * LAYERS)[:, None]  # every sample scaled by the same per-layer factor
-    a, b = stats.resampled_medians(base, 50), stats.resampled_medians(scaled, 50)
+    a, b = stats.resampled_medians(base, resamples=50), stats.resampled_medians(scaled, resamples=50)
     assert a.shape == (50, 13)
     # same indices: the factor passes through
     np.testing.assert_allclose(b, a * np.exp(-0.1 * LAYERS), rtol=1e-12)
@@ -107,28 +107,80 @@ def test_a_curve_on_the_floor_gives_no_effect_to_tell():
     assert effects.outcome(effect, +1) == "cannot tell"
 
 
+def test_no_effect_is_computed_from_a_fit_window_that_reaches_the_band():
+    """A curve that falls into the band after two layers has no factor: the effect cannot tell (it used to be
+    read as a mean rate down to the floor, a ratio of rounding noise)."""
+    fast = np.repeat(np.array([0.9, 0.01, 1e-12] + [1e-16] * 10)[:, None], 20, axis=1)
+    table, samples = _result({"none": fast, "model": _noisy(0.1, 20)})
+    effect = effects.late_factor(effects.side(table, samples, "LN", norm="model"),
+                                 effects.side(table, samples, "pure", norm="none"))
+    assert math.isnan(effect.estimate) and "pure on the rounding floor from layer 3 on" in effect.reason
+
+
 def _slow_decay_claim(ratio: float) -> claims.Claim:
-    """A claim "LayerNorm keeps μ/‖X‖_F" on a curve that ends at ``ratio`` of its layer-1 value, at a late
-    rate below COLLAPSE_RATE (stable for STABLE_FACTOR 10 when ratio > 0.1)."""
+    """A claim "the curve collapses" on a curve that ends at ``ratio`` of its layer-1 value, without per-sample
+    values (so the published COLLAPSE_RATE decides: a factor below e^-0.05 collapses)."""
     rate = -math.log(ratio) / 11
     table, _ = _result({"model": np.repeat((0.5 * np.exp(-rate * (LAYERS - 1)))[:, None], 3, axis=1)})
-    curves = claims.select_curves(table, norm="model")
-    return robustness.robust(lambda t: claims.curve_claim("LayerNorm keeps μ", "test", "m",
-                                                          claims.rethreshold(curves, t), "stable", "masks"))
+    curve = effects.side(table, None, "LN", norm="model")
+    return robustness.robust(lambda t: claims.collapse_claim("it collapses", "test", "m", {"causal": curve}, t))
 
 
 def test_moving_one_threshold_flips_a_synthetic_verdict_and_the_table_says_borderline():
-    assert _slow_decay_claim(0.2).verdict == "does not hold"  # rate -log(0.2)/11 = 0.146 > 0.05: collapses
-    # rate 0.046 < 0.05 and x0.6 of layer 1: stable, but collapses at a cut of 0.025
+    assert _slow_decay_claim(0.2).verdict == "holds"  # rate -log(0.2)/11 = 0.146 > 0.05: collapses
+    # rate 0.046 < 0.05: not resolved (cannot tell), but collapses at a cut of 0.025
     claim = _slow_decay_claim(0.6)
-    assert claim.verdict == "holds"
-    assert claim.robustness == "borderline — flips when COLLAPSE_RATE = 0.025 (→ does not hold)"
-    assert "borderline — flips when COLLAPSE_RATE = 0.025" in claims.markdown_table([claim])
+    assert claim.verdict == "cannot tell"
+    assert claim.robustness == "borderline — flips when COLLAPSE_RATE = 0.025 (→ holds)"
 
 
 def test_a_verdict_far_from_every_threshold_is_robust():
-    claim = _slow_decay_claim(0.98)
+    claim = _slow_decay_claim(0.02)
     assert claim.verdict == "holds" and claim.robustness == "robust"
+
+
+def _seed_results(n_seeds: int, seed_sd: float, n_samples: int = 40) -> list:
+    """Stored results of ``n_seeds`` weight seeds on the same samples: each seed's curves decay at its own
+    rate (0.2 + seed_sd x a normal draw), the samples add a small noise (sd 0.02 per layer)."""
+    from rankcollapse.experiments.store import StoredResult
+
+    rng = np.random.default_rng(7)
+    out = []
+    for k in range(n_seeds):
+        rate = 0.2 + seed_sd * rng.normal()
+        curve = 0.5 * np.exp(-rate * LAYERS[:, None] + 0.02 * rng.normal(size=(13, n_samples)))
+        table, samples = _result({"none": curve})
+        out.append(StoredResult(table, {"sample_ids_sha256": "same"}, None, True, samples))
+    return out
+
+
+def test_weight_seeds_are_the_outer_level_of_the_interval():
+    """Seeds that differ much more than samples do: the interval over 5 seeds is several times the width of
+    one seed's (its samples only), and it covers the spread of the seeds' own factors."""
+    results = _seed_results(5, seed_sd=0.05)
+    one = claims.side_verdict(effects.side(results[0], label="one seed", norm="none"))
+    five = effects.side(results, label="five seeds", norm="none")
+    pooled = claims.side_verdict(five)
+    assert five.resampled == "5 weight seeds and 40 samples"
+    assert (pooled.high - pooled.low) > 3 * (one.high - one.low)
+    own = [claims.side_verdict(effects.side(r, label="s", norm="none")).factor for r in results]
+    assert pooled.low < np.median(own) < pooled.high
+    with pytest.raises(ValueError, match="the same samples"):
+        effects.side([results[0], type(results[1])(results[1].table, {"sample_ids_sha256": "other"}, None, True,
+                                                    results[1].samples)], norm="none")
+
+
+def test_articles_not_samples_are_resampled():
+    """Four samples cut from each article share its curve: resampled as articles the interval is that of
+    the articles' spread (wider than if the 4 x 10 samples were independent)."""
+    rng = np.random.default_rng(3)
+    per_article = 0.5 * np.exp(-(0.2 + 0.05 * rng.normal(size=10))[None, :] * LAYERS[:, None])  # [layer, article]
+    curves = np.repeat(per_article, 4, axis=1)  # [layer + 1, 40 samples], 4 per article
+    groups = np.repeat(np.arange(10), 4)
+    as_samples = stats.resampled_medians(curves)
+    as_articles = stats.resampled_medians(curves, groups)
+    spread = lambda draws: np.ptp(np.quantile(draws[:, -1], [0.025, 0.975]))  # noqa: E731
+    assert spread(as_articles) > 1.5 * spread(as_samples)
 
 
 def test_the_grid_is_the_published_defaults_moved_one_at_a_time():
@@ -137,7 +189,7 @@ def test_the_grid_is_the_published_defaults_moved_one_at_a_time():
     for field, value, thresholds in points:
         moved = {f for f in DEFAULTS.__dataclass_fields__ if getattr(thresholds, f) != getattr(DEFAULTS, f)}
         assert moved == {field} and getattr(thresholds, field) == value
-    assert robustness.grid_words()["grid_stable_factor"] == "3 / 10 / 30"
+    assert robustness.grid_words()["grid_min_fit_layers"] == "2 / 3 / 5"
     assert robustness.grid_words()["grid_late_fraction"] == "1/3 / 0.5 / 2/3"
 
 

@@ -328,7 +328,7 @@ def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdi
     band for 3 layers; every computed layer is bit-identical to the full run, the held layers repeat the last
     computed one and are flagged, exactly tracked curves run on, and the curve verdicts do not change."""
     from rankcollapse.experiments.table import config_labels, held_from, summarize
-    from rankcollapse.verdicts.rules import table_verdicts
+    from rankcollapse.verdicts.tables import table_verdicts
 
     x0 = torch.randn(6, 12, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     layers = engine.random_layers(40, 16, 4, seed=0)

@@ -2,13 +2,14 @@
 figure, what we measure, our verdict and the number that decides it. The rows themselves are each page's
 (``claims(...)`` of :mod:`rankcollapse.book.pages`); this module knows no page.
 
-A claim is decided from per-configuration curve verdicts of μ/‖X‖_F
-(:func:`rankcollapse.verdicts.rules.table_verdicts`: *collapses*, *stable*, *decays slowly*, *on the floor*,
-with the late-layer rate) combined by :func:`rankcollapse.verdicts.rules.claim_verdict`
-(:func:`select_curves`, then :func:`count_curves`), or from a direct comparison of numbers (stated in the
-row). The verdict words are :data:`rankcollapse.verdicts.rules.CLAIM_VERDICTS` (holds / holds partly / does
-not hold / cannot tell: on the rounding floor); the rules are those of :mod:`rankcollapse.verdicts.rules`,
-documented on the setup page.
+A claim is decided from its curves' verdicts of μ/‖X‖_F (:func:`rankcollapse.verdicts.rules.curve_verdict`:
+*collapses* with its per-layer factor and interval, *reaches the floor*, *not resolved*, *on the floor*), read
+from :class:`rankcollapse.verdicts.effects.Side` curves (:func:`side_verdict`): :func:`collapse_claim` ("every
+curve collapses", each measured factor beside the theory's prediction where one is given),
+:func:`bounded_claim` ("LayerNorm stops the collapse": decided against the collapse it would stop), or from
+effects against a baseline (:func:`effect_claim`), or from a direct comparison of numbers (stated in the row).
+The verdict words are :data:`rankcollapse.verdicts.rules.CLAIM_VERDICTS` (holds / holds partly / does not hold /
+cannot tell); the rules are those of :mod:`rankcollapse.verdicts.rules`, documented on the setup page.
 
 Used by: every experiment, response and decoder page's module (:mod:`rankcollapse.book.pages`), then
 :func:`markdown_table` and :func:`headline` (glued by :func:`rankcollapse.book.report.present`);
@@ -17,18 +18,17 @@ tests/unit/test_claims.py.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
 
-from rankcollapse.core.stats import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, mean_decay_rate
+from rankcollapse.core.stats import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, late_rates, mean_decay_rate
 from rankcollapse.verdicts import rules
-from rankcollapse.verdicts.effects import NO_INTERVAL, OUTCOMES, SAME_SCALE, Effect, outcome
+from rankcollapse.verdicts.effects import NO_INTERVAL, OUTCOMES, SAME_SCALE, Effect, Side, outcome
 
-HOLDS, PARTLY, FAILS, FLOOR = rules.CLAIM_VERDICTS
-COLLAPSES, STABLE = rules.EXPECTATIONS
+HOLDS, PARTLY, FAILS, OPEN = rules.CLAIM_VERDICTS
+COLLAPSES, BOUNDED = rules.EXPECTATIONS
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,10 @@ class Claim:
 
 
 def combine(cells: Iterable[Cell]) -> str:
-    """The claim verdict of its cells: holds when every deciding cell (not "cannot tell") holds, holds partly
-    when some do, does not hold when none does, cannot tell when no cell decides."""
-    deciding = [c.outcome for c in cells if c.outcome not in ("cannot tell", "read")]
-    if not deciding:
-        return FLOOR
-    held = deciding.count(HOLDS)
-    return HOLDS if held == len(deciding) else PARTLY if held or PARTLY in deciding else FAILS
+    """The claim verdict of its cells (:func:`rankcollapse.verdicts.rules.combine` of their outcomes; an
+    effect's "tiny" or "no effect" counts as not holding, a number "read" decides nothing)."""
+    return rules.combine([c.outcome if c.outcome in rules.CLAIM_VERDICTS else
+                          OPEN if c.outcome in ("cannot tell", "read") else FAILS for c in cells])
 
 
 def effect_cell(column: str, effect: Effect, direction: int,
@@ -81,69 +78,93 @@ def effect_claim(claim: str, source: str, measured: str, cells: list[Cell]) -> C
                  tuple(cells))
 
 
-def select_curves(table: pd.DataFrame, thresholds: rules.Thresholds = rules.DEFAULTS,
-                  **labels) -> pd.DataFrame:
-    """Curve verdicts of μ/‖X‖_F for the configurations matching ``labels`` (column=value)."""
-    curves = rules.table_verdicts(table, thresholds=thresholds)
-    for column, wanted in labels.items():
-        curves = curves[curves[column] == wanted]
-    if curves.empty:
-        raise ValueError(f"no configuration of this result matches {labels}")
-    return curves
+def side_verdict(curve: Side, thresholds: rules.Thresholds = rules.DEFAULTS,
+                 window: tuple[int, int] | None = None) -> rules.CurveVerdict:
+    """The curve verdict of a side (its median curve, floor and bootstrap draws) under ``thresholds``."""
+    return rules.curve_verdict(curve.values, curve.floor, thresholds, curve.draws, window)
 
 
-def rethreshold(curves: pd.DataFrame, thresholds: rules.Thresholds) -> pd.DataFrame:
-    """Curve verdicts (:func:`select_curves`, or a table with their ``values`` and ``floor`` columns) decided
-    again under ``thresholds``: ``curve, verdict, words, ratio, floor_layer``, the rate (``rate`` or
-    ``late rate``) and ``mean rate`` where present."""
-    out = curves.copy()
-    out["curve"] = [rules.curve_verdict(v, f, thresholds) for v, f in zip(curves["values"], curves["floor"])]
-    for column in ("verdict", "words", "ratio"):
-        out[column] = [getattr(c, column) for c in out["curve"]]
-    out["floor_layer"] = pd.array([c.floor_layer for c in out["curve"]], dtype="Int64")
-    out["late rate" if "late rate" in out.columns else "rate"] = [c.rate for c in out["curve"]]
-    if "mean rate" in out.columns:
-        out["mean rate"] = out["curve"].map(mean_rate)
-    return out
+def predicted_factor(curve: np.ndarray | None, verdict: rules.CurveVerdict) -> float | None:
+    """The theory's per-layer factor over the layers the measured curve was fitted on: the same fit of
+    ``-log`` on the predicted curve (the linear case's μ/‖X‖_F, :func:`rankcollapse.theory.dynamics.linear_curve`);
+    0 where the prediction fell to exactly 0 there; None without a prediction or a fit.
+
+    Shapes: curve [layer + 1] or None.
+    """
+    if curve is None or verdict.fit is None:
+        return None
+    window = np.asarray(curve, dtype=np.float64)[verdict.fit[0]:verdict.fit[1] + 1]
+    if not (window > 0).all():
+        return 0.0
+    return float(np.exp(-late_rates(np.asarray(curve, dtype=np.float64)[None],
+                                    np.arange(verdict.fit[0], verdict.fit[1] + 1))[0]))
 
 
-def count_curves(curves: pd.DataFrame, expected: str, what: str) -> tuple[str, str]:
-    """The claim verdict for "every curve ``expected``" and the deciding numbers, per mask."""
-    claim = rules.claim_verdict(expected, list(curves["curve"]))
-    per_mask = "; ".join(f"{r.mask}: {r.words}" for r in curves.itertuples())
-    return claim.verdict, f"{claim.n_agree} of {claim.n_deciding} {what} ({per_mask})"
+def _versus(predicted: float | None) -> str:
+    return "" if predicted is None else f"; the linear case predicts ×{rules.factor_text(predicted)}"
 
 
-def curve_claim(claim: str, source: str, measured: str, curves: pd.DataFrame, expected: str, what: str,
-                column: str = "mask") -> Claim:
-    """A claim that every curve of ``curves`` (:func:`select_curves`) shows ``expected``, one cell per
-    ``column``."""
-    verdict, number = count_curves(curves, expected, what)
-    cells = tuple(Cell(str(getattr(r, column)), _curve_outcome(r.curve, expected), _curve_text(r.curve),
-                       r.words)
-                  for r in curves.itertuples())
-    return Claim(claim, source, measured, verdict, number, cells)
+def collapse_claim(claim: str, source: str, measured: str, sides: dict[str, Side],
+                   thresholds: rules.Thresholds = rules.DEFAULTS,
+                   predicted: dict[str, np.ndarray] | None = None, window: tuple[int, int] | None = None,
+                   setting: str = "") -> Claim:
+    """"Every curve collapses", one cell per ``sides`` key (a mask, part or configuration): holds where the
+    curve collapses; does not hold where its factor's interval lies above 1 or excludes the factor the theory
+    ``predicted`` over the same layers (:func:`predicted_factor`: its collapse would have been resolved);
+    cannot tell where it lies on the floor or no collapse is resolved at this depth
+    (:func:`rankcollapse.verdicts.rules.collapse_outcome`).
+
+    Shapes: ``predicted`` per key a curve [layer + 1] (the linear case's μ/‖X‖_F)."""
+    predicted = predicted or {}
+    cells = []
+    for column, curve in sides.items():
+        verdict = side_verdict(curve, thresholds, window)
+        p = predicted_factor(predicted.get(column), verdict)
+        cells.append(Cell(column, rules.collapse_outcome(verdict, p), verdict.text,
+                          verdict.words + _versus(p) + _over(curve)))
+    return Claim(claim, source, measured, combine(cells), _counted(cells, "collapse"), tuple(cells),
+                 setting=setting)
 
 
-def _curve_outcome(curve: rules.CurveVerdict, expected: str) -> str:
-    if curve.verdict == "on the floor":
-        return "cannot tell"
-    return "holds" if curve.verdict == expected else "does not hold"
+def bounded_claim(claim: str, source: str, measured: str, pairs: dict[str, tuple[Side, Side]],
+                  thresholds: rules.Thresholds = rules.DEFAULTS, setting: str = "") -> Claim:
+    """"The configuration stops the collapse" (LayerNorm, skip connections), per ``pairs`` key: (the
+    configuration's curve, the baseline's — pure attention on the same weights). Holds where the baseline
+    collapses and the configuration shows no resolved collapse; does not hold where the configuration
+    collapses too; cannot tell where the configuration lies on the floor, or where the baseline does not
+    collapse at this depth either (nothing to stop yet: "stable" is never read from a short stack)."""
+    cells = []
+    for column, (config, baseline) in pairs.items():
+        mine, theirs = side_verdict(config, thresholds), side_verdict(baseline, thresholds)
+        if mine.collapses:
+            result = FAILS
+        elif mine.verdict == rules.ON_FLOOR or not theirs.collapses:
+            result = OPEN
+        else:
+            result = HOLDS
+        words = (f"{config.label}: {mine.words}; {baseline.label}: {theirs.words}" + _over(config))
+        cells.append(Cell(column, result, f"{mine.text} (pure: {theirs.text})", words))
+    return Claim(claim, source, measured, combine(cells), _counted(cells, "stop the collapse"), tuple(cells),
+                 setting=setting)
 
 
-def _curve_text(curve: rules.CurveVerdict) -> str:
-    """Compact words for a curve: ``"floor at 3"``, ``"rate 0.69"`` or ``"rate 0, ×0.31"``."""
-    if curve.verdict == "on the floor":
-        return "on the floor"
-    if curve.floor_layer is not None:
-        return f"floor at {curve.floor_layer}"
-    rate = "n/a" if curve.rate is None else f"{curve.rate:.2g}" if abs(curve.rate) >= 5e-5 else "0"
-    return f"rate {rate}" if curve.verdict == COLLAPSES else f"rate {rate}, ×{curve.ratio:.2g}"
+def _over(curve: Side) -> str:
+    return f" (interval over {curve.resampled})" if curve.resampled else ""
+
+
+def _counted(cells: list[Cell], what: str) -> str:
+    """``"3 of 4 collapse; 1 cannot tell (causal)"``: the cells that hold, of those that decide."""
+    deciding = [c for c in cells if c.outcome != OPEN]
+    held = sum(c.outcome == HOLDS for c in deciding)
+    open_ = [c.column for c in cells if c.outcome == OPEN]
+    rest = f"; cannot tell: {', '.join(open_)}" if open_ else ""
+    return f"{held} of {len(deciding)} {what}{rest}"
 
 
 def mean_rate(curve: rules.CurveVerdict) -> float:
     """Average decay per layer of a curve from the first layer to the last one read (its floor, if it hits
-    it): ``-log(ratio) / layers``; comparable between curves that reach the floor and curves that do not."""
+    it): ``-log(ratio) / layers``; comparable between curves that reach the floor and curves that do not
+    (an ordering, never an effect: near the floor it is bounded by the floor, not measured)."""
     last = curve.floor_layer if curve.floor_layer is not None else curve.n_layers
     return mean_decay_rate(curve.ratio, last - rules.EARLY_LAYER)
 

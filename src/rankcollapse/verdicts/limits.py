@@ -14,7 +14,7 @@ when the run recorded it, the mean |cosine| between tokens), each read with the 
 * **cannot tell: on the rounding floor** — μ/‖X‖_F is on its rounding floor from X(0) on.
 
 :func:`table_limits` applies it to every configuration of a tidy experiments table (median over samples
-per layer, as :func:`~rankcollapse.verdicts.rules.table_verdicts` does).
+per layer, as :func:`~rankcollapse.verdicts.tables.table_verdicts` does).
 
 Used by: :mod:`rankcollapse.book.pages.reviewers`; tests/unit/test_limits.py.
 """
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rankcollapse.verdicts import rules
+from rankcollapse.verdicts import rules, tables
 
 TO_ZERO, TO_VECTOR, NO_COLLAPSE, ON_FLOOR = ("collapse to zero", "collapse to a common nonzero vector",
                                              "no collapse", "cannot tell: on the rounding floor")
@@ -103,7 +103,7 @@ def table_limits(table: pd.DataFrame, dtype: str = "float64") -> pd.DataFrame:
     """
     if dtype not in NORM_FLOOR:
         raise ValueError(f"dtype must be one of {', '.join(NORM_FLOOR)}; got {dtype!r}")
-    labels = [c for c in rules.LABEL_COLUMNS if c in table.columns and c != "n_samples"]
+    labels = [c for c in tables.LABEL_COLUMNS if c in table.columns and c != "n_samples"]
     rows = []
     for key, group in table.groupby(labels, dropna=False, sort=False):
         norm, relative = _curve(group, "norm"), _curve(group, "relative_mu")

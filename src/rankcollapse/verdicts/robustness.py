@@ -5,9 +5,10 @@ with the published ones (:data:`rankcollapse.verdicts.rules.DEFAULTS`), rebuilds
 :data:`THRESHOLD_GRID` — one threshold moved at a time, the others at their defaults — and writes in its
 ``robustness`` either "robust" or "borderline — flips when <threshold> = <value> (→ <verdict>)", computed.
 
-The grid: the collapse rate ÷2 and ×2, the stable factor 3 and 30, the late fraction 1/3 and 2/3,
-the floor band 3 and 30, and two more thresholds that claims use: the majority share 1/3
-and 2/3 (a share-of-samples claim's "holds partly" cut) and the tiny-effect factor 1.025 and 1.1.
+The grid: the collapse rate ÷2 and ×2 (read only where a result has no per-sample values), the late
+fraction 1/3 and 2/3, the floor band 3 and 30, the fewest fit layers 2 and 5, and two more thresholds that
+claims use: the majority share 1/3 and 2/3 (a share-of-samples claim's "holds partly" cut) and the tiny-effect
+factor 1.025 and 1.1.
 
 Used by: the claims of the experiment and response pages (:mod:`rankcollapse.book.pages`), the setup page
 (:func:`grid_words`); tests/unit/test_effects.py.
@@ -23,14 +24,14 @@ from rankcollapse.verdicts.rules import DEFAULTS, Thresholds
 
 THRESHOLD_GRID = (
     ("collapse_rate", (rules.COLLAPSE_RATE / 2, rules.COLLAPSE_RATE * 2)),
-    ("stable_factor", (3.0, 30.0)),
     ("late_fraction", (1 / 3, 2 / 3)),
     ("floor_band", (3.0, 30.0)),
+    ("min_fit_layers", (2, 5)),
     ("majority", (1 / 3, 2 / 3)),
     ("tiny_effect", (1.025, 1.1)),
 )  # (field of Thresholds, its values besides the default)
-THRESHOLD_NAMES = {"collapse_rate": "COLLAPSE_RATE", "stable_factor": "STABLE_FACTOR",
-                   "late_fraction": "LATE_FRACTION", "floor_band": "FLOOR_BAND", "majority": "MAJORITY",
+THRESHOLD_NAMES = {"collapse_rate": "COLLAPSE_RATE", "late_fraction": "LATE_FRACTION",
+                   "floor_band": "FLOOR_BAND", "min_fit_layers": "MIN_FIT_LAYERS", "majority": "MAJORITY",
                    "tiny_effect": "TINY_EFFECT"}  # the published constant of each field
 ROBUST = "robust"
 
@@ -66,10 +67,10 @@ def flips(decide: Callable[[Thresholds], str]) -> list[tuple[str, float, str]]:
 
 
 def robustness_words(found: list[tuple[str, float, str]]) -> str:
-    """``"robust"`` or ``"borderline — flips when STABLE_FACTOR = 3 (→ holds partly)"``.
+    """``"robust"`` or ``"borderline — flips when FLOOR_BAND = 3 (→ holds partly)"``.
 
-    >>> robustness_words([("stable_factor", 3.0, "holds partly")])
-    'borderline — flips when STABLE_FACTOR = 3 (→ holds partly)'
+    >>> robustness_words([("floor_band", 3.0, "holds partly")])
+    'borderline — flips when FLOOR_BAND = 3 (→ holds partly)'
     """
     if not found:
         return ROBUST

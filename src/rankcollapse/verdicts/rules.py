@@ -1,39 +1,44 @@
 """Computed verdicts: does a curve collapse, and does a claim of the paper hold, with the deciding numbers.
 
-Two layers. :func:`curve_verdict` classifies one curve (per-layer values, layer 0 = X(0), with that curve's
-own rounding floor per layer) into one of ``CURVE_VERDICTS``; :func:`claim_verdict` combines the curves a
-claim is about into one of ``CLAIM_VERDICTS``. The rules, for ``mu / ||X||_F`` (floor ``eps``) or ``mu``
-(floor ``eps * ||X||_F``):
+Two layers. :func:`curve_verdict` reads one curve (per-layer values, layer 0 = X(0), with that curve's own
+rounding floor per layer, and, when the result stored its samples, the bootstrap's resampled curves) as one of
+``CURVE_VERDICTS``; :func:`claim_verdict` combines the curves a claim is about into one of ``CLAIM_VERDICTS``.
 
-* **on the floor** — the curve is within ``FLOOR_BAND`` (10x) of its floor already at X(0): its whole decay,
-  if any, is invisible in this dtype, and no verdict about collapse can be drawn ("cannot tell").
-* **collapses** — the curve, above the band at X(0), *reaches the band* at some layer k ("reaches the
-  rounding floor at layer k"; k = 1 means it collapsed within one layer, a steep descent from well above
-  the floor, not a floor artefact), or its *late-layer rate* exceeds ``COLLAPSE_RATE`` per layer. The late
-  rate is the least-squares slope of ``-log(value)`` against the layer over the last ``LATE_FRACTION`` of
-  the layers >= 1 that lie above the band (at least two). What a curve does after it reached the band is
-  rounding noise (LayerNorm can blow it back up) and is not read.
-* **stable** — no late decay faster than ``COLLAPSE_RATE`` and the last layer within ``STABLE_FACTOR`` of
-  the early value (layer ``EARLY_LAYER``, the first after attention: X(0) is an embedding, not a state of
-  the dynamics).
-* **decays slowly** — late rate at most ``COLLAPSE_RATE`` but the last layer more than ``STABLE_FACTOR``
-  below the early value: neither a collapse at the stated rate nor stable.
+**The per-layer factor.** A curve's decay is its per-layer factor ``f = exp(-rate)``, the rate the
+least-squares slope of ``-log(value)`` against the layer over its *fit layers*: the last ``LATE_FRACTION`` of
+the layers >= ``EARLY_LAYER`` that lie above the floor band (``FLOOR_BAND`` times the floor) before the curve
+first reaches it — at least ``MIN_FIT_LAYERS`` of them — or, for a claim about given layers (Fig. 3's
+"shallow layers"), the layers of that window above the band. Its interval is the 95 % percentile interval of
+the same fit on the bootstrap's resampled medians (:func:`rankcollapse.core.stats.resampled_medians`: weight
+seeds and articles). Nothing is ever fitted on a layer within the band: a value there is rounding noise.
 
-A claim ``expected`` ("collapses" or "stable") about a set of curves **holds** if every deciding curve
-(every curve not on the floor) shows it, **holds partly** if some do, **does not hold** if none does, and is
-**cannot tell: on the rounding floor** if no curve decides. ``.words`` gives glue-able text.
+**The curve verdicts** (for ``mu / ||X||_F``, floor ``eps``; a configuration tracked exactly below the floor,
+:mod:`rankcollapse.engine.exact`, has no floor but underflow):
 
-:func:`table_verdicts` reads a tidy experiments table (:func:`rankcollapse.experiments.table.summarize`) and
-gives one curve verdict per configuration from the **median over samples** per layer: the median commutes
-with the log and with scaling (so the median floor over the median norm is exactly eps) and is not pulled by
-the few samples that collapse differently. Every claim of every page is decided on this median (never on
-the mean); the figures draw the same median with its 10–90 % band over samples (one centre).
+* **on the floor** — within the band already at X(0): nothing can be told.
+* **reaches the floor** — the curve falls into the band at layer k before ``MIN_FIT_LAYERS`` layers above it
+  could be fitted: it collapsed, at a per-layer factor below ``(band x floor / X(0)'s value)^(1/k)`` (a
+  bound, not a measurement: no effect or ratio is computed from it).
+* **collapses** — a fitted factor whose interval lies below 1 (without per-sample values: an estimate below
+  ``exp(-COLLAPSE_RATE)``), or a curve that reaches the band after its fit layers.
+* **not resolved** — a fitted factor whose interval includes 1 or lies above it: no collapse resolved in this
+  many layers. This is not "stable": Theorem 1 predicts collapse under every quasi-strongly connected mask,
+  at a rate that can be far too slow to see in a few layers (a bidirectional window on 128 tokens: of order
+  1e-3 per layer). Whether LayerNorm *stops* a collapse is decided against the collapse it would stop
+  (:func:`rankcollapse.verdicts.claims.bounded_claim`).
+
+A claim about a set of curves **holds** if every deciding curve shows it, **holds partly** if some do,
+**does not hold** if none does, and **cannot tell** if no curve decides.
+
+:func:`rankcollapse.verdicts.tables.table_verdicts` applies the rules to every configuration of a tidy table.
 
 The thresholds are the published constants below, gathered in :class:`Thresholds` (``DEFAULTS``); every
 function takes a ``thresholds`` argument so that :mod:`rankcollapse.verdicts.robustness` can recompute a
 verdict over a grid of them (never by changing the constants).
 
-Used by: the claims tables of the experiment and response pages; the setup page quotes this docstring.
+Used by: the claims tables of the experiment and response pages (:mod:`rankcollapse.verdicts.claims`,
+:mod:`rankcollapse.verdicts.effects`), :mod:`rankcollapse.verdicts.limits`; the setup page quotes this
+docstring.
 """
 
 from __future__ import annotations
@@ -42,23 +47,26 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from rankcollapse.core.stats import late_rate
-from rankcollapse.core.metrics import FLOOR_BAND, FLOOR_OF
+from rankcollapse.core.metrics import FLOOR_BAND
+from rankcollapse.core.stats import late_rates, percentile_interval
 
-# per layer: faster late decay (a factor below e^-0.05 = 0.95 a layer) counts as collapse
+# per layer, without per-sample values: a fitted factor below e^-0.05 = 0.95 a layer counts as collapse
 COLLAPSE_RATE = 0.05
-STABLE_FACTOR = 10.0  # a stable curve ends within this factor of its early value
-LATE_FRACTION = 0.5  # the late-layer rate is fitted on this last fraction of the layers above the band
+STABLE_FACTOR = 10.0  # a curve "grows" past this factor of its early value (limits: a norm blowing up)
+LATE_FRACTION = 0.5  # the factor is fitted on this last fraction of the layers above the band
+MIN_FIT_LAYERS = 3  # fewer layers above the band than this: no factor is fitted ("reaches the floor")
 MAJORITY = 0.5  # a claim read as a share of samples (full rank) "holds partly" from this share on
 # an effect (a ratio) within this factor of 1 is tiny (for per-layer factors: a rate gap < 0.049)
 TINY_EFFECT = 1.05
+# a measured factor follows a prediction whose rate lies within this factor of its own (or inside its interval)
+PREDICTION_TOLERANCE = 1.5
 EARLY_LAYER = 1  # the early value: the first layer after attention (layer 0 is X(0), the embedding)
-CURVE_VERDICTS = ("collapses", "stable", "decays slowly", "on the floor")
-CLAIM_VERDICTS = ("holds", "holds partly", "does not hold", "cannot tell: on the rounding floor")
-EXPECTATIONS = ("collapses", "stable")  # what a claim may say about its curves
-LABEL_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip", "n_samples")
+COLLAPSES, REACHES_FLOOR, NOT_RESOLVED, ON_FLOOR = CURVE_VERDICTS = (
+    "collapses", "reaches the floor", "not resolved", "on the floor")
+CLAIM_VERDICTS = ("holds", "holds partly", "does not hold", "cannot tell")
+# what a claim may say about its curves: they collapse, or (LayerNorm's claims) a collapse is stopped
+EXPECTATIONS = ("collapses", "bounded")
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ class Thresholds:
     floor_band: float = FLOOR_BAND
     majority: float = MAJORITY
     tiny_effect: float = TINY_EFFECT
+    min_fit_layers: int = MIN_FIT_LAYERS
 
     def __post_init__(self) -> None:
         for name in ("collapse_rate", "stable_factor", "floor_band"):
@@ -81,6 +90,8 @@ class Thresholds:
                 raise ValueError(f"{name} must lie in (0, 1]; got {getattr(self, name)!r}")
         if not self.tiny_effect >= 1:
             raise ValueError(f"tiny_effect must be >= 1; got {self.tiny_effect!r}")
+        if not isinstance(self.min_fit_layers, int) or self.min_fit_layers < 2:
+            raise ValueError(f"min_fit_layers must be an integer >= 2; got {self.min_fit_layers!r}")
 
 
 DEFAULTS = Thresholds()
@@ -88,85 +99,95 @@ DEFAULTS = Thresholds()
 
 def rule_numbers() -> dict[str, str]:
     """The thresholds of the rules, as words for the setup page (``floor_band``, ``collapse_rate``,
-    ``late_percent``, ``stable_factor``, ``majority_percent``, ``tiny_effect``).
+    ``late_percent``, ``min_fit_layers``, ``majority_percent``, ``tiny_effect``).
 
-    >>> rule_numbers()["collapse_rate"]
-    '0.05'
+    >>> rule_numbers()["min_fit_layers"]
+    '3'
     """
     return {"floor_band": f"{FLOOR_BAND:g}", "collapse_rate": f"{COLLAPSE_RATE:g}",
-            "late_percent": f"{100 * LATE_FRACTION:g}", "stable_factor": f"{STABLE_FACTOR:g}",
+            "collapse_factor": f"{math.exp(-COLLAPSE_RATE):.3g}", "late_percent": f"{100 * LATE_FRACTION:g}",
+            "min_fit_layers": f"{MIN_FIT_LAYERS}", "stable_factor": f"{STABLE_FACTOR:g}",
             "majority_percent": f"{100 * MAJORITY:g}", "tiny_effect": f"{TINY_EFFECT:g}"}
 
 
-def _number(x: float) -> str:
-    """Two significant digits, as prose quotes them.
+def factor_text(x: float) -> str:
+    """A per-layer factor with the digits that tell it from 1: two significant digits of ``1 - x`` near 1.
 
-    >>> _number(0.7312), _number(1.7e-5)
-    ('0.73', '1.7e-05')
+    >>> factor_text(0.5213), factor_text(0.99953), factor_text(1.0), factor_text(1.00021)
+    ('0.521', '0.99953', '1', '1.00021')
     """
-    return f"{x:.2g}"
-
-
-def _rate_words(rate: float) -> str:
-    """``"rate 0.73/layer"``; rates under 5e-5 a layer (a factor 0.994 over 128 layers) read as 0.
-
-    >>> _rate_words(-1e-17)
-    'rate 0/layer'
-    """
-    return f"rate {_number(rate) if abs(rate) >= 5e-5 else '0'}/layer"
+    if not math.isfinite(x):
+        return "n/a"
+    gap = abs(1 - x)
+    if gap == 0:
+        return "1"
+    if gap >= 0.01:
+        return f"{x:.3g}"
+    return f"{x:.{-math.floor(math.log10(gap)) + 1}f}"
 
 
 @dataclass(frozen=True)
 class CurveVerdict:
-    """The verdict on one curve and the numbers that decide it.
-
-    The early value is the one at ``EARLY_LAYER``, or at X(0) when that layer is already on the floor.
-    """
+    """The verdict on one curve and the numbers that decide it (module docstring)."""
 
     verdict: str  # one of CURVE_VERDICTS
-    # late-layer decay rate per layer (positive: decaying); None with < 2 layers above the band
-    rate: float | None
-    ratio: float  # value at the last layer read (the last, or the first on the floor) / the early value
-    floor_layer: int | None  # first layer within FLOOR_BAND of the floor; None if never
+    factor: float | None  # per-layer factor exp(-rate) over the fit layers; None: fewer than MIN_FIT_LAYERS
+    low: float | None  # its interval; None: no per-sample values (or no factor)
+    high: float | None
+    fit: tuple[int, int] | None  # the first and last fit layer
+    floor_layer: int | None  # first layer within the band of the floor; None if never
     n_layers: int  # layers after X(0)
+    ratio: float  # value at the last layer read (the last, or the first in the band) / the early value
+    bound: float | None = None  # "reaches the floor": the factor lies below this
+
+    @property
+    def rate(self) -> float | None:
+        """The fitted rate ``-log(factor)`` per layer (positive: decaying); None without a factor."""
+        return None if self.factor is None else -math.log(self.factor)
 
     @property
     def collapses(self) -> bool:
-        return self.verdict == "collapses"
+        return self.verdict in (COLLAPSES, REACHES_FLOOR)
+
+    @property
+    def interval(self) -> str:
+        """``" [0.91, 0.95]"``, or "" without one."""
+        return "" if self.low is None else f" [{factor_text(self.low)}, {factor_text(self.high)}]"
 
     @property
     def words(self) -> str:
-        """Glue-able words with the deciding number, e.g. ``"collapses (rate 0.73/layer)"``."""
-        if self.verdict == "on the floor":
+        """Glue-able words with the deciding numbers, e.g. ``"collapses, factor 0.5 [0.48, 0.52] per layer
+        (layers 7–12)"``."""
+        if self.verdict == ON_FLOOR:
             return "cannot tell: on the rounding floor from X(0) on"
-        if self.floor_layer is not None:
-            layers = "layer" if self.floor_layer == 1 else "layers"
-            return f"collapses (reaches the rounding floor within {self.floor_layer} {layers})"
-        rate = _rate_words(self.rate)
-        if self.verdict == "collapses":
-            return f"collapses ({rate})"
-        return (f"{self.verdict} ({rate}, x{_number(self.ratio)} of layer {EARLY_LAYER} "
-                f"after {self.n_layers} layers)")
-
-
-@dataclass(frozen=True)
-class ClaimVerdict:
-    """The verdict on a claim about a set of curves."""
-
-    verdict: str  # one of CLAIM_VERDICTS
-    expected: str  # one of EXPECTATIONS
-    n_agree: int  # deciding curves that show ``expected``
-    n_deciding: int  # curves not on the floor
-    n_floor: int  # curves on the floor
+        if self.verdict == REACHES_FLOOR:
+            return (f"collapses: reaches the rounding floor at layer {self.floor_layer} (a factor below "
+                    f"{self.bound:.2g} per layer)")
+        fit = f"{self.factor_words} (layers {self.fit[0]}–{self.fit[1]})"
+        if self.verdict == NOT_RESOLVED:
+            return f"no collapse resolved in {self.n_layers} layers: {fit}"
+        floor = ("" if self.floor_layer is None
+                 else f"; reaches the rounding floor at layer {self.floor_layer}")
+        return f"collapses, {fit}{floor}"
 
     @property
-    def words(self) -> str:
-        """E.g. ``"holds partly (2 of 4 curves collapse; 1 on the floor)"``."""
-        shows = {"collapses": "collapse", "stable": "stay stable"}[self.expected]
-        if self.n_deciding == 0:
-            return f"{self.verdict} ({self.n_floor} of {self.n_floor} curves on the floor)"
-        floor = f"; {self.n_floor} on the floor" if self.n_floor else ""
-        return f"{self.verdict} ({self.n_agree} of {self.n_deciding} curves {shows}{floor})"
+    def factor_words(self) -> str:
+        """``"factor 0.93 [0.91, 0.95] per layer"`` (``"… per layer, no interval"`` without per-sample
+        values)."""
+        return f"factor {factor_text(self.factor)}{self.interval} per layer{'' if self.low else ', no interval'}"
+
+    @property
+    def text(self) -> str:
+        """Compact words for a claims cell: ``"×0.93 [0.91, 0.95]/layer"``, ``"floor at layer 2"``,
+        ``"not resolved in 12 layers (×0.998, ≥ 0.995)"`` or ``"on the floor"``."""
+        if self.verdict == ON_FLOOR:
+            return "on the floor"
+        if self.verdict == REACHES_FLOOR:
+            return f"floor at layer {self.floor_layer}"
+        if self.verdict == NOT_RESOLVED:
+            lower = factor_text(self.low if self.low is not None else self.factor)
+            return f"not resolved in {self.n_layers} layers (×{factor_text(self.factor)}, ≥ {lower})"
+        return f"×{factor_text(self.factor)}{self.interval}/layer"
 
 
 def _as_curve(name: str, values) -> np.ndarray:
@@ -179,13 +200,15 @@ def _as_curve(name: str, values) -> np.ndarray:
     return array
 
 
-def fit_layers(values, floor, thresholds: Thresholds = DEFAULTS) -> tuple[np.ndarray, int | None]:
-    """The layers the late rate is fitted on, and the first layer within the band of the floor (None if
+def fit_layers(values, floor, thresholds: Thresholds = DEFAULTS,
+               window: tuple[int, int] | None = None) -> tuple[np.ndarray, int | None]:
+    """The layers a curve's factor is fitted on, and the first layer within the band of its floor (None if
     never).
 
-    The late layers are the last ``late_fraction`` (at least two) of the layers >= EARLY_LAYER above the band,
-    before the curve first reaches it; fewer than two when fewer lie above it. Layer 0 on the band gives no
-    layers. Shapes: values [layer + 1], floor [] or [layer + 1] -> ([k], int).
+    Without ``window``: the last ``late_fraction`` (at least ``min_fit_layers``) of the layers >= EARLY_LAYER
+    above the band, before the curve first reaches it; all of them when fewer lie above it. With ``window``
+    (first, last): the layers of that window above the band, before the curve first reaches it. Layer 0 in
+    the band gives no layers. Shapes: values [layer + 1], floor [] or [layer + 1] -> ([k], int).
     """
     v = _as_curve("values", values)
     f = np.broadcast_to(np.asarray(floor, dtype=np.float64), v.shape)
@@ -193,119 +216,140 @@ def fit_layers(values, floor, thresholds: Thresholds = DEFAULTS) -> tuple[np.nda
         raise ValueError("floor must be finite and >= 0 (one number, or one per layer)")
     hits = np.flatnonzero(v <= thresholds.floor_band * f)
     floor_layer = int(hits[0]) if len(hits) else None
-    above = np.arange(EARLY_LAYER, len(v) if floor_layer is None else max(EARLY_LAYER, floor_layer))
-    return above[-max(2, math.ceil(thresholds.late_fraction * len(above))):], floor_layer
+    end = len(v) if floor_layer is None else max(EARLY_LAYER, floor_layer)
+    if window is not None:
+        first, last = window
+        if not EARLY_LAYER <= first < last:
+            raise ValueError(f"window must be (first, last) with {EARLY_LAYER} <= first < last; "
+                             f"got {window!r}")
+        return np.arange(first, min(last + 1, end)), floor_layer
+    above = np.arange(EARLY_LAYER, end)
+    keep = max(thresholds.min_fit_layers, math.ceil(thresholds.late_fraction * len(above)))
+    return above[-keep:], floor_layer
 
 
-def curve_verdict(values, floor, thresholds: Thresholds = DEFAULTS) -> CurveVerdict:
-    """Classify one curve (rules in the module docstring) under ``thresholds``.
+def factor_interval(draws: np.ndarray | None, layers: np.ndarray) -> tuple[float | None, float | None]:
+    """The percentile interval of the per-layer factor fitted on ``layers`` of each resampled curve (None,
+    None without draws or when no resample gives a finite factor).
 
-    ``values``: per-layer values, layer 0 = X(0); ``floor``: its rounding floor, one number or per layer.
-    Shapes: values [layer + 1], floor [] or [layer + 1].
+    Shapes: draws [resample, layer + 1] or None, layers [k].
+    """
+    if draws is None:
+        return None, None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factors = np.exp(-late_rates(draws, layers))
+    interval = percentile_interval(math.nan, factors)
+    if not interval.resamples:
+        return None, None
+    return interval.low, interval.high
+
+
+def curve_verdict(values, floor, thresholds: Thresholds = DEFAULTS, draws: np.ndarray | None = None,
+                  window: tuple[int, int] | None = None) -> CurveVerdict:
+    """Read one curve (rules in the module docstring) under ``thresholds``.
+
+    ``values``: per-layer values, layer 0 = X(0); ``floor``: its rounding floor, one number or per layer;
+    ``draws``: the bootstrap's resampled curves (the interval), or None; ``window``: fit these layers
+    (:func:`fit_layers`) instead of the late ones. Shapes: values [layer + 1], floor [] or [layer + 1],
+    draws [resample, layer + 1].
 
     >>> curve_verdict([0.9] + [0.5 * 0.5**k for k in range(12)], 2.2e-16).words
-    'collapses (rate 0.69/layer)'
-    >>> curve_verdict([0.9] + [0.5] * 12, 2.2e-16).words
-    'stable (rate 0/layer, x1 of layer 1 after 12 layers)'
+    'collapses, factor 0.5 per layer, no interval (layers 7–12)'
+    >>> curve_verdict([0.9] + [0.5] * 12, 2.2e-16).text
+    'not resolved in 12 layers (×1, ≥ 1)'
+    >>> curve_verdict([0.9, 0.01, 1e-16, 1e-16], 2.2e-16).words
+    'collapses: reaches the rounding floor at layer 2 (a factor below 4.9e-08 per layer)'
     """
     v = _as_curve("values", values)
+    f = np.broadcast_to(np.asarray(floor, dtype=np.float64), v.shape)
     n_layers = len(v) - 1
-    layers, floor_layer = fit_layers(v, floor, thresholds)
+    layers, floor_layer = fit_layers(v, f, thresholds, window)
+    if window is not None and floor_layer is not None and floor_layer > window[1]:
+        floor_layer = None  # reached after the window: not what the window is asked about
     if floor_layer == 0:
-        return CurveVerdict("on the floor", None, float("nan"), 0, n_layers)
-    last = n_layers if floor_layer is None else floor_layer  # the last layer read
-    rate = late_rate(v, layers)
-    # layer 1, unless on the floor
+        return CurveVerdict(ON_FLOOR, None, None, None, None, 0, n_layers, math.nan)
+    last = n_layers if window is None else min(window[1], n_layers)  # the last layer read
+    last = last if floor_layer is None else floor_layer
     early = v[EARLY_LAYER] if floor_layer is None or floor_layer > EARLY_LAYER else v[0]
     ratio = float(v[last] / early)
-    if floor_layer is not None or (rate is not None and rate > thresholds.collapse_rate):
-        verdict = "collapses"
-    elif ratio >= 1 / thresholds.stable_factor:
-        verdict = "stable"
-    else:
-        verdict = "decays slowly"
-    return CurveVerdict(verdict, rate, ratio, floor_layer, n_layers)
+    if len(layers) < thresholds.min_fit_layers:
+        if floor_layer is not None:
+            bound = (thresholds.floor_band * f[floor_layer] / v[0]) ** (1 / floor_layer)
+            return CurveVerdict(REACHES_FLOOR, None, None, None, None, floor_layer, n_layers, ratio,
+                                float(bound))
+        raise ValueError(f"a window of {len(layers)} layers above the floor band: a factor needs at least "
+                         f"{thresholds.min_fit_layers} (window={window!r}, {n_layers} layers)")
+    factor = float(np.exp(-late_rates(v[None], layers)[0]))
+    low, high = factor_interval(draws, layers)
+    fit = (int(layers[0]), int(layers[-1]))
+    resolved = high < 1 if high is not None else factor < math.exp(-thresholds.collapse_rate)
+    verdict = COLLAPSES if resolved or floor_layer is not None else NOT_RESOLVED
+    return CurveVerdict(verdict, factor, low, high, fit, floor_layer, n_layers, ratio)
 
 
-def claim_verdict(expected: str, curves) -> ClaimVerdict:
-    """Combine the verdicts of the curves a claim is about (``curves``: CurveVerdicts, or a dict of them).
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """The verdict on a claim about a set of curves."""
+
+    verdict: str  # one of CLAIM_VERDICTS
+    expected: str  # one of EXPECTATIONS
+    n_agree: int  # deciding curves that show ``expected``
+    n_deciding: int  # curves that decide (collapse, or show a resolved factor)
+    n_open: int  # curves that do not decide (on the floor, or no collapse resolved)
+
+    @property
+    def words(self) -> str:
+        """E.g. ``"holds partly (2 of 4 curves collapse; 1 not decided)"``."""
+        if self.n_deciding == 0:
+            return f"{self.verdict} (none of {self.n_open} curves decides)"
+        rest = f"; {self.n_open} not decided" if self.n_open else ""
+        return f"{self.verdict} ({self.n_agree} of {self.n_deciding} curves {self.expected}{rest})"
+
+
+def combine(outcomes: list[str]) -> str:
+    """The claim verdict of its cells' outcomes: holds when every deciding one ("holds" / "does not hold" /
+    "holds partly") holds, holds partly when some do, does not hold when none does, cannot tell when none
+    decides.
+
+    >>> combine(["holds", "cannot tell"]), combine(["holds", "does not hold"]), combine(["cannot tell"])
+    ('holds', 'holds partly', 'cannot tell')
+    """
+    deciding = [o for o in outcomes if o in CLAIM_VERDICTS[:3]]
+    if not deciding:
+        return CLAIM_VERDICTS[3]
+    held = deciding.count("holds")
+    return "holds" if held == len(deciding) else ("holds partly" if held or "holds partly" in deciding
+                                                  else "does not hold")
+
+
+def claim_verdict(curves) -> ClaimVerdict:
+    """Combine the verdicts of the curves a claim "they collapse" is about (``curves``: CurveVerdicts, or a
+    dict of them): a curve that collapses agrees; one whose fitted factor lies above 1 with its interval
+    disagrees; one on the floor or with no collapse resolved decides nothing.
 
     >>> fast = curve_verdict([1.0] + [0.5**k for k in range(12)], 1e-16)
     >>> flat = curve_verdict([1.0] * 13, 1e-16)
-    >>> claim_verdict("collapses", [fast, flat]).words
-    'holds partly (1 of 2 curves collapse)'
+    >>> claim_verdict([fast, flat]).words
+    'holds (1 of 1 curves collapses; 1 not decided)'
     """
-    if expected not in EXPECTATIONS:
-        raise ValueError(f"expected must be one of {', '.join(EXPECTATIONS)}; got {expected!r}")
     curves = list(curves.values()) if isinstance(curves, dict) else list(curves)
     if not curves or not all(isinstance(c, CurveVerdict) for c in curves):
         raise ValueError("curves must be a non-empty collection of CurveVerdict")
-    deciding = [c for c in curves if c.verdict != "on the floor"]
-    agree = sum(c.verdict == expected for c in deciding)
-    if not deciding:
-        verdict = CLAIM_VERDICTS[3]
-    elif agree == len(deciding):
-        verdict = "holds"
-    elif agree:
-        verdict = "holds partly"
-    else:
-        verdict = "does not hold"
-    return ClaimVerdict(verdict, expected, agree, len(deciding), len(curves) - len(deciding))
+    outcomes = [collapse_outcome(c) for c in curves]
+    deciding = [o for o in outcomes if o != CLAIM_VERDICTS[3]]
+    return ClaimVerdict(combine(outcomes), COLLAPSES, deciding.count("holds"), len(deciding),
+                        len(outcomes) - len(deciding))
 
 
-def table_curve(table: pd.DataFrame, metric: str, statistic: str) -> pd.Series:
-    """The per-layer ``statistic`` of ``metric`` in the rows of one configuration, indexed by layer."""
-    rows = table[table["metric"] == metric].sort_values("layer")
-    return pd.Series(rows[statistic].to_numpy(), index=rows["layer"].to_numpy())
-
-
-def _check_choice(metric: str, statistic: str) -> None:
-    if metric not in FLOOR_OF:
-        raise ValueError(f"metric must be one of {', '.join(FLOOR_OF)}; got {metric!r}")
-    if statistic not in ("median", "mean", "q10", "q90"):
-        raise ValueError(f"statistic must be one of median, mean, q10, q90; got {statistic!r}")
-
-
-def curve_and_floor(group: pd.DataFrame, metric: str = "relative_mu",
-                    statistic: str = "median") -> tuple[pd.Series, pd.Series]:
-    """One configuration's per-layer ``statistic`` of ``metric`` and of its floor (``FLOOR_OF``); a table
-    without ``relative_floor`` (stored before it existed) gets eps as median ``floor`` / median ``norm``,
-    which is exact.
-
-    Shapes: group the tidy rows of one configuration -> ([layer + 1], [layer + 1]) indexed by layer.
-    """
-    _check_choice(metric, statistic)
-    values = table_curve(group, metric, statistic)
-    floor_metric = FLOOR_OF[metric]
-    if (group["metric"] == floor_metric).any():
-        floor = table_curve(group, floor_metric, statistic)
-    elif metric == "relative_mu":
-        floor = table_curve(group, "floor", statistic) / table_curve(group, "norm", statistic)
-    else:
-        raise ValueError(f"the table has no {floor_metric!r} rows, the floor of {metric!r}")
-    return values, floor.reindex(values.index)
-
-
-def table_verdicts(table: pd.DataFrame, metric: str = "relative_mu", statistic: str = "median",
-                   thresholds: Thresholds = DEFAULTS) -> pd.DataFrame:
-    """One curve verdict per configuration of a tidy experiments table, from the per-layer ``statistic``
-    (:func:`curve_and_floor`) under ``thresholds``. Returns the label columns and
-    ``verdict, rate, ratio, floor_layer, words, curve`` (the :class:`CurveVerdict`), ``values, floor`` (the
-    curve and its floor per layer, to decide it again under other thresholds).
-    """
-    _check_choice(metric, statistic)
-    labels = [c for c in LABEL_COLUMNS if c in table.columns]
-    rows = []
-    for key, group in table.groupby(labels, dropna=False, sort=False):
-        if not (group["metric"] == metric).any():
-            continue
-        values, floor = curve_and_floor(group, metric, statistic)
-        curve = curve_verdict(values.to_numpy(), floor.to_numpy(), thresholds)
-        rows.append({**dict(zip(labels, key)), "verdict": curve.verdict, "rate": curve.rate,
-                     "ratio": curve.ratio, "floor_layer": curve.floor_layer, "words": curve.words,
-                     "curve": curve, "values": values.to_numpy(), "floor": floor.to_numpy()})
-    out = pd.DataFrame(rows)
-    if not out.empty:
-        # missing where the curve never reaches the floor
-        out["floor_layer"] = out["floor_layer"].astype("Int64")
-    return out
+def collapse_outcome(curve: CurveVerdict, predicted: float | None = None) -> str:
+    """A cell's outcome for the claim "this curve collapses": holds when it collapses; does not hold when its
+    factor's interval lies above 1, or includes 1 but excludes a ``predicted`` factor below it (the theory's
+    collapse would have been resolved); else cannot tell (on the floor, or not resolved at this depth)."""
+    if curve.collapses:
+        return "holds"
+    if curve.verdict == ON_FLOOR:
+        return CLAIM_VERDICTS[3]
+    low = curve.low if curve.low is not None else curve.factor
+    if low > 1 or (predicted is not None and predicted < low):
+        return "does not hold"
+    return CLAIM_VERDICTS[3]
