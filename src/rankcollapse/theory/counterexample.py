@@ -27,7 +27,7 @@ from torch import Tensor
 from rankcollapse.core import masks
 from rankcollapse.core.metrics import mu
 from rankcollapse.core.stats import Proportion, wilson_interval
-from rankcollapse.theory.dynamics import DynamicsConfig, Trajectory, simulate
+from rankcollapse.theory.dynamics import DynamicsConfig, Trajectory, sample_weights, simulate
 
 COUNTEREXAMPLE_W_V = torch.tensor([[0.5, 2.0], [0.0, 1.0]], dtype=torch.float64)  # ours, not the paper's
 
@@ -336,3 +336,38 @@ def locate_switch(predicate, low: float, high: float, rounds: int, points: int =
         first = int(true.nonzero()[0])
         low, high = float(grid[first - 1]), float(grid[first])
     return low, high
+
+
+@dataclass(frozen=True)
+class ZeroActivation:
+    """The response's second example (W4), measured: a zero in the centre token does not stop the collapse.
+
+    Shapes: log_mu [sample, layer + 1] (natural log of μ, tracked exactly).
+    """
+
+    log_mu: Tensor  # μ over the layers, exactly below the rounding floor
+    token1_drift: float  # largest change of token 1 over the layers and samples (0: it stays where it began)
+    zero_kept: bool  # token 1's zero coordinate is still exactly 0 at the end
+    others_to_token1: float  # largest distance of a token to token 1 at the end, over token 1's norm
+
+
+def zero_activation_run(n_tokens: int = 8, d_model: int = 4, n_layers: int = 200, n_samples: int = 16,
+                        seed: int = 0) -> ZeroActivation:
+    """The response's example (W4): the causal mask, ``W_V = I``, no LayerNorm, random W_Q, W_K (PyTorch's
+    default U(±1/√d), bounded: A2), and a token 1 whose first coordinate is 0. Token 1 attends only to itself,
+    so it stays where it began — zero activation included, and never passed on — while every other token is
+    pulled to it: Theorem 1 applies (the causal mask's centre is token 1), and μ → 0.
+
+    Shapes: -> log_mu [sample, layer + 1].
+    """
+    generator = torch.Generator().manual_seed(seed)
+    X0 = torch.randn(n_samples, n_tokens, d_model, generator=generator, dtype=torch.float64)
+    X0[:, 0, 0] = 0.0  # token 1's zero activation
+    W_Q, W_K = (sample_weights("uniform", d_model, n_layers, n_samples, generator) for _ in range(2))
+    W_V = torch.eye(d_model, dtype=torch.float64)
+    run = simulate(X0, masks.build_mask("causal", n_tokens), W_Q, W_K, W_V, n_layers)
+    token1 = run.states[:, :, 0]  # [sample, layer + 1, d_model]
+    final = run.final  # [sample, token, d_model]
+    spread = (final - final[:, :1]).norm(dim=-1).amax() / final[:, 0].norm(dim=-1).amin()
+    return ZeroActivation(run.log_mu_exact, float((token1 - token1[:, :1]).abs().amax()),
+                          bool((final[:, 0, 0] == 0).all()), float(spread))

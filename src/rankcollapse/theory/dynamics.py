@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -292,6 +293,62 @@ def linear_rate(mask: Tensor) -> float:
     moduli = torch.linalg.eigvals(A).abs().sort(descending=True).values  # [token]
     second = float(moduli[1]) if moduli.shape[0] > 1 else 0.0
     return math.inf if second < 1e-12 else -math.log(second)
+
+
+def linear_curve(mask: Tensor, n_layers: int, d_model: int = 64, seed: int = 0) -> Tensor:
+    """The linear special case's μ/‖X‖_F over the layers: ``X(t) = A^t X(0)`` with A the mask's uniform
+    attention (W_Q = W_K = 0, W_V = I), X(0) standard normal (``seed``), in float64 with the centred part
+    tracked on its own (``R(t+1) = P A R(t)``, P the centring; A is row-stochastic), so μ is exact far below
+    the rounding floor of X. Its per-layer factor tends to ``|λ₂(A)|`` (:func:`linear_rate`) once every token
+    has mixed — after about the mask's radius in layers — and is what the theory predicts for a SAN whose
+    attention is (close to) uniform, as a bias-free initialized stack's becomes when X shrinks.
+
+    Shapes: mask ``[token, token]`` bool -> ``[layer + 1]`` (float64; exactly 0 once μ underflows).
+
+    >>> from rankcollapse.core.masks import causal_sliding_window_mask
+    >>> curve = linear_curve(causal_sliding_window_mask(32, 3), 120)
+    >>> round(float(curve[120] / curve[119]), 6)  # |λ₂| = 1/2 after the transient
+    0.5
+    """
+    if n_layers < 1 or d_model < 1:
+        raise ValueError(f"n_layers and d_model must be >= 1, got {n_layers}, {d_model}")
+    allowed = mask.cpu().numpy().astype(np.float64)
+    n = allowed.shape[-1]
+    A = allowed / allowed.sum(axis=-1, keepdims=True)  # [token, token]
+    X = torch.randn(n, d_model, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).numpy()
+    R = X - X.mean(axis=0)  # the centred part, kept at norm 1 with its scale in log_scale
+    log_scale = 0.0
+    curve = [float(np.linalg.norm(R) / np.linalg.norm(X))]
+    for _ in range(n_layers):
+        X, R = A @ X, A @ R
+        R = R - R.mean(axis=0)  # P A R: A is row-stochastic, so centring A R centres A X
+        scale = float(np.linalg.norm(R))
+        if scale == 0:
+            curve += [0.0] * (n_layers + 1 - len(curve))
+            break
+        log_scale += math.log(scale)
+        R = R / scale
+        curve.append(math.exp(log_scale) / float(np.linalg.norm(X)))
+    return torch.tensor(curve, dtype=torch.float64)
+
+
+def bound_factor(mask: Tensor) -> float:
+    """The per-layer factor Theorem 1's bound guarantees for uniform attention on ``mask``: ``(1 -
+    ε^r)^(1/r)`` with ε = 1 / (the largest number of tokens a token attends to) and r the radius; 1.0 where
+    ``ε^r`` is below float64's resolution (the bound holds but says nothing at any depth one can run), NaN
+    without a center node.
+
+    Shapes: mask ``[token, token]`` bool.
+
+    >>> from rankcollapse.core.masks import build_mask
+    >>> round(bound_factor(build_mask("complete", 4)), 6)
+    0.75
+    """
+    epsilon = 1.0 / float(mask.sum(dim=-1).max())
+    radius = masks.graph_radius(mask)
+    if radius is None:
+        return math.nan
+    return math.exp(-10 ** log10_bound_rate(epsilon, radius))
 
 
 @dataclass(frozen=True)
