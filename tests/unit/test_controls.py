@@ -71,7 +71,7 @@ def _samples(n_curves: int = 2, n_samples: int = 5) -> sample_values.SampleValue
     values = {k: rng.random((n_curves, 4, n_samples)).astype(np.float32)
               for k in sample_values.SAMPLE_METRICS}
     values["mu"][0, 3] = np.nan  # a shallower curve
-    return sample_values.SampleValues(labels, values)
+    return sample_values.SampleValues(labels, values, np.array([0, 1, 0, 2, 1][:n_samples]))
 
 
 def test_per_sample_values_round_trip_through_the_store(tmp_path):
@@ -81,13 +81,40 @@ def test_per_sample_values_round_trip_through_the_store(tmp_path):
     record = json.loads(store.paths("fig2", {"n": 1})[1].read_text())
     assert record["samples_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     loaded = store.load("fig2", {"n": 1}).samples
-    for name in sample_values.SAMPLE_METRICS:
-        np.testing.assert_array_equal(loaded.values[name], samples.values[name])
-        assert loaded.values[name].dtype == np.float32
+    for name in sample_values.SAMPLE_METRICS:  # stored as float32 logs: 6e-8 of the log, relative
+        np.testing.assert_allclose(loaded.values[name], samples.values[name], rtol=1e-6)
+        assert loaded.values[name].dtype == np.float64
+    np.testing.assert_array_equal(loaded.groups, [0, 1, 0, 2, 1])
     assert loaded.curve("mu", mask="complete").shape == (3, 5)  # cut after its last layer
     assert loaded.curve("relative_mu", mask="sliding_window", window=4).shape == (4, 5)
     store.save("fig2", {"n": 2}, pd.DataFrame({"a": [1.0]}), {})
     assert store.load("fig2", {"n": 2}).samples is None  # results stored without them
+
+
+def test_per_sample_values_far_below_float32s_range_and_files_of_the_old_encoding_read_back():
+    """Values tracked exactly far below float32's smallest number survive (stored as logs); a file written
+    before the log encoding (float32 values, no groups) reads as it did."""
+    import io
+
+    samples = _samples()
+    samples.values["relative_mu"][1, 3] = 0.0  # underflowed: stays exactly 0
+    tiny = sample_values.SampleValues(samples.labels, {k: v.astype(np.float64) * 1e-200
+                                                       for k, v in samples.values.items()}, None)
+    back = sample_values.from_bytes(sample_values.to_bytes(tiny))
+    np.testing.assert_allclose(np.log(back.values["mu"]), np.log(tiny.values["mu"]), rtol=1e-7)
+    assert back.values["relative_mu"][1, 3, 0] == 0.0 and back.groups is None
+    old = io.BytesIO()
+    np.savez(old, labels=np.array(json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None)
+                                             .to_dict("records"))), **samples.values)
+    legacy = sample_values.from_bytes(old.getvalue())
+    np.testing.assert_array_equal(legacy.values["norm"], samples.values["norm"])
+    assert legacy.groups is None
+
+
+def test_each_samples_article_is_its_group():
+    ids = ("Ada Lovelace#0", "Alan Turing#2", "Ada Lovelace#5", "Paris+1", "Paris+3")
+    assert sample_values.article_groups(ids).tolist() == [0, 1, 0, 2, 3]
+    assert sample_values.article_groups(()) is None
 
 
 @pytest.mark.parametrize("damage", ["edit", "truncate", "delete"])
@@ -149,36 +176,33 @@ def test_fig2_keeps_its_main_sweep_and_adds_controls():
     old = experiment_config({k: v for k, v in PAGE.items() if k in ExperimentConfig.__dataclass_fields__},
                                         **fig2.FIXED)
     assert stored_parameters(runs["main"].config) == stored_parameters(old)
-    assert set(runs) == {"main", "controls", "pretrained_self", "seed_1", "seed_2", "decomposition"}
+    assert set(runs) == {"main", "controls", "pretrained_self", "seed_1", "seed_2", "hf", "components",
+                         "decomposition"}
     assert runs["decomposition"].config.attention_stats and runs["decomposition"].config.norms == ("none",)
     assert runs["controls"].config.weights == ("initialized", "initialized_nobias")
     assert runs["controls"].config.n_samples == 2 and "self" in runs["controls"].config.masks
     assert [runs[f"seed_{k}"].config.initial_seed for k in (1, 2)] == [1, 2]
+    # every seed runs the page's three norms: the seeds are the outer level of every initialized interval
+    assert {runs[f"seed_{k}"].config.norms for k in (1, 2)} == {runs["controls"].config.norms}
+    assert runs["hf"].config.init == "hf" and runs["hf"].config.weights == ("initialized",)
+    assert runs["components"].config.full_transformer and runs["components"].config.skips == (False, True)
     with pytest.raises(ValueError, match="n_weight_seeds"):
         fig2.configure({**PAGE, "n_weight_seeds": 0})
 
 
-def _found(with_bias: int, without: int) -> dict:
-    found = {"n_samples_controls": 8, "n_layers": 12, "self_rate_pretrained": 0.001,
-             "pretrained_rate_min": 0.01, "pretrained_rate_max": 0.2, "self_rate_initialized": 1.1,
-             "share_min_initialized": 0.7,
-             "share_max_initialized": 0.95, "self_rate_initialized_nobias": -0.002,
-             "share_min_initialized_nobias": -0.01, "share_max_initialized_nobias": -0.001}
-    for norm, _, _ in _fig2_controls.BIAS_VERDICTS:
-        found |= {f"{norm}_initialized_agree": with_bias, f"{norm}_initialized_nobias_agree": without,
-                  f"{norm}_initialized_of": 4, f"{norm}_initialized_nobias_of": 4}
-    return found
+def test_the_first_paragraph_names_the_claims_whose_verdict_depends_on_the_setting():
+    from rankcollapse.verdicts.claims import Claim
 
-
-def test_controls_paragraph_says_what_the_numbers_say():
-    changed = _fig2_controls.controls_clauses(_found(4, 2))
-    assert (changed["bias_changed"], changed["bias_verdicts"], changed["bias_unchanged"]) == (3, 3, "")
-    assert "collapses under 4 of 4 masks with biases, 2 of 4 without" in changed["bias_changed_list"]
-    assert changed["no_mixing_biased"].endswith("70 % to 95 % of the masks' own mean rates")
-    assert changed["no_mixing_unbiased"].startswith("does not fall")
-    kept = _fig2_controls.controls_clauses(_found(4, 4))
-    assert (kept["bias_changed"], kept["bias_changed_list"]) == (0, "")
-    assert kept["bias_unchanged"].startswith(". Unchanged: ")
+    theory, biases = _fig2_controls.SETTING_WORDS["theory"][1], _fig2_controls.SETTING_WORDS["biases"][1]
+    rows = [Claim("LayerNorm stops it", "s", "m", "cannot tell", "n", setting=f"{theory}; 5 weight seeds"),
+            Claim("LayerNorm stops it", "s", "m", "holds", "n", setting=f"{biases}; 5 weight seeds"),
+            Claim("It collapses", "s", "m", "holds", "n", setting=f"{theory}; 5 weight seeds"),
+            Claim("It collapses", "s", "m", "holds", "n", setting=f"{biases}; 5 weight seeds")]
+    found = _fig2_controls.setting_clauses(rows)
+    assert found["n_setting_differences"] == 1
+    assert found["setting_differences"] == ("The verdict depends on the setting: *LayerNorm stops it* cannot "
+                                            "tell in the theory's SAN (no biases), holds with PyTorch's biases.")
+    assert _fig2_controls.setting_clauses(rows[2:])["setting_differences"].startswith("Every claim reads")
 
 
 def test_a_control_keeps_its_variants_colour():

@@ -121,8 +121,10 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
 
     The scale is that of a stored run of the same experiment as the part ``main`` where a page has one (Fig. 2
     beside its controls), else the part with the most samples (equal in every parameter but SCALE_PARAMETERS).
-    Every part moves to it; a part computed on another sample count than that part (the sample-size page's
-    small sample, Fig. 2's controls) keeps its own sample count, except with ``grows`` (the registry entry's
+    Every part moves to it; a part computed in another dtype than that part keeps its dtype (the skip page's
+    deep bias-free seeds, float64 beside a float32 run); a part computed on another sample count than that
+    part (the sample-size page's small sample, Fig. 2's controls) keeps its own sample count, except with
+    ``grows`` (the registry entry's
     ``grows_own_counts``, Fig. 2: :func:`rankcollapse.book.report.largest_stored` passes it): there those
     parts move to the largest sample count stored for all of them at that scale. So a page never mixes
     scales; a part stored at that scale only on another device is taken from there (the skip-connection
@@ -142,6 +144,8 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
 
     def at_scale(part: dict, scale: dict, count: int | None = None) -> dict:
         keep = {} if part["n_samples"] == own["n_samples"] else {"n_samples": count or part["n_samples"]}
+        if part.get("dtype") != own.get("dtype"):  # a part computed in its own dtype keeps it
+            keep["dtype"] = part["dtype"]
         return {**part, **{k: v for k, v in scale.items() if k in part}, **keep}
 
     def counts(scale: dict) -> list[int | None]:

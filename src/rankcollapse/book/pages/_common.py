@@ -10,21 +10,24 @@ Used by: the modules of :mod:`rankcollapse.book.pages`, never by a page's ``.md`
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_choice, check_int
 from rankcollapse.experiments import sweep
+from rankcollapse.theory.dynamics import linear_curve
 from rankcollapse.experiments.config import experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
-from rankcollapse.verdicts.rules import table_verdicts
+from rankcollapse.verdicts.tables import table_verdicts
 from rankcollapse.experiments.sample_values import SampleValues
-from rankcollapse.verdicts.claims import (Claim, curve_claim, effect_cell, effect_claim, mean_rate,
-                                         rethreshold, select_curves)
+from rankcollapse.verdicts.claims import (Claim, bounded_claim, collapse_claim, effect_cell, effect_claim,
+                                          mean_rate)
 from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
 from rankcollapse.verdicts.robustness import robust
 
@@ -130,62 +133,108 @@ def temperature_range(table: pd.DataFrame) -> tuple[float, float]:
     return temperatures[0], temperatures[-1]
 
 
-def paired_sides(table: pd.DataFrame, samples: SampleValues | None, config: Mapping[str, object],
-                 baseline: Mapping[str, object], words: tuple[str, str],
-                 metric: str = "relative_mu") -> dict[str, tuple[Side, Side]]:
-    """Per mask of the configuration ``config`` (labels, column=value): (its curve of ``metric``, the curve
-    of the baseline ``baseline`` under the same mask), named ``"<mask>, <words>"``
-    (:func:`rankcollapse.verdicts.effects.side`)."""
-    rows = table
-    for column, wanted in config.items():
+Source = pd.DataFrame | StoredResult | Sequence[StoredResult]  # a table (with its samples), or result(s)
+
+
+def mask_sides(source: Source, samples: SampleValues | None, words: str, metric: str = "relative_mu",
+               **labels) -> dict[str, Side]:
+    """Per mask of the configurations matching ``labels`` (column=value) in ``source`` — a tidy table with its
+    per-sample values, one stored result, or the results of several weight seeds
+    (:func:`rankcollapse.verdicts.effects.side`) —: its curve of ``metric``, named ``"<mask>, <words>"``."""
+    rows = _first_table(source)
+    for column, wanted in labels.items():
         rows = rows[rows[column] == wanted]
-    return {mask: (side(table, samples, f"{mask}, {words[0]}", metric, mask=mask, **config),
-                   side(table, samples, f"{mask}, {words[1]}", metric, mask=mask, **baseline))
+    return {mask: side(source, samples, f"{mask}, {words}", metric, mask=mask, **labels)
             for mask in dict.fromkeys(rows["mask"])}
 
 
-def temperature_sides(table: pd.DataFrame, samples: SampleValues | None,
+def _first_table(source: Source) -> pd.DataFrame:
+    if isinstance(source, pd.DataFrame):
+        return source
+    return source.table if isinstance(source, StoredResult) else source[0].table
+
+
+def part_sides(results: Mapping[str, StoredResult], words: str, metric: str = "relative_mu",
+               **labels) -> dict[str, Side]:
+    """Per part of a page whose parts each hold one mask (the decoder pages): the curve matching ``labels`` in
+    that part's result, keyed by the part's name, named ``"<part>, <words>"``; parts without it are left out.
+    """
+    out = {}
+    for part, result in results.items():
+        rows = result.table
+        for column, wanted in labels.items():
+            rows = rows[rows[column] == wanted]
+        if len(rows):
+            out[part] = side(result, None, f"{part}, {words}", metric, **labels)
+    return out
+
+
+def paired_sides(source: Source, samples: SampleValues | None, config: Mapping[str, object],
+                 baseline: Mapping[str, object], words: tuple[str, str],
+                 metric: str = "relative_mu") -> dict[str, tuple[Side, Side]]:
+    """Per mask of the configuration ``config`` (labels, column=value): (its curve of ``metric``, the curve
+    of the baseline ``baseline`` under the same mask), named ``"<mask>, <words>"`` (:func:`mask_sides`)."""
+    mine = mask_sides(source, samples, words[0], metric, **config)
+    theirs = mask_sides(source, samples, words[1], metric, **baseline)
+    return {mask: (mine[mask], theirs[mask]) for mask in mine}
+
+
+def temperature_sides(source: Source, samples: SampleValues | None,
                       weights: str) -> dict[str, tuple[Side, Side]]:
-    """Per mask of a temperature sweep: (the smallest temperature's curve, the largest's, the baseline) of
-    μ/‖X‖_F for ``weights``."""
-    cold, warm = temperature_range(table)
-    return paired_sides(table, samples, dict(weights=weights, temperature=cold),
+    """Per mask of a temperature sweep (a table with its samples, or stored result(s)): (the smallest
+    temperature's curve, the largest's, the baseline) of μ/‖X‖_F for ``weights``."""
+    cold, warm = temperature_range(_first_table(source))
+    return paired_sides(source, samples, dict(weights=weights, temperature=cold),
                         dict(weights=weights, temperature=warm), (f"d_QK = {cold:g}", f"d_QK = {warm:g}"))
 
 
-def against(claim: str, source: str, measured: str, sides: Mapping[str, tuple[Side, Side]]) -> Claim:
+def against(claim: str, source: str, measured: str, sides: Mapping[str, tuple[Side, Side]],
+            window: tuple[int, int] | None = None, setting: str = "") -> Claim:
     """A comparative claim "the configuration decays more slowly than its baseline", per mask: the late
-    per-layer factor (:func:`rankcollapse.verdicts.effects.late_factor`), robust or not over the grid."""
-    return robust(lambda t: effect_claim(claim, source, measured,
-                                         [effect_cell(m, late_factor(*pair, t), +1, t)
-                                          for m, pair in sides.items()]))
+    per-layer factor (:func:`rankcollapse.verdicts.effects.late_factor`; over ``window``'s layers when given),
+    robust or not over the grid; ``setting``: where it is decided, in a reader's words."""
+    return with_setting(robust(lambda t: effect_claim(claim, source, measured,
+                                                      [effect_cell(m, late_factor(*pair, t, window), +1, t)
+                                                       for m, pair in sides.items()])), setting)
 
 
-def rate_sides(config: pd.DataFrame, baseline: pd.DataFrame, words: tuple[str, str],
-               column: str = "mask") -> dict[str, tuple[Side, Side]]:
-    """Per ``column`` value (mask or part) of two sets of rate-table rows (:func:`rate_table`, one row per
-    value each): (the configuration's curve, the baseline's), from their median curves (no per-sample
-    values)."""
-    def sides(rows: pd.DataFrame, name: str) -> dict[str, Side]:
-        return {str(r[column]): Side(f"{r[column]}, {name}", r["values"], r["floor"], None)
-                for _, r in rows.iterrows()}
-
-    first, second = sides(config, words[0]), sides(baseline, words[1])
-    return {key: (first[key], second[key]) for key in first if key in second}
+def verdict_words(rows: list[Claim]) -> str:
+    """A page's finding in one clause: each claim's verdict in a few words, e.g. "pure attention collapses
+    under every mask: holds; LayerNorm alone prevents collapse: does not hold" (the rows' claims, their
+    leading dots dropped, each claim once: its first row)."""
+    seen: dict[str, str] = {}
+    for row in rows:
+        seen.setdefault(row.claim.strip(". ").rstrip("."), row.verdict)
+    return "; ".join(f"{claim[0].lower()}{claim[1:]}: **{verdict}**" for claim, verdict in seen.items())
 
 
-def curves_claim(claim: str, source: str, measured: str, table: pd.DataFrame, expected: str, what: str,
-                 **labels) -> Claim:
-    """Every curve of ``table`` matching ``labels`` shows ``expected``, one cell per mask, robust or not."""
-    return rates_claim(claim, source, measured, select_curves(table, **labels), expected, what)
+def with_setting(claim: Claim, setting: str) -> Claim:
+    """The claim with its ``setting`` (where it is decided, as a reader knows it)."""
+    return replace(claim, setting=setting)
 
 
-def rates_claim(claim: str, source: str, measured: str, curves: pd.DataFrame, expected: str, what: str,
-                column: str = "mask") -> Claim:
-    """Every curve of some rate-table rows (:func:`rate_table`) shows ``expected``, one cell per ``column``,
-    each decided again at every point of the thresholds' grid."""
-    return robust(lambda t: curve_claim(claim, source, measured, rethreshold(curves, t), expected, what,
-                                        column))
+@functools.lru_cache(maxsize=256)
+def linear_prediction(mask: str, n_tokens: int, window: int | None, n_layers: int) -> np.ndarray:
+    """The linear case's μ/‖X‖_F over ``n_layers`` layers for a mask
+    (:func:`rankcollapse.theory.dynamics.linear_curve`): what the theory predicts for the bias-free initialized
+    SAN, whose attention becomes uniform as X shrinks. Shapes: -> [layer + 1]."""
+    return linear_curve(rc_masks.build_mask(mask, n_tokens, window), n_layers).numpy()
+
+
+def curves_claim(claim: str, source: str, measured: str, sides: Mapping[str, Side],
+                 predicted: Mapping[str, np.ndarray] | None = None, window: tuple[int, int] | None = None,
+                 setting: str = "") -> Claim:
+    """Every curve of ``sides`` collapses (:func:`rankcollapse.verdicts.claims.collapse_claim`, beside the
+    theory's ``predicted`` factors where given), one cell per key, robust or not over the thresholds' grid."""
+    return robust(lambda t: collapse_claim(claim, source, measured, dict(sides), t, dict(predicted or {}),
+                                           window, setting))
+
+
+def stops_claim(claim: str, source: str, measured: str, pairs: Mapping[str, tuple[Side, Side]],
+                setting: str = "") -> Claim:
+    """The configuration stops the collapse of its baseline (:func:`rankcollapse.verdicts.claims.bounded_claim`),
+    one cell per key, robust or not over the thresholds' grid."""
+    return robust(lambda t: bounded_claim(claim, source, measured, dict(pairs), t, setting))
 
 
 def pretrained_layers_claim(table: pd.DataFrame, samples: SampleValues | None = None) -> Claim:
@@ -195,7 +244,7 @@ def pretrained_layers_claim(table: pd.DataFrame, samples: SampleValues | None = 
     cold, warm = temperature_range(table)
     sides = temperature_sides(table, samples, "pretrained")
     return robust(lambda t: effect_claim(
-        "In pretrained models the effect is visible in all layers and for every mask", "response W2",
+        "In pretrained models the effect is visible in all layers and for every mask", "the response (W2)",
         f"pretrained: lowest ratio over layers of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g}, "
         "per mask",
         [effect_cell(m, lowest_ratio(*pair), +1, t) for m, pair in sides.items()]))

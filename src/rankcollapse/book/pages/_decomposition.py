@@ -108,10 +108,11 @@ def decomposition_claims(frame: pd.DataFrame, words: dict[str, str] | None = Non
         verdict = HOLDS if n_holds == n else FAILS if n_holds == 0 else PARTLY
         number = f"{n_holds} of {n} masks (per layer, contraction c_A against value gain g_V: " + "; ".join(
             f"{r.mask}: {r.contraction:.3g} against {r.gain:.3g}" for r in part.itertuples()) + ")"
-        return Claim(f"Attention drives the decay of μ ({(words or {}).get(weights, f'{weights} weights')})",
-                     SOURCE, "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain "
-                     "‖PY‖/‖PX‖ (medians, geometric mean over the layers above the floor): "
-                     "the larger part of μ's decay", verdict, number)
+        return Claim("Attention, not the value maps' gain, drives the decay of μ", SOURCE,
+                     "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain ‖PY‖/‖PX‖ (medians, "
+                     "geometric mean over the layers above the floor): the larger part of μ's decay — about μ, "
+                     "not rank: a gain below 1 shrinks ‖X‖_F alike", verdict, number,
+                     setting=(words or {}).get(weights, f"{weights} weights"))
 
     return [robust(lambda t, w=w: claim(w, t)) for w in dict.fromkeys(frame["weights"])]
 

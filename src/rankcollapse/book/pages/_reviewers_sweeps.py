@@ -20,7 +20,7 @@ from rankcollapse.core.stats import rank_correlation
 from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.store import ResultStore, StoredResult
 from rankcollapse.verdicts import limits as rc_limits
-from rankcollapse.verdicts import rules
+from rankcollapse.verdicts import tables
 from rankcollapse.verdicts.claims import mean_rate
 
 PAPER_SAMPLES = 32  # the paper's sample count: the reviewers' "only 32 samples"
@@ -48,7 +48,7 @@ def local_or_causal(fig2: pd.DataFrame) -> pd.DataFrame:
     """Q (local or causal): per weights and norm, the mean decay rate per layer of μ/‖X‖_F (median over
     samples; :func:`rankcollapse.verdicts.claims.mean_rate`) of the causal mask and of the two windows, and
     whether each window decays more slowly than the causal mask."""
-    curves = rules.table_verdicts(fig2)
+    curves = tables.table_verdicts(fig2)
     curves["mean rate"] = curves["curve"].map(mean_rate)
     pivot = curves.pivot_table(index=["weights", "norm"], columns="mask", values="mean rate")
     windows = [m for m in ("sliding_window", "causal_sliding_window") if m in pivot.columns]

@@ -15,15 +15,16 @@ from __future__ import annotations
 import pandas as pd
 
 from rankcollapse.book.labels import mask_label
-from rankcollapse.book.pages._common import (FIG2, FIG3, against, curves_claim, fig2_and_fig3, paired_sides,
-                                              temperature_range, temperature_sides, times_floor)
+from rankcollapse.book.pages._common import (FIG2, FIG3, against, curves_claim, fig2_and_fig3, mask_sides,
+                                              stops_claim, temperature_range, temperature_sides, times_floor,
+                                              verdict_words)
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.metrics import FLOOR_BAND
 from rankcollapse.engine.exact import EXACT_METRIC
 from rankcollapse.experiments.table import held_from, value
-from rankcollapse.experiments.sample_values import SampleValues
-from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
+from rankcollapse.experiments.store import StoredResult
+from rankcollapse.verdicts.claims import Claim
 
 _SHARED = dict(weights=("initialized",))  # both sweeps: initialized weights only
 FIXED = {**_SHARED, "fig2": FIG2, "fig3": FIG3}
@@ -35,9 +36,11 @@ def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scale (``g1_*``, from the Fig. 2 sweep), claims table, the figures of μ and
     μ/‖X‖_F of the Fig. 2 sweep and of μ per temperature of the Fig. 3 sweep, and the scale note."""
     fig2, fig3 = results["fig2"], results["fig3"]
-    return Shown(values=prefixed("g1", {"scale": scale_words(fig2), **numbers(fig2.table)}),
+    rows = claims(fig2, fig3)
+    return Shown(values=prefixed("g1", {"scale": scale_words(fig2), **numbers(fig2.table),
+                                        "finding": verdict_words(rows)}),
                  markdown={"g1_scale_note": scale_note(fig2)},
-                 claims={"g1": claims(fig2.table, fig3.table, fig2.samples, fig3.samples)},
+                 claims={"g1": rows},
                  figures=[layer_figure(fig2, "mu", "fig-appendix-g1-fig2"),
                           layer_figure(fig2, "relative_mu", "fig-appendix-g1-fig2-relative"),
                           layer_figure(fig3, "mu", "fig-appendix-g1-fig3", hue="temperature")])
@@ -78,27 +81,32 @@ def _below_floor_words(mask: str, mu: float, floor: float, exact: bool, held: in
     return f"{mask}: μ ≈ {mu:.1e}, {times_floor(mu / floor, held)}, where μ is rounding noise"
 
 
-def claims(fig2_table: pd.DataFrame, fig3_table: pd.DataFrame | None = None,
-           fig2_samples: SampleValues | None = None, fig3_samples: SampleValues | None = None) -> list[Claim]:
-    """The response on the 128-layer models: "the same trend as 12 layer models". ``fig3_table``: the
-    temperature sweep (its row is left out without it); ``*_samples``: per-sample values (intervals)."""
-    source = "response, App. G.1"
+SETTING = "initialized with PyTorch's default biases (the paper's setup); 1 weight seed"
+
+
+def claims(fig2: StoredResult, fig3: StoredResult | None = None) -> list[Claim]:
+    """The response on the 128-layer models: "the same trend as 12 layer models", in the paper's setting (with
+    biases; the theory's bias-free SAN at depth, over weight seeds and beside the theory's prediction, is the
+    theory's-SAN page's). ``fig3``: the temperature sweep (its row is left out without it). Intervals where the
+    results stored their per-sample values."""
+    source = "the response (App. G.1)"
+    pure = mask_sides(fig2, None, "pure attention", variant="SAN", norm="none")
     rows = [curves_claim("Pure attention collapses under every mask (same trend as 12 layers)", source,
-                         "128 initialized layers, pure attention: late-layer rate of μ/‖X‖_F",
-                         fig2_table, COLLAPSES, "masks collapse", variant="SAN", norm="none")]
+                         "128 initialized layers, pure attention: per-layer factor of μ/‖X‖_F over the late "
+                         "layers", pure, setting=SETTING)]
     for norm, words in _NORMS:
-        rows.append(curves_claim("LayerNorm alone prevents collapse (same trend as 12 layers)", source,
-                                 f"128 initialized layers, {words}", fig2_table, STABLE,
-                                 "masks keep μ/‖X‖_F", variant="SAN", norm=norm))
-        sides = paired_sides(fig2_table, fig2_samples, dict(variant="SAN", norm=norm),
-                             dict(variant="SAN", norm="none"), (words, "pure attention"))
+        normed = mask_sides(fig2, None, words, variant="SAN", norm=norm)
+        pairs = {m: (normed[m], pure[m]) for m in normed}
+        rows.append(stops_claim("LayerNorm alone prevents collapse (same trend as 12 layers)", source,
+                                f"128 initialized layers, {words} against pure attention on the same weights",
+                                pairs, setting=SETTING))
         rows.append(against("... LayerNorm slows collapse against pure attention", source,
                             f"128 initialized layers, {words}: late per-layer factor of μ/‖X‖_F over "
-                            "pure attention's (the baseline)", sides))
-    if fig3_table is not None:
-        sides = temperature_sides(fig3_table, fig3_samples, "initialized")
-        cold, warm = temperature_range(fig3_table)
+                            "pure attention's", pairs, setting=SETTING))
+    if fig3 is not None:
+        cold, warm = temperature_range(fig3.table)
         rows.append(against("A smaller temperature slows rank collapse (same trend as 12 layers)", source,
-                            f"128 initialized layers, pure attention: late per-layer factor of μ/‖X‖_F "
-                            f"at d_QK = {cold:g} over d_QK = {warm:g} (the baseline)", sides))
+                            f"128 initialized layers, pure attention: per-layer factor of μ/‖X‖_F over layers "
+                            f"1–6 at d_QK = {cold:g} over d_QK = {warm:g}",
+                            temperature_sides(fig3, None, "initialized"), window=(1, 6), setting=SETTING))
     return rows

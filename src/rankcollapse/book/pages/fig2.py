@@ -18,14 +18,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from rankcollapse.book.labels import mask_label
-from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, mask_radius,
-                                            paired_sides, times_floor)
+from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, linear_prediction,
+                                             mask_sides, stops_claim, times_floor, with_setting)
 from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, decomposition_claims,
                                                     decomposition_frame)
-from rankcollapse.book.pages._fig2_controls import control_claims, controls_clauses, controls_numbers
+from rankcollapse.book.pages._fig2_controls import (BIASES, HF, SETTING_WORDS, THEORY, control_claims,
+                                                    seed_results, setting_clauses, setting_sides,
+                                                    setting_words)
 from rankcollapse.book.plotting.controls import controls_figure
 from rankcollapse.book.plotting.decomposition import decomposition_shown
 from rankcollapse.book.plotting.overlap import coincidence_words
@@ -33,33 +36,32 @@ from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int
-from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config
 from rankcollapse.experiments.table import held_from, value
-from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.experiments.store import StoredResult
-from rankcollapse.verdicts.claims import (COLLAPSES, STABLE, Claim, effect_cell, effect_claim, mean_rate,
-                                          select_curves)
+from rankcollapse.verdicts.claims import OPEN, Claim, effect_cell, effect_claim, side_verdict
 from rankcollapse.verdicts.effects import Side, late_factor, side
 from rankcollapse.verdicts.robustness import robust
 
 FIXED = FIG2  # the norms the page is about
 CONTROL_MASKS = (*masks.PAPER_MASKS, "self")  # the paper's four and the no-mixing control
 CONTROL_PAGE_PARAMETERS = ("n_samples_controls", "n_weight_seeds")  # the controls' own parameters
-SEED_NORMS = ("none", "unit")  # the norms of the seed replicates: pure attention and the paper's D
 
 
 def configure(parameters: dict) -> dict[str, Run]:
     """The main sweep (the paper's Fig. 2, stored as before), its controls and their seed replicates.
 
     ``controls``: the first ``n_samples_controls`` of the same samples, weights initialized with and without
-    biases (the same draws), the paper's masks and the no-mixing ``self`` mask, the page's norms;
-    ``pretrained_self``: the pretrained weights under the ``self`` mask. ``seed_<k>`` for
-    k = 1 .. n_weight_seeds - 1: the initialized stacks of ``controls`` again with weight seed ``seed + k``
-    (the samples stay those of ``seed``), pure attention and the paper's D only. ``decomposition``: pure
-    attention under the paper's four masks on the controls' samples, initialized (with and without biases) and
-    pretrained, recording each layer's decomposition of mu into the value maps' gain and attention's
-    contraction (``attention_stats``; slower: every attention matrix is formed).
+    biases (the same draws; without them: the theory's SAN), the paper's masks and the no-mixing ``self``
+    mask, the page's norms; ``pretrained_self``: the pretrained weights under the ``self`` mask. ``seed_<k>``
+    for k = 1 .. n_weight_seeds - 1: the initialized stacks of ``controls`` again with weight seed
+    ``seed + k`` (the samples stay those of ``seed``): the outer level of every initialized interval. ``hf``:
+    the same stacks initialized as Hugging Face initializes BERT (N(0, 0.02) weights, zero biases; the
+    response's "BERT" init), weight seed ``seed``. ``components``: the pretrained weights with LayerNorm and
+    the skip connection, and the full transformer ("together with the other components").
+    ``decomposition``: pure attention under the paper's four masks on the controls' samples, initialized (with
+    and without biases) and pretrained, recording each layer's decomposition of mu into the value maps' gain
+    and attention's contraction (``attention_stats``; slower: every attention matrix is formed).
     """
     own = computing(parameters, *CONTROL_PAGE_PARAMETERS)
     runs = {"main": Run(experiment_config(own, **FIXED))}
@@ -73,8 +75,13 @@ def configure(parameters: dict) -> dict[str, Run]:
     runs["pretrained_self"] = Run(experiment_config(controls, **FIXED, weights=("pretrained",),
                                                     masks=("self",)))
     for k in range(1, n_seeds):
-        runs[f"seed_{k}"] = Run(experiment_config({**controls, "weight_seed": own.get("seed", 0) + k},
-                                                  weights=INITIALIZED, masks=CONTROL_MASKS, norms=SEED_NORMS))
+        runs[f"seed_{k}"] = Run(experiment_config({**controls, "weight_seed": own.get("seed", 0) + k}, **FIXED,
+                                                  weights=INITIALIZED, masks=CONTROL_MASKS))
+    runs["hf"] = Run(experiment_config(controls, **FIXED, weights=("initialized",), masks=CONTROL_MASKS,
+                                       init="hf"))
+    runs["components"] = Run(experiment_config(controls, weights=("pretrained",), masks=masks.PAPER_MASKS,
+                                               norms=("none", "model"), skips=(False, True),
+                                               full_transformer=True))
     runs["decomposition"] = Run(replace(experiment_config(controls, weights=(*INITIALIZED, "pretrained"),
                                                           masks=masks.PAPER_MASKS, norms=("none",)),
                                         attention_stats=True))
@@ -83,22 +90,19 @@ def configure(parameters: dict) -> dict[str, Run]:
 
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scales (``fig2_*``), its three claims tables (``fig2``, ``fig2_controls``,
-    ``fig2_decomp``), the clauses of the controls' and the decomposition's sentences, the scale note and the
-    figures of μ, μ/‖X‖_F, the controls and the decomposition (whose coinciding curves its caption names:
-    ``fig2_decomp_notes``)."""
+    ``fig2_decomp``), the clauses of its first paragraph (which verdicts differ by setting), the
+    decomposition's clauses, the scale note and the figures of μ, μ/‖X‖_F, the controls and the decomposition
+    (whose coinciding curves its caption names: ``fig2_decomp_notes``)."""
     result, controls, decomposed = results["main"], results["controls"], results["decomposition"]
-    seeds = seed_results(results)
     frame, shares = decomposition(decomposed)
     decomposition_fig = decomposition_shown(decomposed, frame, "fig-fig2-decomposition", DECOMPOSED_WORDS)
-    found = controls_numbers(controls.table, results["pretrained_self"].table, result.table)
+    rows = claims(results)
     values = {"scale": scale_words(result), **numbers(result.table), "controls_scale": scale_words(controls),
-              "n_seeds": len(seeds), "decomp_scale": scale_words(decomposed),
-              "decomp_notes": coincidence_words(decomposition_fig.figure), **controls_clauses(found),
-              **decomposition_clauses(shares)}
-    n_tokens = result.provenance["parameters"]["n_tokens"]
+              "n_seeds": len(seed_results(results)), "decomp_scale": scale_words(decomposed),
+              "decomp_notes": coincidence_words(decomposition_fig.figure), **setting_clauses(rows),
+              **finding_clauses(rows), **decomposition_clauses(shares)}
     return Shown(values=prefixed("fig2", values), markdown={"fig2_scale_note": scale_note(result)},
-                 claims={"fig2": claims(result.table, n_tokens, result.samples),
-                         "fig2_controls": control_claims(seeds),
+                 claims={"fig2": rows, "fig2_controls": control_claims(results),
                          "fig2_decomp": decomposition_claims(frame, DECOMPOSED_WORDS)},
                  figures=[layer_figure(result, "mu", "fig-fig2-mu"),
                           layer_figure(result, "relative_mu", "fig-fig2-relative"),
@@ -129,86 +133,116 @@ def numbers(table: pd.DataFrame) -> dict[str, float | int]:
     }
 
 
-def claims(table: pd.DataFrame, n_tokens: int, samples: SampleValues | None = None) -> list[Claim]:
-    """Fig. 2's caption, claim by claim (``n_tokens`` gives the masks' radii): the absolute rows on each
-    curve's verdict, the comparative ones as effects against their baseline with intervals from ``samples``
-    (the result's per-sample values; without them the effects carry no interval)."""
+def predictions(results: dict) -> dict[str, np.ndarray]:
+    """The linear case's μ/‖X‖_F per paper mask at the controls' tokens, window and depth
+    (:func:`rankcollapse.book.pages._common.linear_prediction`). Shapes: per mask [layer + 1]."""
+    p = results["controls"].provenance["parameters"]
+    return {m: linear_prediction(m, p["n_tokens"], p["window"] if m in masks.WINDOWED_MASKS else None,
+                                 p["n_layers"]) for m in masks.PAPER_MASKS}
+
+
+def claims(results: dict) -> list[Claim]:
+    """Fig. 2's caption, claim by claim, each initialized claim decided in the theory's SAN (no biases, pooled
+    over the weight seeds, beside the linear case's prediction) with the other initializations beside it, then
+    the pretrained ones (the ``components`` part: pure attention, the trained LayerNorm, with the skip
+    connection, the full transformer). Intervals: weight seeds and articles
+    (:func:`rankcollapse.verdicts.effects.side`)."""
+    collapse = "Pure masked attention collapses exponentially"
+    stops = "Adding LayerNorm alone stops μ → 0 at random initialization"
+    predicted = predictions(results)
     rows = []
-    for weights in ("initialized", "pretrained"):
-        rows.append(curves_claim("Pure masked attention collapses exponentially", "Fig. 2 caption",
-                                 f"{weights} weights, pure attention: late-layer rate of μ/‖X‖_F "
-                                 "per mask", table, COLLAPSES, "masks collapse", weights=weights,
-                                 variant="SAN", norm="none"))
-    init = dict(weights="initialized", variant="SAN")
-    rates = {r.mask: mean_rate(r.curve) for r in select_curves(table, norm="none", **init).itertuples()}
-    pure = {m: side(table, samples, m, mask=m, norm="none", **init) for m in rates}
-    rows.append(_rate_spread_claim(pure, rates))
-    rows.append(_radius_claim(pure, rates, table, n_tokens))
-    for norm, words in (("unit", "the paper's D (unit norm)"),
-                        ("model", "LayerNorm as a fresh model has it (no affine)")):
-        rows.append(curves_claim("Adding LayerNorm alone stops μ → 0 at random initialization",
-                                 "Fig. 2 caption", f"initialized, {words}: μ/‖X‖_F stays away from 0",
-                                 table, STABLE, "masks keep μ/‖X‖_F", norm=norm, **init))
-        rows.append(against("... LayerNorm slows collapse against pure attention", "Fig. 2 caption",
-                            f"initialized, {words}: late per-layer factor of μ/‖X‖_F over pure "
-                            "attention's (the baseline)",
-                            paired_sides(table, samples, dict(norm=norm, **init), dict(norm="none", **init),
-                                         (NORM_LABELS[norm], "pure attention"))))
-    pre = dict(weights="pretrained", variant="SAN")
-    rows.append(curves_claim("In pretrained models LayerNorm helps (together with the other components)",
-                             "Fig. 2 caption", "pretrained, the model's own trained LayerNorm (γ, β): "
-                             "μ/‖X‖_F stays away from 0", table, STABLE, "masks keep μ/‖X‖_F",
-                             norm="model", **pre))
-    rows.append(against("... the trained LayerNorm slows collapse against pure attention", "Fig. 2 caption",
-                        "pretrained, the model's own LayerNorm: late per-layer factor of μ/‖X‖_F over "
-                        "pure attention's with the same weights (the baseline)",
-                        paired_sides(table, samples, dict(norm="model", **pre), dict(norm="none", **pre),
-                                     ("own LayerNorm", "pure attention"))))
-    return rows
+    for setting in (THEORY, BIASES, HF):
+        pure = setting_sides(results, setting, "none", "pure attention")
+        rows.append(curves_claim(collapse, "the paper: Fig. 2", "pure attention: per-layer factor of μ/‖X‖_F "
+                                 "over the late layers, per mask", pure,
+                                 predicted if setting != BIASES else None,
+                                 setting=setting_words(results, setting)))
+        if setting == THEORY:
+            rows.append(_rate_spread_claim(pure, setting_words(results, setting)))
+        for norm, words in NORM_WORDS.items():
+            if setting == HF and norm != "unit":
+                continue
+            normed = setting_sides(results, setting, norm, words)
+            rows.append(stops_claim(stops, "the paper: Fig. 2", f"{words} against pure attention on the same "
+                                    "weights: no resolved collapse where pure attention's is resolved",
+                                    {m: (normed[m], pure[m]) for m in normed},
+                                    setting=setting_words(results, setting)))
+            if setting != HF:
+                rows.append(against("... LayerNorm slows collapse against pure attention", "the paper: Fig. 2",
+                                    f"{words}: late per-layer factor of μ/‖X‖_F over pure attention's",
+                                    {m: (normed[m], pure[m]) for m in normed},
+                                    setting=setting_words(results, setting)))
+    for setting in (THEORY, BIASES):
+        norm_sides = setting_sides(results, setting, "none", "‖X‖_F", metric="norm")
+        rows.append(curves_claim("Pure attention shrinks the tokens to zero (X → 0)", "this book's control",
+                                 "pure attention: per-layer factor of ‖X‖_F (a statement about scale, not "
+                                 "rank: μ/‖X‖_F decides rank)", norm_sides,
+                                 setting=setting_words(results, setting)))
+    return rows + pretrained_claims(results["components"])
 
 
-def _rate_spread_claim(pure: dict[str, Side], rates: dict[str, float]) -> Claim:
-    """"... at a rate that depends on the mask": in the column of the mask whose median curve decays slowest
-    (by its mean rate, ``rates``), its late per-layer factor over the fastest one's, with its interval (the
-    two are picked on the same data, so the effect is an upper estimate of the spread)."""
-    slowest, fastest = min(rates, key=rates.get), max(rates, key=rates.get)
-    return robust(lambda t: effect_claim(
-        "... at a rate that depends on the mask", "Fig. 2 caption",
-        f"initialized pure attention: late per-layer factor of the slowest mask over the fastest "
-        f"({fastest}; mean rates " + ", ".join(f"{m}: {r:.3g}" for m, r in rates.items()) + ")",
-        [effect_cell(slowest, late_factor(pure[slowest], pure[fastest], t), +1, t)]))
+NORM_WORDS = {"unit": "the paper's D (unit norm)", "model": "LayerNorm as a fresh model has it (no affine)"}
 
 
-def _radius_claim(pure: dict[str, Side], rates: dict[str, float], table: pd.DataFrame,
-                  n_tokens: int) -> Claim:
-    """Theorem 1's reading of Fig. 2, a larger radius slows collapse: in the column of every mask whose radius
-    is not the smallest, its late per-layer factor over the slowest (by mean rate, ``rates``) of the masks of
-    smaller radius, the hardest of those comparisons (above 1: slower)."""
-    windows = table.groupby("mask", sort=False)["window"].first()
-    radius = {m: mask_radius(m, n_tokens, None if pd.isna(windows[m]) else int(windows[m])) for m in pure}
-    against = {m: min((b for b in pure if radius[b] < radius[m]), key=rates.get) for m in pure
-               if any(radius[b] < radius[m] for b in pure)}
-    return robust(lambda t: effect_claim(
-        "A larger mask radius slows collapse", "Theorem 1",
-        "initialized pure attention: late per-layer factor of each mask over the slowest mask of smaller "
-        "radius ("
-        + ", ".join(f"{m}: r = {radius[m]}" + (f", against {against[m]}" if m in against else "")
-                    for m in pure)
-        + ")",
-        [effect_cell(m, late_factor(pure[m], pure[b], t), +1, t) for m, b in against.items()]))
+def pretrained_claims(components: StoredResult) -> list[Claim]:
+    """The pretrained rows: pure attention collapses; the trained LayerNorm, with the skip connection, and the
+    full transformer stop it ("together with the other components"); the trained LayerNorm slows it."""
+    setting = f"pretrained ({components.provenance['model_description'].split(' (')[0].split('/')[-1]})"
+    pre = dict(weights="pretrained", variant="SAN", skip=False)
+    pure = mask_sides(components, None, "pure attention", norm="none", **pre)
+    trained = mask_sides(components, None, "trained LayerNorm", norm="model", **pre)
+    with_skip = mask_sides(components, None, "LayerNorm + skip", norm="model",
+                           **{**pre, "skip": True})
+    full = side(components, None, "full transformer", weights="pretrained", variant="full transformer")
+    helps = {**{f"{m}, LN": (trained[m], pure[m]) for m in trained},
+             **{f"{m}, LN + skip": (with_skip[m], pure[m]) for m in with_skip},
+             "full transformer": (full, pure["complete"])}
+    return [curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2",
+                         "pure attention: per-layer factor of μ/‖X‖_F, per mask", pure, setting=setting),
+            stops_claim("In pretrained models LayerNorm helps, together with the other components",
+                        "the paper: Fig. 2", "the trained LayerNorm, LayerNorm + skip connection, and the full "
+                        "transformer (its own mask) against pure attention on the same weights", helps,
+                        setting=setting),
+            against("... the trained LayerNorm slows collapse against pure attention", "the paper: Fig. 2",
+                    "the model's own LayerNorm: late per-layer factor of μ/‖X‖_F over pure attention's",
+                    {m: (trained[m], pure[m]) for m in trained}, setting=setting)]
+
+
+def _rate_spread_claim(pure: dict[str, Side], setting: str) -> Claim:
+    """"... at a rate that depends on the mask": the late per-layer factor of the slowest mask over the
+    fastest, among the masks with a fitted factor (a mask that reaches the floor before enough layers are read
+    above it is faster than every fitted one, by a bound), with its interval (the two are picked on the same
+    data, so the effect is an upper estimate of the spread)."""
+    verdicts = {m: side_verdict(s) for m, s in pure.items()}
+    fitted = {m: v.factor for m, v in verdicts.items() if v.factor is not None}
+    floored = [mask_label(m) for m, v in verdicts.items() if v.factor is None]
+    note = f"; {', '.join(floored)}: reach the rounding floor first" if floored else ""
+    if len(fitted) < 2:
+        return Claim("... at a rate that depends on the mask", "the paper: Fig. 2",
+                     "pure attention: factors per mask", OPEN, "fewer than two masks with a fitted factor" + note,
+                     setting=setting)
+    slowest, fastest = max(fitted, key=fitted.get), min(fitted, key=fitted.get)
+    return with_setting(robust(lambda t: effect_claim(
+        "... at a rate that depends on the mask", "the paper: Fig. 2",
+        f"pure attention: late per-layer factor of the slowest mask over the fastest ({mask_label(fastest)})"
+        + note, [effect_cell(slowest, late_factor(pure[slowest], pure[fastest], t), +1, t)])), setting)
+
+
+def finding_clauses(rows: list[Claim]) -> dict[str, str]:
+    """The page's finding in the theory's SAN, as clauses its first paragraph pastes: pure attention's
+    verdict and factors per mask (``finding_collapse``), LayerNorm's (``finding_layernorm``)."""
+    theory = [r for r in rows if r.setting.startswith(SETTING_WORDS[THEORY][1])]
+    collapse = next(r for r in theory if r.claim.startswith("Pure masked attention"))
+    stops = [r for r in theory if r.claim.startswith("Adding LayerNorm")]
+    cells = lambda row: "; ".join(f"{mask_label(c.column)}: {c.text}" for c in row.cells)  # noqa: E731
+    return {"finding_collapse": f"{collapse.verdict} ({cells(collapse)})",
+            "finding_layernorm": "; ".join(f"{r.measured.split(' against')[0]}: {r.verdict}" for r in stops)}
 
 
 def _weight_seed(parameters: dict) -> int:
     """The seed a stored run's initialized weights were drawn with (``weight_seed``, else the samples'
     ``seed``)."""
     return int(parameters["seed"] if parameters.get("weight_seed") is None else parameters["weight_seed"])
-
-
-def seed_results(results: dict[str, object]) -> dict[int, StoredResult]:
-    """The initialized controls by weight seed: the ``controls`` part and every ``seed_<k>`` part of a page's
-    results (stored results), keyed by the seed their weights were drawn with (the controls' seed first)."""
-    parts = [results["controls"], *(r for name, r in results.items() if name.startswith("seed_"))]
-    return {_weight_seed(r.provenance["parameters"]): r for r in parts}
 
 
 def decomposition(result: StoredResult) -> tuple[pd.DataFrame, pd.DataFrame]:

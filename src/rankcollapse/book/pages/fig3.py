@@ -17,27 +17,52 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import (FIG3, experiment, pretrained_layers_claim, temperature_range,
-                                             temperature_sides)
+from rankcollapse.book.pages._common import (FIG3, against, computing, paired_sides, pretrained_layers_claim,
+                                             temperature_range, temperature_sides, with_setting)
+from rankcollapse.core.checks import check_int
+from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
-from rankcollapse.experiments.sample_values import SampleValues
 from rankcollapse.experiments.table import value
-from rankcollapse.verdicts.claims import Claim, effect_cell, effect_claim
-from rankcollapse.verdicts.effects import factor_contrast, late_factor
+from rankcollapse.experiments.store import StoredResult
+from rankcollapse.verdicts.claims import Cell, Claim, combine, effect_cell, effect_claim
+from rankcollapse.verdicts.effects import factor_contrast, layer_factor, outcome
 from rankcollapse.verdicts.robustness import robust
 
 FIXED = FIG3  # pure attention only
-configure = experiment(FIXED)
+SEED_PAGE_PARAMETERS = ("n_samples_seeds", "n_weight_seeds")  # the seed replicates' own parameters
+
+
+def configure(parameters: dict) -> dict[str, Run]:
+    """The main sweep (the paper's Fig. 3), and ``seed_<k>`` for k = 0 .. n_weight_seeds - 1: the first
+    ``n_samples_seeds`` samples, initialized with and without biases (without: the theory's SAN), weights drawn
+    with seed ``seed + k`` — the outer level of every initialized interval — and ``pretrained``: the pretrained
+    weights on the same samples, each sample's values kept (the intervals of the pretrained rows)."""
+    own = computing(parameters, *SEED_PAGE_PARAMETERS)
+    runs = {"main": Run(experiment_config(own, **FIXED))}
+    if not any(name in parameters for name in SEED_PAGE_PARAMETERS):
+        return runs  # a page reusing Fig. 3's sweep without its seeds (the pretrained panels)
+    n_samples, n_seeds = parameters.get("n_samples_seeds"), parameters.get("n_weight_seeds")
+    check_int("n_samples_seeds", n_samples, 1, MAX_SAMPLES)
+    check_int("n_weight_seeds", n_seeds, 1, 100)
+    seeds = {**own, "n_samples": n_samples}
+    for k in range(n_seeds):
+        runs[f"seed_{k}"] = Run(experiment_config({**seeds, "weight_seed": own.get("seed", 0) + k}, **FIXED,
+                                                  weights=INITIALIZED))
+    runs["pretrained"] = Run(experiment_config(seeds, **FIXED, weights=("pretrained",)))
+    return runs
 
 
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scale (``fig3_*``), claims table, the figures of μ and μ/‖X‖_F per
     temperature and the scale note."""
     result = results["main"]
-    return Shown(values=prefixed("fig3", {"scale": scale_words(result), **numbers(result.table)}),
+    rows = claims(results)
+    return Shown(values=prefixed("fig3", {"scale": scale_words(result), **numbers(result.table),
+                                          "seeds_scale": scale_words(results["seed_0"]),
+                                          "n_seeds": len(_seeds(results)), **finding_clauses(rows)}),
                  markdown={"fig3_scale_note": scale_note(result)},
-                 claims={"fig3": claims(result.table, result.samples)},
+                 claims={"fig3": rows},
                  figures=[layer_figure(result, "mu", "fig-fig3-mu", hue="temperature"),
                           layer_figure(result, "relative_mu", "fig-fig3-relative", hue="temperature")])
 
@@ -58,25 +83,82 @@ def numbers(table: pd.DataFrame) -> dict[str, float]:
             "warm": float(warm)}
 
 
-def claims(table: pd.DataFrame, samples: SampleValues | None = None) -> list[Claim]:
-    """Fig. 3's caption and the response's correction of its pretrained panels; ``samples``: the result's
-    per-sample values (intervals), None for a result stored without them."""
-    cold, warm = temperature_range(table)
+SHALLOW = (1, 6)  # "in shallow layers": the response says the initialized effect is gone after 5 or 6 layers
+GONE_AFTER = (5, 6, 7)  # the first layer without the effect, for "it disappears after 5 or 6 layers" to hold
+SETTINGS = {"initialized_nobias": "the theory's SAN: initialized, no biases",
+            "initialized": "initialized with PyTorch's default biases"}
+
+
+def _seeds(results: dict) -> list[StoredResult]:
+    return [r for name, r in results.items() if name.startswith("seed_")]
+
+
+def _setting(results: dict, weights: str) -> str:
+    return f"{SETTINGS[weights]}; {len(_seeds(results))} weight seeds"
+
+
+def claims(results: dict) -> list[Claim]:
+    """Fig. 3's caption at the layers it names — initialized stacks in layers 1–6 (:data:`SHALLOW`), in the
+    theory's SAN and with biases (pooled over the weight seeds) — the response's "the effect disappears after 5
+    or 6 layers" as the first layer whose interval includes no effect, and the pretrained rows at every layer
+    (the ``pretrained`` part, with its per-sample values)."""
+    seeds, pretrained = _seeds(results), results["pretrained"]
+    cold, warm = temperature_range(pretrained.table)
+    words = (f"d_QK = {cold:g}", f"d_QK = {warm:g}")
     rows = []
-    for weights in ("initialized", "pretrained"):
-        sides = temperature_sides(table, samples, weights)
-        rows.append(robust(lambda t, sides=sides, weights=weights: effect_claim(
-            "A smaller temperature slows rank collapse", "Fig. 3 caption",
-            f"{weights}: late per-layer factor of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g} "
-            "(the baseline), per mask",
-            [effect_cell(m, late_factor(*pair, t), +1, t) for m, pair in sides.items()])))
-    init = temperature_sides(table, samples, "initialized")
-    if "complete" in init:
-        rows.append(robust(lambda t: effect_claim(
-            "... more for global attention", "Fig. 3 caption",
-            "initialized: the temperature's per-layer factor under the complete mask over that under each "
-            "local mask",
-            [effect_cell(m, factor_contrast(init["complete"], pair, t), +1, t)
-             for m, pair in init.items() if m != "complete"])))
-    rows.append(pretrained_layers_claim(table, samples))
+    for weights in SETTINGS:
+        sides = paired_sides(seeds, None, dict(weights=weights, temperature=cold),
+                             dict(weights=weights, temperature=warm), words)
+        setting = _setting(results, weights)
+        rows.append(against("A smaller temperature slows rank collapse, in shallow layers", "the paper: Fig. 3",
+                            f"per-layer factor of μ/‖X‖_F over layers {SHALLOW[0]}–{SHALLOW[1]} at d_QK = "
+                            f"{cold:g} over d_QK = {warm:g}, per mask", sides, window=SHALLOW, setting=setting))
+        rows.append(_gone_claim(sides, setting))
+        if weights == "initialized_nobias" and "complete" in sides:
+            rows.append(with_setting(robust(lambda t, sides=sides: effect_claim(
+                "... more for global attention", "the paper: Fig. 3",
+                f"the temperature's per-layer factor over layers {SHALLOW[0]}–{SHALLOW[1]} under the complete "
+                "mask over that under each local mask",
+                [effect_cell(m, factor_contrast(sides["complete"], pair, t, SHALLOW), +1, t)
+                 for m, pair in sides.items() if m != "complete"])), setting))
+    sides = temperature_sides(pretrained, None, "pretrained")
+    setting = f"pretrained ({pretrained.provenance['model_description'].split(' (')[0].split('/')[-1]})"
+    rows.append(against("A smaller temperature slows rank collapse", "the paper: Fig. 3",
+                        f"late per-layer factor of μ/‖X‖_F at d_QK = {cold:g} over d_QK = {warm:g}, per mask",
+                        sides, setting=setting))
+    rows.append(with_setting(pretrained_layers_claim(pretrained.table, pretrained.samples), setting))
     return rows
+
+
+def _gone_claim(sides: dict, setting: str) -> Claim:
+    """"The effect disappears after 5 or 6 layers" (the response, on initialized stacks): per mask, the first
+    layer whose factor ratio (:func:`rankcollapse.verdicts.effects.layer_factor`, smaller over larger
+    temperature) has an interval including 1 (or lies on the floor); it holds where that layer is one of
+    :data:`GONE_AFTER`, cannot tell where the effect is not resolved in layer 1 either."""
+    cells = []
+    for mask, pair in sides.items():
+        n_layers = len(pair[0].values) - 1
+        effects = [layer_factor(*pair, layer) for layer in range(1, n_layers + 1)]
+        shown = [outcome(e, +1) == "holds" for e in effects]
+        first = next((k for k, held in enumerate(shown, start=1) if not held), None)
+        if not shown[0]:
+            result, text = "cannot tell", "no effect in layer 1"
+        elif first is None:
+            result, text = "does not hold", f"present in all {n_layers} layers"
+        else:
+            result, text = ("holds" if first in GONE_AFTER else "does not hold"), f"gone at layer {first}"
+        cells.append(Cell(mask, result, text, f"{text}: " + "; ".join(
+            f"layer {k}: {e.text}" for k, e in enumerate(effects[:max(first or n_layers, 2)], start=1))))
+    return Claim("... the effect disappears after 5 or 6 layers", "the response (W2)",
+                 "the first layer whose factor at the smaller temperature over the larger one has an interval "
+                 "including 1 (per layer: that layer's value over the previous one's)", combine(cells),
+                 "; ".join(f"{c.column}: {c.text}" for c in cells), tuple(cells), setting=setting)
+
+
+def finding_clauses(rows: list[Claim]) -> dict[str, str]:
+    """The page's finding as clauses for its first paragraph: the shallow-layer verdict per setting and where
+    the initialized effect is gone (``finding_shallow``, ``finding_gone``)."""
+    shallow = [r for r in rows if r.claim.endswith("in shallow layers")]
+    gone = [r for r in rows if r.claim.startswith("... the effect disappears")]
+    return {"finding_shallow": "; ".join(f"{r.verdict} {r.setting.split(';')[0]}" for r in shallow),
+            "finding_gone": "; ".join(f"{r.setting.split(';')[0]}: {r.number}" for r in gone)}

@@ -68,14 +68,14 @@ def claims(table: pd.DataFrame) -> list[Claim]:
         cell = Cell(_PART, verdict, f"{100 * lowest:.1f} %",
                     f"lowest share of samples at full numerical rank over "
                     f"layers {100 * lowest:.1f} %; holds partly from {100 * t.majority:.3g} % on")
-        return Claim("Tokens keep full rank across layers", "Fig. 4 caption",
+        return Claim("Tokens keep full rank across layers", "the paper: Fig. 4",
                      f"{_PART}: lowest share of samples at full numerical rank over layers", verdict,
                      f"{100 * lowest:.1f} %", (cell,))
 
     def change(claim: str, measured: str, name: str, before: float, after: float, direction: int) -> Claim:
         effect = Effect(f"{name}, last layer over the embeddings ({before:.3g} → {after:.3g})",
                         after / before, None, None)
-        return robust(lambda t: effect_claim(claim, "Fig. 4 caption", f"{_PART}: {measured}",
+        return robust(lambda t: effect_claim(claim, "the paper: Fig. 4", f"{_PART}: {measured}",
                                              [effect_cell(_PART, effect, direction, t)]))
 
     return [

@@ -41,7 +41,7 @@ from rankcollapse.core.stats import fit_decay_rate, rank_correlation
 from rankcollapse.experiments.config import MAX_TOKENS, experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
-from rankcollapse.verdicts.rules import table_verdicts
+from rankcollapse.verdicts.tables import table_verdicts
 from rankcollapse.verdicts.rules import COLLAPSE_RATE
 
 

@@ -12,13 +12,16 @@ Used by: book/response/pretrained_panels.md (through the page registry, :mod:`ra
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3, pretrained_layers_claim
+from rankcollapse.book.pages._common import FIG2, FIG3, fig2_and_fig3, pretrained_layers_claim, verdict_words
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.experiments.sample_values import SampleValues
+from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import Claim
 
 FIXED = {"fig2": FIG2, "fig3": FIG3}
@@ -33,13 +36,21 @@ def show(results: dict, parameters: dict) -> Shown:
     gaps = numbers(fig2.table, fig3.table)
     # The point of the correction: the pretrained row is not the initialized row.
     assert min(gaps.values()) > 1.01
-    figures = [layer_figure(fig2, "mu", "fig-pretrained-panels-fig2"),
-               layer_figure(fig2, "relative_mu", "fig-pretrained-panels-fig2-relative"),
-               layer_figure(fig3, "mu", "fig-pretrained-panels-fig3", hue="temperature"),
-               layer_figure(fig3, "relative_mu", "fig-pretrained-panels-fig3-relative", hue="temperature")]
-    return Shown(values=prefixed("panels", {"scale": scale_words(fig2), **gaps}),
+    fig2_pre, fig3_pre = _pretrained(fig2), _pretrained(fig3)  # the corrected panels: pretrained weights only
+    figures = [layer_figure(fig2_pre, "mu", "fig-pretrained-panels-fig2"),
+               layer_figure(fig2_pre, "relative_mu", "fig-pretrained-panels-fig2-relative"),
+               layer_figure(fig3_pre, "mu", "fig-pretrained-panels-fig3", hue="temperature"),
+               layer_figure(fig3_pre, "relative_mu", "fig-pretrained-panels-fig3-relative", hue="temperature")]
+    rows = claims(fig3.table, fig3.samples)
+    return Shown(values=prefixed("panels", {"scale": scale_words(fig2), **gaps, "finding": verdict_words(rows)}),
                  markdown={"panels_scale_note": scale_note(fig2)},
-                 claims={"panels": claims(fig3.table, fig3.samples)}, figures=figures)
+                 claims={"panels": rows}, figures=figures)
+
+
+def _pretrained(result: StoredResult) -> StoredResult:
+    """The result with its pretrained rows only: the panels the response corrected, without the initialized
+    rows Fig. 2 and Fig. 3 show beside them."""
+    return replace(result, table=result.table[result.table["weights"] == "pretrained"])
 
 
 def _weights_gap(table: pd.DataFrame, hue: str) -> float:

@@ -126,11 +126,11 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
     return {
         "q1": Claim("With LayerNorm X does not go to 0; without it, it depends on the mask, inputs and "
                     "weights",
-                    "response Q1", "Fig. 2's curves classified by the trends of ‖X‖_F and μ/‖X‖_F",
+                    "the response (Q1)", "Fig. 2's curves classified by the trends of ‖X‖_F and μ/‖X‖_F",
                     q1, f"LayerNorm: {ln_zero} of {q['q1_normed']} to zero; without: "
                         + "; ".join(f"{(pure['limit'] == k).sum()} {k}" for k in pure_kinds)),
         "q2": Claim("Theorem 2 extends to i.i.d. Gaussian or uniform W_V in the large-width limit",
-                    "response Q2", "LayerNorm D: share of runs where μ decays; largest gap of the median "
+                    "the response (Q2)", "LayerNorm D: share of runs where μ decays; largest gap of the median "
                     "rate to orthogonal W_V",
                     HOLDS if n["width_decaying"] == 1 and n["width_gap_large"] < WIDTH_GAP else
                     PARTLY if n["width_decaying"] > 0.5 else FAILS,
@@ -139,7 +139,7 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                     f"({n['width_mask']}: {n['width_rate_gaussian']:.3g} Gaussian, "
                     f"{n['width_rate_uniform']:.3g} uniform, {n['width_rate_orthogonal']:.3g} orthogonal)"),
         "temperature": Claim("Once the tokens align, the temperature matters less (initialized models)",
-                             "response W2", "rank correlation over masks and layers of the per-layer "
+                             "the response (W2)", "rank correlation over masks and layers of the per-layer "
                              "temperature effect with the mean absolute cosine entering the layer "
                              "(initialized)",
                              HOLDS if temperature["temp_initialized_correlation"] < -0.5 else
@@ -150,12 +150,12 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                              f"absolute cosine goes {temperature['temp_initialized_early_cosine']:.2f} → "
                              f"{temperature['temp_initialized_late_cosine']:.2f}"),
         "local": Claim("A local window slows collapse compared with the causal mask",
-                       "paper §5; reviewer question", "Fig. 2: (weights, norm) pairs where a window's mean "
+                       "the paper (Sec. 5); a reviewer's question", "Fig. 2: (weights, norm) pairs where a window's mean "
                        "rate of μ/‖X‖_F is below the causal one",
                        HOLDS if slower.all() else PARTLY if slower.any() else FAILS,
                        f"{int(slower.sum())} of {slower.size} (window, weights, norm)"),
         "q4": Claim("The exponential rate is tight: linear systems cannot collapse doubly exponentially",
-                    "response Q4",
+                    "the response (Q4)",
                     "log(−log μ) slope per layer; linear causal per-layer ratio at layer 40",
                     HOLDS if double and linear_ok else PARTLY if linear_ok else FAILS,
                     f"complete mask with logits {n['complete_loglog_slope']:.3f} "
@@ -163,14 +163,14 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                     f"{n['linear_loglog_slope']:.3f} ({rates.decay_shape(n['linear_loglog_slope'])}); ratio "
                     f"{n['causal_ratio_40']:.7f}, second eigenvalue {n['causal_lambda2']:.3g}"),
         "q2_rotation": Claim("The counterexample does not rely on a zero activation of token 1",
-                             "response Q2 (W4)", "rotated instances Z^T W Z: largest gap to X(t) Z; smallest "
+                             "the response (Q2, W4)", "rotated instances Z^T W Z: largest gap to X(t) Z; smallest "
                              "absolute coordinate of (0, 1) Z",
                              HOLDS if n["rotation_max_gap"] < 1e-12 and n["rotation_min_coordinate"] > 1e-3
                              else FAILS,
                              f"gap {n['rotation_max_gap']:.1e}, smallest absolute coordinate "
                              f"{n['rotation_min_coordinate']:.3f} over {n['rotation_count']} rotations"),
         "q1_continuity": Claim("Token trajectories are not continuous in the value matrices under LayerNorm",
-                               "response Q1", f"μ at depth {n['path_depth']} along (1 − s) I + s W",
+                               "the response (Q1)", f"μ at depth {n['path_depth']} along (1 − s) I + s W",
                                HOLDS if n["path_mu_above"] > 1e3 * max(n["path_mu_below"], 1e-300) else FAILS,
                                f"jump at s = {n['path_s_simulated']:.6f} (fixed point appears at "
                                f"{n['path_s_analytic']:.6f}); μ {n['path_mu_below_words']} before, "

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, rate_sides, rate_table,
-                                             rates_claim)
+from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, curves_claim, part_sides,
+                                             rate_table, stops_claim, verdict_words, with_setting)
 from rankcollapse.book.plotting.beyond import SortableTable
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
@@ -31,7 +31,8 @@ from rankcollapse.experiments.config import experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.experiments.table import value
-from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Cell, Claim, rethreshold
+from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Cell, Claim, mean_rate
+from rankcollapse.verdicts.rules import curve_verdict
 from rankcollapse.verdicts.robustness import robust
 
 __all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "show",
@@ -67,10 +68,11 @@ def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
     its layer figures of μ/‖X‖_F and μ."""
     result = results[CAUSAL]
     rates = rate_table(results)
-    found = {"scale": scale_words(result), **numbers(rates, result.table)}
+    rows = claims(results, rates)
+    found = {"scale": scale_words(result), **numbers(rates, result.table), "finding": verdict_words(rows)}
     return Shown(values=prefixed("rmsnorm_decoders", found),
                  markdown={"rmsnorm_decoders_scale_note": scale_note(result)},
-                 claims={"rmsnorm_decoders": claims(rates)},
+                 claims={"rmsnorm_decoders": rows},
                  tables={"rmsnorm_decoders_table": SortableTable(rates[list(RATE_COLUMNS)])},
                  figures=[layer_figure(result, "relative_mu", "fig-rmsnorm-decoders-relative"),
                           layer_figure(result, "mu", "fig-rmsnorm-decoders-mu")])
@@ -115,45 +117,59 @@ def numbers(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]
                              "Pretrained pure attention neither collapses nor blows up here.")}
 
 
-def claims(rates: pd.DataFrame) -> list[Claim]:
+def claims(results: dict[str, StoredResult], rates: pd.DataFrame) -> list[Claim]:
     """The paper's claims read on an RMSNorm decoder (SmolLM2) under its causal mask and uni-directional
-    windows: curve verdicts, each norm against pure attention (its baseline) per mask, robust or not over the
-    grid.
+    windows, one cell per part (mask): curve verdicts with their intervals, the radius order, RMSNorm against
+    pure attention (stops the collapse; slows it), the trained norms (with and without skip) against their
+    baselines; robust or not over the grid. The initialized stacks carry PyTorch's default biases (one weight
+    seed): the setting says so.
 
     Shapes: ``rates`` one row per configuration (:func:`rate_table`).
     """
     san = rates[rates["variant"] == "SAN"]
+    words = "SAN + RMSNorm without gain"
     rows = []
-    for weights in dict.fromkeys(san["weights"]):
+    for weights, setting in (("initialized", INITIALIZED_SETTING), ("pretrained", "pretrained SmolLM2")):
+        base = dict(weights=weights, variant="SAN", skip=False)
+        pure = part_sides(results, "pure attention", norm="none", **base)
+        rms = part_sides(results, words, norm="rms", **base)
+        rows.append(curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2, Theorem 1",
+                                 "pure attention: per-layer factor of μ/‖X‖_F, per mask", pure, setting=setting))
         own = san[san["weights"] == weights]
-        pure = own[(own["norm"] == "none") & ~own["skip"]]
-        rows.append(rates_claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
-                                f"{weights} weights, pure attention: μ/‖X‖_F per mask", pure, COLLAPSES,
-                                "masks collapse"))
-        rows.append(robust(lambda t, pure=pure, weights=weights: _radius_order(rethreshold(pure, t),
-                                                                               weights)))
-        rms = own[(own["norm"] == "rms") & ~own["skip"]]
-        words = "SAN + RMSNorm without gain"
-        claim = "LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm without gain)"
-        rows.append(rates_claim(claim, "Sec. 4, response", f"{weights} weights, {words}", rms, STABLE,
-                                "masks keep μ/‖X‖_F"))
-        rows.append(against(f"... {words} slows collapse against pure attention", "Sec. 4, response",
-                            f"{weights} weights, {words}: late per-layer factor of μ/‖X‖_F over pure "
-                            "attention's (the baseline)", rate_sides(rms, pure, (words, "pure attention"))))
-    pre = san[san["weights"] == "pretrained"]
-    for skip, words in ((False, "SAN + its own trained RMSNorm"),
-                        (True, "SAN + skip + its own trained RMSNorm")):
-        trained = pre[(pre["norm"] == "model") & (pre["skip"] == skip)]
-        baseline = pre[(pre["norm"] == "none") & (pre["skip"] == skip)]
-        rows.append(rates_claim("In pretrained models LayerNorm helps (together with the other components)",
-                                "Fig. 2 caption", f"pretrained weights, {words}", trained, STABLE,
-                                "masks keep μ/‖X‖_F"))
+        rows.append(with_setting(robust(lambda t, p=own[(own["norm"] == "none") & ~own["skip"]]:
+                                        _radius_order(rethreshold(p, t), weights)), setting))
+        pairs = {m: (rms[m], pure[m]) for m in rms}
+        rows.append(stops_claim("LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm "
+                                "without gain)", "the paper: Sec. 4; the response",
+                                f"{words} against pure attention on the same weights", pairs, setting=setting))
+        rows.append(against(f"... {words} slows collapse against pure attention", "the paper: Sec. 4",
+                            f"{words}: late per-layer factor of μ/‖X‖_F over pure attention's", pairs,
+                            setting=setting))
+    for skip, words in ((False, "SAN + its own trained RMSNorm"), (True, "SAN + skip + its own trained RMSNorm")):
+        base = dict(weights="pretrained", variant="SAN", skip=skip)
+        trained = part_sides(results, words, norm="model", **base)
         base_words = "SAN + skip" if skip else "pure attention"
-        rows.append(against(f"... {words} slows collapse against {base_words}", "Fig. 2 caption",
-                            f"pretrained weights, {words}: late per-layer factor of μ/‖X‖_F over "
-                            f"{base_words}'s (the baseline)",
-                            rate_sides(trained, baseline, (words, base_words))))
+        baseline = part_sides(results, base_words, norm="none", **base)
+        pairs = {m: (trained[m], baseline[m]) for m in trained}
+        rows.append(stops_claim("In pretrained models LayerNorm helps, together with the other components",
+                                "the paper: Fig. 2", f"{words} against {base_words} on the same weights",
+                                pairs, setting="pretrained SmolLM2"))
+        rows.append(against(f"... {words} slows collapse against {base_words}", "the paper: Fig. 2",
+                            f"{words}: late per-layer factor of μ/‖X‖_F over {base_words}'s", pairs,
+                            setting="pretrained SmolLM2"))
     return rows
+
+
+INITIALIZED_SETTING = "initialized with PyTorch's default biases; 1 weight seed"
+
+
+def rethreshold(rows: pd.DataFrame, thresholds) -> pd.DataFrame:
+    """Rate-table rows with their verdicts and mean rates decided again under ``thresholds`` (the radius
+    order is an ordering of mean rates, recomputed at each point of the grid)."""
+    out = rows.copy()
+    out["curve"] = [curve_verdict(v, f, thresholds) for v, f in zip(rows["values"], rows["floor"])]
+    out["mean rate"] = out["curve"].map(mean_rate)
+    return out
 
 
 def _radius_order(pure: pd.DataFrame, weights: str) -> Claim:
@@ -168,6 +184,6 @@ def _radius_order(pure: pd.DataFrame, weights: str) -> Claim:
     cells = tuple(Cell(m, "read", f"r = {r}, rate {v:.3g}",
                        f"radius {r}, mean rate {v:.3g} per layer") for m, r, v in
                   zip(pure["mask"], pure["radius"], pure["mean rate"]))
-    return Claim("Local masks slow collapse, at a rate set by the radius", "Theorem 1",
+    return Claim("Local masks slow collapse, at a rate set by the radius", "the paper: Theorem 1",
                  f"{weights} weights, pure attention: rank correlation of radius and mean rate per layer",
                  verdict, f"{correlation:.2f} ({words})", cells)

@@ -107,7 +107,7 @@ def claims(found: dict) -> list[Claim]:
     """The response: with 3000 samples the results "are still similar to the original results"."""
     ratio = found["max_median_ratio"]
     return [Claim("Results on the large sample are similar to those on the small one",
-                  "response (sample size)",
+                  "the response (sample size)",
                   f"largest factor between the medians over {found['small']} and {found['large']} samples, "
                   "any curve and layer", HOLDS if ratio < 2 else PARTLY if ratio < 10 else FAILS,
                   f"{ratio:.3g}×")]

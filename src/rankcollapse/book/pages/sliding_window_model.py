@@ -15,10 +15,9 @@ tests/unit/test_decoders.py.
 from __future__ import annotations
 
 
-import pandas as pd
 
-from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, rate_sides, rate_table,
-                                            rates_claim)
+from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, curves_claim, part_sides,
+                                             rate_table, stops_claim, verdict_words)
 from rankcollapse.book.plotting.beyond import SortableTable
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
@@ -26,7 +25,7 @@ from rankcollapse.core.checks import check_int
 from rankcollapse.experiments.config import MAX_TOKENS, experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
-from rankcollapse.verdicts.claims import COLLAPSES, STABLE, Claim
+from rankcollapse.verdicts.claims import Claim
 
 __all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "show"]
 
@@ -57,9 +56,11 @@ def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
     three runs, their part and RATE_COLUMNS) and its layer figure of μ/‖X‖_F."""
     result = results["as_trained"]
     rates = rate_table(results)
-    return Shown(values=prefixed("sliding_window_model", {"scale": scale_words(result), **numbers(result)}),
+    rows = claims(results)
+    return Shown(values=prefixed("sliding_window_model", {"scale": scale_words(result), **numbers(result),
+                                                          "finding": verdict_words(rows)}),
                  markdown={"sliding_window_model_scale_note": scale_note(result)},
-                 claims={"sliding_window_model": claims(rates)},
+                 claims={"sliding_window_model": rows},
                  tables={"sliding_window_model_table": SortableTable(rates[["part", *RATE_COLUMNS]])},
                  figures=[layer_figure(result, "relative_mu", "fig-sliding-window-model-relative")])
 
@@ -69,35 +70,29 @@ def numbers(result: StoredResult) -> dict[str, int]:
     return {"available": result.provenance["samples_available"]}
 
 
-def claims(rates: pd.DataFrame) -> list[Claim]:
-    """Does a local window slow collapse in a trained sliding-window model? The all-local and as-trained runs
-    against the all-global one (the baseline) as late per-layer factors, for pure attention and for the
-    model's own norms + skip, and the norms + skip against pure attention; robust or not over the thresholds'
-    grid.
-
-    Shapes: ``rates`` one row per configuration (:func:`rankcollapse.book.pages._common.rate_table`), parts
-    ``as_trained``, ``all_global``, ``all_local``.
-    """
-    san = rates[rates["variant"] == "SAN"]
-    pure = san[(san["norm"] == "none") & ~san["skip"]]
-    rows = [rates_claim("Pure masked attention collapses exponentially", "Fig. 2 caption, Theorem 1",
-                        "pretrained, pure attention: μ/‖X‖_F as trained, all global, all local", pure,
-                        COLLAPSES, "runs collapse", column="part")]
-    for norm, skip, words in (("none", False, "pure attention"),
-                              ("model", True, "SAN + skip + its own norms")):
-        own = san[(san["norm"] == norm) & (san["skip"] == skip)]
-        local = own[own["part"].isin(["all_local", "as_trained"])]
-        rows.append(against("Local (sliding-window) masks slow collapse", "Theorem 1, response",
-                            f"pretrained, {words}: late per-layer factor of μ/‖X‖_F, all local and as "
-                            "trained over all global (the baseline)",
-                            rate_sides(local, pd.concat([own[own["part"] == "all_global"]] * 2).assign(
-                                part=["all_local", "as_trained"]), (words, "all global"), column="part")))
-    kept = san[(san["norm"] == "model") & san["skip"]]
-    rows.append(rates_claim("In pretrained models LayerNorm helps (together with the other components)",
-                            "Fig. 2 caption", "pretrained, SAN + skip + its own norms", kept, STABLE,
-                            "runs keep μ/‖X‖_F", column="part"))
-    rows.append(against("... its own norms + skip slow collapse against pure attention", "Fig. 2 caption",
-                        "pretrained, SAN + skip + its own norms: late per-layer factor of μ/‖X‖_F over "
-                        "pure attention's (the baseline)",
-                        rate_sides(kept, pure, ("norms + skip", "pure attention"), "part")))
+def claims(results: dict[str, StoredResult]) -> list[Claim]:
+    """Does a local window slow collapse in a trained sliding-window model? Pure attention's verdict per run;
+    the all-local and as-trained runs against the all-global one (the baseline) as late per-layer factors,
+    for pure attention and for the model's own norms + skip; the norms + skip against pure attention (stops
+    the collapse; slows it); robust or not over the thresholds' grid. One cell per part: ``as_trained``,
+    ``all_global``, ``all_local``."""
+    setting = "pretrained Gemma-3 (4-bit weights, dequantized)"
+    base = dict(weights="pretrained", variant="SAN")
+    pure = part_sides(results, "pure attention", norm="none", skip=False, **base)
+    kept = part_sides(results, "SAN + skip + its own norms", norm="model", skip=True, **base)
+    rows = [curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2, Theorem 1",
+                         "pure attention: per-layer factor of μ/‖X‖_F as trained, all global, all local", pure,
+                         setting=setting)]
+    for own, words in ((pure, "pure attention"), (kept, "SAN + skip + its own norms")):
+        rows.append(against("Local (sliding-window) masks slow collapse", "the paper: Theorem 1; the response",
+                            f"{words}: late per-layer factor of μ/‖X‖_F, all local and as trained over all global",
+                            {p: (own[p], own["all_global"]) for p in ("all_local", "as_trained") if p in own},
+                            setting=setting))
+    pairs = {p: (kept[p], pure[p]) for p in kept}
+    rows.append(stops_claim("In pretrained models LayerNorm helps, together with the other components",
+                            "the paper: Fig. 2", "SAN + skip + its own norms against pure attention on the same "
+                            "weights", pairs, setting=setting))
+    rows.append(against("... its own norms + skip slow collapse against pure attention", "the paper: Fig. 2",
+                        "SAN + skip + its own norms: late per-layer factor of μ/‖X‖_F over pure attention's",
+                        pairs, setting=setting))
     return rows
