@@ -295,7 +295,8 @@ def _decorate_figures(app: Sphinx, doctree: nodes.document, docname: str) -> Non
         placeholder.replace_self(nodes.raw("", _gallery_html(app, docname, doctree), format="html"))
 
 
-def _toc_order(env: BuildEnvironment, root: str) -> list[str]:
+def toc_order(env: BuildEnvironment, root: str) -> list[str]:
+    """Every page in the order of the table of contents, from ``root`` (the gallery; the status page)."""
     order, stack = [], [root]
     while stack:
         docname = stack.pop(0)
@@ -310,7 +311,7 @@ def _gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
     """Every figure of the book, in table of contents order, as thumbnails with caption, page, downloads
     and citation, for page ``docname`` (resolved as ``doctree``)."""
     env = app.env
-    order = {name: i for i, name in enumerate(_toc_order(env, app.config.root_doc))}
+    order = {name: i for i, name in enumerate(toc_order(env, app.config.root_doc))}
     def position(item) -> tuple:  # page in table of contents order, then figure number
         label, info = item
         number = env.toc_fignumbers.get(info["docname"], {}).get("figure", {}).get(label, ())
