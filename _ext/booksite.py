@@ -276,9 +276,9 @@ STATUS_COLUMNS = ("page", "this build", "result", "computation time")
 
 
 def status_table(env, docname: str) -> nodes.table:
-    """One row per executed page, in the order of the table of contents: the page (a link with its title), whether
-    this build executed it or took it from the execution cache, whether it ran without error (in words:
-    no emoji, which neither a browser without an emoji font nor the PDF shows), and
+    """One row per executed page, in the order of the table of contents: the page (a link with its title),
+    whether this build executed it or took it from the execution cache, whether it ran without error (in
+    words: no emoji, which neither a browser without an emoji font nor the PDF shows), and
     :func:`page_compute_time`."""
     table = nodes.table(classes=["book-status"])
     group = nodes.tgroup(cols=len(STATUS_COLUMNS))
