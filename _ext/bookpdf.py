@@ -199,11 +199,10 @@ def add_outline(pdf: bytes, headings: list[dict]) -> bytes:
                 parents[0] = writer.add_outline_item(title=part, page_number=page, fit=fit)
         elif heading["level"] <= 2:
             part = None
-        if depth == 0:
-            parents[0] = writer.add_outline_item(title=heading["title"], page_number=page, fit=fit)
-            continue
-        parents[depth] = writer.add_outline_item(title=heading["title"], page_number=page,
-                                                 parent=parents.get(depth - 1), fit=fit)
+        parent = parents[max(d for d in parents if d < depth)] if any(d < depth for d in parents) else None
+        parents = {d: item for d, item in parents.items() if d < depth}  # a later heading never nests deeper
+        parents[depth] = writer.add_outline_item(title=heading["title"], page_number=page, parent=parent,
+                                                 fit=fit)
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
