@@ -208,6 +208,17 @@ def add_outline(pdf: bytes, headings: list[dict]) -> bytes:
     return out.getvalue()
 
 
+def bookmarks(reader) -> list[tuple[int, str, int]]:
+    """The outline of a PDF (a pypdf reader) in reading order: (depth from 0, title, page index)."""
+    def walk(items, depth=0):
+        for item in items:
+            if isinstance(item, list):
+                yield from walk(item, depth + 1)
+            else:
+                yield depth, item.title, reader.get_destination_page_number(item)
+    return list(walk(reader.outline))
+
+
 def chapter_pages(pdf: bytes) -> dict[str, int]:
     """``{element id: page number (from 1)}`` of every named destination of a PDF Chromium printed: it
     names one for each element that a link inside the document points at (``document-<page>`` for a page)."""
@@ -245,8 +256,8 @@ def print_pdf(folder: Path, target: Path, timeout_ms: int = 120_000) -> dict[str
 
     Sphinx writes the single page at the root document's path (``book/intro.html``) but with links relative
     to the build's root, so it is printed from a copy at the root. Returns the PDF's page count
-    (``pages``), its links inside the book (``internal``) and to the published site (``site``), and the
-    number of printings it took.
+    (``pages``), its links inside the book (``internal``) and to the published site (``site``), its
+    bookmarks and the number of printings it took.
     """
     import yaml
     from playwright.sync_api import sync_playwright
@@ -274,7 +285,8 @@ def print_pdf(folder: Path, target: Path, timeout_ms: int = 120_000) -> dict[str
         pdf = add_outline(pdf, page.evaluate(HEADINGS_JS))
         browser.close()
     atomic_write(target, lambda tmp: Path(tmp).write_bytes(pdf))
-    return {"pages": len(PdfReader(target).pages), **counts, "printings": printings}
+    reader = PdfReader(target)
+    return {"pages": len(reader.pages), **counts, "bookmarks": len(bookmarks(reader)), "printings": printings}
 
 
 def main() -> None:
@@ -285,7 +297,8 @@ def main() -> None:
     target = ROOT / "_build" / "html" / PDF_NAME
     done = print_pdf(ROOT / "_build" / "singlehtml", target)
     print(f"== PDF: {target} ({done['pages']} pages, {target.stat().st_size / 1e6:.1f} MB, links: "
-          f"{done['internal']} inside the book, {done['site']} to the published site; printed "
+          f"{done['internal']} inside the book, {done['site']} to the published site; "
+          f"{done['bookmarks']} bookmarks; printed "
           f"{done['printings']} times); single-page HTML {built - start:.0f} s, printing "
           f"{time.perf_counter() - built:.0f} s")
 

@@ -24,15 +24,7 @@ def _pdf(destinations: dict[str, int], n_pages: int = 4) -> bytes:
 
 
 def _outline(pdf: bytes) -> list[tuple[int, str, int]]:
-    reader = PdfReader(io.BytesIO(pdf))
-
-    def walk(items, depth=0):
-        for item in items:
-            if isinstance(item, list):
-                yield from walk(item, depth + 1)
-            else:
-                yield depth, item.title, reader.get_destination_page_number(item)
-    return list(walk(reader.outline))
+    return bookpdf.bookmarks(PdfReader(io.BytesIO(pdf)))
 
 
 def _heading(level: int, title: str, id: str, part: str | None = None) -> dict:
