@@ -5,7 +5,8 @@ Read with pypdf: no link to the build's local server (all 782 links of the previ
 book land on a place in the PDF, the figures' cite URLs are page URLs (they read
 ``…/#document-book/experiments/fig2#fig-fig2-mu``), bookmarks (there were none), page numbers in the
 footer and in the contents, no blank page (there were 13), every figure on the page of its caption. In the
-browser, printed: code wraps at the margin (it was cut off).
+browser, printed: code wraps at the margin (it was cut off). Every figure PDF the site links embeds TrueType
+fonts (they were Type 3, which conference checks reject).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pdffonts import pdf_font_subtypes
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "_ext"))
@@ -174,3 +176,10 @@ def test_printed_code_wraps_at_the_margin(browser, site_url):
 def _toc_pages() -> list[str]:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     return [chapter["file"] for part in toc["parts"] for chapter in part["chapters"]]
+
+
+def test_every_figure_pdf_of_the_site_embeds_truetype_fonts():
+    figures = sorted((SITE / "_figures").glob("fig-*.pdf"))
+    assert len(figures) > 20
+    subtypes = {path.name: set(pdf_font_subtypes(path).values()) for path in figures}
+    assert {name: kinds for name, kinds in subtypes.items() if not kinds or "/Type3" in kinds} == {}

@@ -5,19 +5,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from pypdf import PdfReader
+from pdffonts import pdf_font_subtypes
 
 from rankcollapse.book.plotting import common as plotting
-
-
-def pdf_font_subtypes(path) -> dict[str, str]:
-    """``{base font name: subtype}`` of every font a PDF's pages use (``/Type3``, ``/TrueType``, …)."""
-    fonts = {}
-    for page in PdfReader(path).pages:
-        for font in (page.get("/Resources") or {}).get("/Font", {}).values():
-            font = font.get_object()
-            fonts[str(font.get("/BaseFont", font.get("/Name", "?")))] = str(font["/Subtype"])
-    return fonts
 
 
 def test_an_exported_figure_pdf_embeds_truetype_fonts_and_no_type3(book):
