@@ -13,21 +13,39 @@ Loaded through ``sphinx: local_extensions`` in ``_config.yml``. It
   on the ``NOTEBOOKS_BRANCH`` branch of the repository (the GitHub workflow publishes ``_notebooks``
   there), and adds a "book .pdf" download (the PDF that ``_ext/bookpdf.py`` prints);
 - labels every cell of a Markdown table with its column's header (``data-label``), for the phone layout
-  of the claims tables in ``_static/booksite.css``.
+  of the claims tables in ``_static/booksite.css``;
+- gives the "open issue" button a body that asks what a reader saw, on which page of the published site;
+- labels the bibliography author–year ("Wu et al., 2024"), as the text cites it (:class:`AuthorYearLabels`);
+- fills the status page's table (``{book-status-table}``): per page, whether this build executed it or took
+  it from the cache, whether it ran without error, and what computing its results took — the words its
+  own re-run block states (glued as ``<page>_compute_time`` by ``rankcollapse.book.report``).
 """
 
 from __future__ import annotations
 
+import ast
 import html
+import json
+import posixpath
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 import nbformat
+import pybtex.plugin
+from docutils import nodes
+from myst_nb.sphinx_ import NbMetadataCollector
+from pybtex.style.formatting.plain import Style as PlainStyle
+from pybtex.style.labels import BaseLabelStyle
+from sphinx.addnodes import pending_xref
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.errors import ExtensionError
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util.docutils import SphinxDirective
 
 from bookpdf import PDF_NAME
+from rankcollapse.book.sphinx_figures import site_url, toc_order
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR_STATIC = ROOT / "_vendor" / "static"
@@ -142,6 +160,32 @@ def rewrite_buttons(app: Sphinx, pagename: str, templatename: str, context: dict
         downloads.append({"type": "link", "url": pathto(PDF_NAME, 1), "text": "book .pdf",
                           "tooltip": "The whole book as one PDF", "icon": "fas fa-book",
                           "label": "download-book-pdf-button"})
+    for button in _buttons(groups):
+        if button.get("label") == "source-issues-button":
+            button["url"] = issue_url(button["url"].split("/issues/new")[0], site_url(app.config), pagename,
+                                      context.get("title", pagename))
+
+
+def _buttons(groups: list[dict]) -> list[dict]:
+    """Every header button, those inside button groups included."""
+    return [b for g in groups for b in (g.get("buttons") or [g])]
+
+
+ISSUE_BODY = ("Page: {url}\n\nWhat I read (quote the sentence, or name the figure or table):\n\n"
+              "What is wrong or unclear, and what I expected instead:\n\n"
+              "Where I read it (browser, the PDF, a re-run notebook):\n")
+
+
+def issue_url(repository_url: str, site: str, pagename: str, title: str) -> str:
+    """A new GitHub issue about page ``pagename`` of the site at ``site``: its title names the page, its body
+    asks what a reader read, what is wrong, and where (instead of the theme's "Your issue content here.").
+
+    >>> issue_url("https://github.com/o/r", "https://o.github.io/r/", "book/x", "X &amp; <em>y</em>")[:78]
+    'https://github.com/o/r/issues/new?title=On%20the%20page%20%22X%20%26%20y%22&bo'
+    """
+    title = 'On the page "' + re.sub(r"<[^>]+>", "", html.unescape(title)) + '"'
+    body = ISSUE_BODY.format(url=f"{site}{pagename}.html")
+    return f"{repository_url}/issues/new?title={quote(title)}&body={quote(body)}"
 
 
 _MARKDOWN_TABLE = re.compile(r'<table class="table\b[^"]*">.*?</table>', re.S)
@@ -175,6 +219,103 @@ def label_table_cells(app: Sphinx, pagename: str, templatename: str, context: di
         context["body"] = labelled_cells(context["body"])
 
 
+class AuthorYearLabels(BaseLabelStyle):
+    """Bibliography labels in the words the text cites with (``bibtex_reference_style: author_year``): the
+    authors' last names as sphinxcontrib-bibtex writes them ("Dong", "Zhang and Sennrich", "Wu et al."),
+    a comma, the year; "a", "b", … after the year where two entries would share a label."""
+
+    def format_labels(self, sorted_entries):
+        last_name = pybtex.plugin.find_plugin("pybtex.style.names", "last")()
+        labels = []
+        for entry in sorted_entries:
+            persons = entry.persons.get("author") or entry.persons.get("editor") or []
+            names = [last_name.format(person, True).format().render_as("text") for person in persons]
+            who = (names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2
+                   else f"{names[0]} et al." if names else entry.fields.get("title", entry.key))
+            labels.append(f"{who}, {entry.fields.get('year', 'n.d.')}")
+        for label in set(labels):
+            if labels.count(label) > 1:
+                suffixes = iter("abcdefghijklmnopqrstuvwxyz")
+                labels = [f"{x}{next(suffixes)}" if x == label else x for x in labels]
+        return iter(labels)
+
+
+class AuthorYearStyle(PlainStyle):
+    """pybtex's plain bibliography style (entries sorted by author, year, title) with
+    :class:`AuthorYearLabels` (``bibtex_default_style: authoryear`` in ``_config.yml``)."""
+
+    default_label_style = "authoryear"
+
+
+# ---------------------------------------------------------------- the status page's table
+
+class _StatusTable(nodes.General, nodes.Element):
+    """Where ``{book-status-table}`` stands until every page has been read (:class:`FillStatusTable`)."""
+
+
+class StatusTable(SphinxDirective):
+    """``{book-status-table}``: the status page's table of every executed page (:func:`status_table`)."""
+
+    def run(self) -> list[nodes.Node]:
+        # myst-nb re-writes the documents holding an execution table whenever a page is executed again
+        NbMetadataCollector.set_doc_data(self.env, self.env.docname, "has_exec_table", True)
+        return [_StatusTable()]
+
+
+def page_compute_time(glue_file: Path) -> str:
+    """What computing a page's results took, in the words its re-run block states: the value it glued as
+    ``<page>_compute_time`` (``rankcollapse.book.report.compute_time``), from the page's glue cache
+    (``<jupyter_execute>/<docname>.glue.json``); "–" for a page that computes nothing."""
+    glued = json.loads(glue_file.read_text()) if glue_file.is_file() else {}
+    words = [ast.literal_eval(output["data"]["text/plain"]) for key, output in glued.items()
+             if key.endswith("_compute_time")]
+    return next((w for w in words if w), "–")
+
+
+STATUS_COLUMNS = ("page", "this build", "result", "computation time")
+
+
+def status_table(env, docname: str) -> nodes.table:
+    """One row per executed page, in the order of the table of contents: the page (a link with its title),
+    whether this build executed it or took it from the execution cache, whether it ran without error (in
+    words: no emoji, which neither a browser without an emoji font nor the PDF shows), and
+    :func:`page_compute_time`."""
+    table = nodes.table(classes=["book-status"])
+    group = nodes.tgroup(cols=len(STATUS_COLUMNS))
+    table += group
+    group += [nodes.colspec(colwidth=1) for _ in STATUS_COLUMNS]
+    group += nodes.thead("", nodes.row("", *(nodes.entry("", nodes.paragraph(text=c))
+                                             for c in STATUS_COLUMNS)))
+    body = nodes.tbody()
+    group += body
+    folder = Path(env.mystnb_config.output_folder)
+    runs = NbMetadataCollector.get_doc_data(env)
+    for page in toc_order(env, env.config.root_doc):
+        run = runs.get(page, {}).get("exec_data")
+        if not run:
+            continue
+        link = pending_xref(refdoc=docname, refdomain="std", reftype="doc", refexplicit=False, refwarn=True,
+                            reftarget=posixpath.relpath(page, posixpath.dirname(docname)))
+        link += nodes.inline(text=page)
+        result = (nodes.paragraph(text="ran without error") if run["succeeded"] else
+                  nodes.paragraph("", "", nodes.abbreviation(text="failed", explanation=run["error"] or "")))
+        cells = [nodes.paragraph("", "", link),
+                 nodes.paragraph(text="executed" if run["method"] != "cache" else "from the cache"), result,
+                 nodes.paragraph(text=page_compute_time(folder / f"{page}.glue.json"))]
+        body += nodes.row("", *(nodes.entry("", cell) for cell in cells))
+    return table
+
+
+class FillStatusTable(SphinxPostTransform):
+    """Replaces ``{book-status-table}`` with :func:`status_table` once every page has been read."""
+
+    default_priority = 8  # before the references are resolved (10): the table's links are pending_xref
+
+    def run(self, **kwargs) -> None:
+        for node in list(self.document.findall(_StatusTable)):
+            node.replace_self(status_table(self.env, self.env.docname))
+
+
 def serve_mathjax(app: Sphinx, config: Config) -> None:
     """Add the vendored MathJax to the static files; fail clearly when it is missing."""
     if "://" in config.mathjax_path:
@@ -186,6 +327,11 @@ def serve_mathjax(app: Sphinx, config: Config) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    pybtex.plugin.register_plugin("pybtex.style.labels", "authoryear", AuthorYearLabels)
+    pybtex.plugin.register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
+    app.add_node(_StatusTable)
+    app.add_directive("book-status-table", StatusTable)
+    app.add_post_transform(FillStatusTable)
     app.connect("config-inited", serve_mathjax)
     app.connect("html-page-context", rewrite_buttons, priority=502)
     app.connect("html-page-context", label_table_cells)

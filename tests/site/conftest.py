@@ -21,10 +21,8 @@ SITE = ROOT / "_build" / "html"
 
 # Known third-party console noise, by name:
 KNOWN_THIRD_PARTY_ERRORS = {
-    # requests to CDNs are aborted on purpose (offline test), and the favicon is absent
+    # requests to CDNs are aborted on purpose (offline test)
     "blocked external resource": re.compile(r"Failed to load resource"),
-    # pydata-sphinx-theme on a fresh browser profile
-    "pydata-sphinx-theme theme mode": re.compile(r"Got invalid theme mode"),
 }
 
 pytestmark = pytest.mark.site

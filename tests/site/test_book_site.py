@@ -139,13 +139,14 @@ def test_pdf_exists_and_holds_every_figure_of_the_site(site_page):
 
 def test_execution_status_page_lists_every_notebook_as_passed(site_page, js_errors):
     site_page.goto("book/status.html")
-    rows = site_page.locator("main table tbody tr")
-    documents = {rows.nth(i).locator("td").first.inner_text().strip() for i in range(rows.count())}
-    assert {Path(p).name for p in NOTEBOOK_PAGES} <= {d.split("/")[-1] for d in documents}
-    statuses = site_page.locator("main table tbody tr td:last-child").all_inner_texts()
-    assert statuses and set(statuses) == {"✅"}
-    methods = set(site_page.locator("main table tbody tr td:nth-child(3)").all_inner_texts())
-    assert methods <= {"cache", "auto", "force"}
+    rows = site_page.locator("main table.book-status tbody tr")
+    documents = {rows.nth(i).locator("td a").first.get_attribute("href").split("#")[0]
+                 for i in range(rows.count())}
+    assert {Path(p).name for p in NOTEBOOK_PAGES} <= {Path(d).stem for d in documents}
+    statuses = site_page.locator("main table.book-status tbody tr td:nth-child(3)").all_inner_texts()
+    assert statuses and set(statuses) == {"ran without error"}  # words (tests/site/test_site_details.py)
+    methods = set(site_page.locator("main table.book-status tbody tr td:nth-child(2)").all_inner_texts())
+    assert methods <= {"executed", "from the cache"}
     assert js_errors == []
 
 

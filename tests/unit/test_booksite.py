@@ -1,5 +1,6 @@
 """The book's Sphinx extension (_ext/booksite.py): the install cell of exported notebooks, glued outputs."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -75,3 +76,46 @@ def test_markdown_table_cells_carry_their_column_header_for_the_phone_layout():
             and labelled.count('<td data-label="what &amp; how">') == 2)
     assert '<table class="dataframe"><tr><td>untouched</td>' in labelled
     assert booksite.labelled_cells(labelled) == labelled  # a page written twice is labelled once
+
+
+def test_bibliography_labels_are_author_year_as_the_text_cites():
+    """pybtex's alpha labels ([WAW+24], [AM07]) beside author–year citations ("Wu et al., 2024")."""
+    from pybtex.database import parse_string
+
+    bib = parse_string("""
+        @article{one, author = {Dong, Yihe}, title = {A}, year = {2021}}
+        @article{two, author = {Zhang, Biao and Sennrich, Rico}, title = {B}, year = {2019}}
+        @article{many, author = {Wu, Xinyi and Ajorlou, Amir and Wang, Yifei}, title = {C}, year = {2024}}
+        @article{team, author = {{Gemma Team}}, title = {D}, year = {2025}}
+        @article{particle, author = {Ben Allal, Loubna and Lozhkov, Anton and Bakouch, Elie}, title = {E},
+                 year = {2025}}
+        @article{again, author = {Dong, Yihe}, title = {F}, year = {2021}}
+    """, "bibtex")
+    labels = list(booksite.AuthorYearLabels().format_labels(bib.entries.values()))
+    assert labels == ["Dong, 2021a", "Zhang and Sennrich, 2019", "Wu et al., 2024", "Gemma Team, 2025",
+                      "Ben Allal et al., 2025", "Dong, 2021b"]
+    assert booksite.AuthorYearStyle.default_label_style == "authoryear"
+
+
+def test_the_issue_button_asks_what_a_reader_saw_on_which_page():
+    from urllib.parse import parse_qs, urlparse
+
+    url = booksite.issue_url("https://github.com/o/r", "https://o.github.io/r/", "book/theory/theorem1",
+                             "Theorem 1: <em>pure</em> attention &amp; masks")
+    assert url.startswith("https://github.com/o/r/issues/new?")
+    query = parse_qs(urlparse(url).query)
+    assert query["title"] == ['On the page "Theorem 1: pure attention & masks"']
+    assert query["body"][0].startswith("Page: https://o.github.io/r/book/theory/theorem1.html\n")
+    assert "Your issue content here" not in query["body"][0]
+
+
+def test_the_status_page_reads_a_pages_compute_time_from_its_glue(tmp_path):
+    record = {"output_type": "display_data", "metadata": {"scrapbook": {"name": "x"}}}
+    glue = tmp_path / "theorem1.glue.json"
+    glue.write_text(json.dumps({
+        "theorem1_rerun": {**record, "data": {"text/markdown": "**Re-run this page**"}},
+        "theorem1_compute_time": {**record, "data": {"text/plain": "'11 s on the build machine'"}}}))
+    assert booksite.page_compute_time(glue) == "11 s on the build machine"
+    glue.write_text(json.dumps({"theorem1_compute_time": {**record, "data": {"text/plain": "''"}}}))
+    assert booksite.page_compute_time(glue) == "–"  # a part's cost unknown
+    assert booksite.page_compute_time(tmp_path / "intro.glue.json") == "–"  # a page that computes nothing

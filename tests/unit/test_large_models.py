@@ -104,4 +104,10 @@ def test_the_commands_memory_and_time_follow_from_the_measured_throughput():
     assert got["command"].startswith("rankcollapse run fig2 -p model mistralai/Mistral-7B-v0.1 ")
     table = large_models.commands_table(registry.runs_at)
     assert all(m.hub_id in table for m in large_models.MODELS)
+    # a five-column table, then the commands, one a line under their model, in a shell block
+    head, _, block = table.partition("\n\n```bash\n")
+    assert head.splitlines()[:2] == ["| model | windows (config) | CPU memory | GPU memory | engine time |",
+                                     "|---|---|---|---|---|"]
+    assert block.endswith("\n```") and f"\n{got['command']}\n" in block
+    assert block.splitlines()[0] == f"# {large_models.COMMANDS[0][0].hub_id}"
     assert {m.family for m in large_models.MODELS} <= set(large_models.hf_families.FAMILIES)

@@ -121,6 +121,12 @@ def test_the_rerun_block_states_the_cost_of_every_part(tmp_path, pair):
     # the resumed part counts every session (3000 s), the other its wall time: 3020 s in all, split by part
     assert "Its computation took 3020 s on CPU x86_64, 2 cores (50.3 min), in all, over its 2 runs " \
            "(large: 3000 s, small: 20 s)" in block
+    # the status page shows the same words (glued as <page>_compute_time)
+    assert report.compute_time(results) == "3020 s on CPU x86_64, 2 cores (50.3 min)"
+    computed = {"main": registry.Computed(None, None, 11.4)}  # a page that computes in its own module
+    assert report.compute_time(computed) == "11 s on the build machine"
+    assert f"Its computation took {report.compute_time(computed)};" in report.rerun_result_block(
+        "theorem1", {}, computed)
 
 
 def test_the_rerun_block_has_no_myst_role_and_no_zero_seconds(tmp_path, pair):

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from rankcollapse.experiments.store import ResultStore
-from rankcollapse.experiments.store_summary import summary_table
+from rankcollapse.experiments.store_summary import summary_by_page, summary_table
 
 TABLE = pd.DataFrame({"layer": [0], "value": [1.0]})
 BASE = {"n_samples": 4, "n_tokens": 32, "n_layers": 8, "model": "pkg:minilm", "masks": ["complete", "causal"]}
@@ -60,3 +60,20 @@ def test_resumed_runs_show_their_whole_compute_time(tmp_path):
     times = summary_table(store).set_index("page")["compute time (s)"]
     assert times["pageC"] == 250.0  # every session's units, not the last session's 10 s
     assert times["pageB"] == 1.5  # a result without compute_time_s shows its wall time
+
+
+def test_rows_are_sorted_by_page_then_by_scale_as_numbers(tmp_path):
+    """The reproduce page listed 105 results in the store's key order (ten screens, scales mixed)."""
+    store = ResultStore(tmp_path)
+    provenance = {"hardware": "CPU", "dtype": "float64"}
+    for page, n_samples, n_tokens in [("pageB", 8, 32), ("pageA", 128, 32), ("pageA", 16, 128),
+                                      ("pageA", 16, 32), ("pageA", 3000, 128)]:
+        store.save(page, {**BASE, "n_samples": n_samples, "n_tokens": n_tokens}, TABLE, provenance)
+    table = summary_table(store)
+    assert table["page"].tolist() == ["pageA"] * 4 + ["pageB"]
+    assert table["scale"].tolist() == ["16×32×8", "16×128×8", "128×32×8", "3000×128×8", "8×32×8"]
+    groups = summary_by_page(table)
+    assert [(page, words) for page, words, _ in groups] == [("pageA", "4 results, 16×32×8 to 3000×128×8"),
+                                                           ("pageB", "1 result, 8×32×8")]
+    assert list(groups[0][2].columns) == ["scale", "model", "settings", "ran on", "compute time (s)",
+                                          "commit"]

@@ -38,7 +38,8 @@ def present(name: str, namespace: Mapping[str, object]) -> None:
     Opens the page (:func:`start_page`), calls its module's ``show(results, parameters)`` and glues what it
     returns (:func:`glue_shown`); then the page's banner (``<name>_banner``: Markdown, empty unless the page
     shows a larger stored run than its parameters', experiment pages only) and its re-run block
-    (``<name>_rerun``: the command, what computing it cost, the paper profile's command).
+    (``<name>_rerun``: the command, what computing it cost, the paper profile's command), and what computing
+    it cost alone (``<name>_compute_time``, :func:`compute_time`: the status page shows the same words).
     """
     parameters, results = start_page(name, namespace)
     shown = registry.show(name, results, parameters)
@@ -46,6 +47,7 @@ def present(name: str, namespace: Mapping[str, object]) -> None:
     if all(isinstance(r, StoredResult) for r in results.values()):
         _glue_markdown(f"{name}_banner", banner(name, parameters, results))
     _glue_markdown(f"{name}_rerun", rerun_result_block(name, parameters, results))
+    glue(f"{name}_compute_time", compute_time(results) or "", display=False)  # the status page's column
 
 
 def glue_shown(shown: Shown) -> None:
@@ -125,24 +127,22 @@ def _lists(value: object) -> object:
     return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-def _rerun_block(name: str, parameters: Mapping[str, object], seconds: float | None = None,
-                 hardware: str | None = None, parts: str = "") -> str:
+def _rerun_block(name: str, parameters: Mapping[str, object], took: str | None = None) -> str:
     """Markdown: the command that re-runs this page with these parameters, its expected time, the paper
     profile's command where the page has one.
 
-    Only values that differ from the page's parameters cell appear in the command. ``seconds``/``hardware``:
-    the measured computation time of the page (from stored results' provenance or this build); ``parts``:
-    words after it that split it over the page's runs.
+    Only values that differ from the page's parameters cell appear in the command. ``took``: the measured
+    computation time of the page in words (:func:`compute_time`, from stored results' provenance or this
+    build), with the words that split it over the page's runs.
     """
     entry = registry.page(name)
     defaults = page_parameters(entry.path(book_root()))
     changed = {k: _lists(v) for k, v in parameters.items() if k in defaults and defaults[k] != _lists(v)}
     command = run_command(name, [(k, repr(v)) for k, v in changed.items()])
     lines = ["**Re-run this page**", "", "```bash", command, "```", ""]
-    if seconds is not None:
-        lines.append(f"Its computation took {seconds_words(seconds)} on {hardware or 'the build machine'}"
-                     f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}{parts}; the executed notebook "
-                     f"and its figures go to `runs/{name}-<time>/`.")
+    if took is not None:
+        lines.append(f"Its computation took {took}; the executed notebook and its figures go to "
+                     f"`runs/{name}-<time>/`.")
     if "paper" in entry.profiles:
         paper = run_command(name, options=("--profile paper", "--device cuda"))
         lines += ["", "At the paper's scale "
@@ -160,19 +160,32 @@ def _cost(result: StoredResult | registry.Computed) -> tuple[float | None, str |
     return compute_seconds(result.provenance), result.provenance.get("hardware")
 
 
+def compute_time(results: Mapping[str, object]) -> str | None:
+    """What computing ``results`` cost, in words: the cost of every part summed, on the hardware of the
+    first part (this build's machine for a page that computes in its own module), e.g. ``"171 s on NVIDIA
+    H200 (2.9 min)"``; None when a part's cost is unknown. The page's re-run block and the status page's
+    column (glued as ``<page>_compute_time``) both show these words."""
+    costs = [_cost(r) for r in results.values()]
+    if not costs or any(seconds is None for seconds, _ in costs):
+        return None
+    seconds = sum(s for s, _ in costs)
+    return (f"{seconds_words(seconds)} on {costs[0][1] or 'the build machine'}"
+            f"{'' if seconds < 60 else f' ({seconds / 60:.1f} min)'}")
+
+
 def rerun_result_block(name: str, parameters: Mapping[str, object], results: Mapping[str, object]) -> str:
-    """The re-run block of a page (its command, what computing ``results`` cost, the paper profile's
-    command): the cost of every part summed, on the hardware of the first part (this build's machine for
-    a page that computes in its own module), split over its parts when it has several, so each part's
-    time is the one its scale note states (:func:`scale_note`: the same :func:`compute_seconds`)."""
+    """The re-run block of a page (its command, what computing ``results`` cost, :func:`compute_time`, the
+    paper profile's command), the cost split over its parts when it has several, so each part's time is
+    the one its scale note states (:func:`scale_note`: the same :func:`compute_seconds`)."""
+    took = compute_time(results)
+    if took is None:
+        return _rerun_block(name, parameters)
     costs = {part: _cost(r) for part, r in results.items()}
     seconds = [c[0] for c in costs.values()]
-    if None in seconds:
-        return _rerun_block(name, parameters, None, None)
     each = {part: seconds_words(c[0]) for part, c in costs.items()}
     parts = ("" if len(costs) == 1 else
              f", in all, over its {len(costs)} runs ({', '.join(f'{p}: {t}' for p, t in each.items())})"
              if len(costs) <= 4
              else f", in all, over its {len(costs)} runs ({seconds_words(min(seconds))} to "
              f"{seconds_words(max(seconds))} each)")
-    return _rerun_block(name, parameters, sum(seconds), next(iter(costs.values()))[1], parts)
+    return _rerun_block(name, parameters, took + parts)

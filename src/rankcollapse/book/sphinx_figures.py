@@ -34,6 +34,7 @@ from pathlib import Path
 from docutils import nodes
 from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
+from sphinx.builders.html import StandaloneHTMLBuilder
 from sphinx.environment import BuildEnvironment
 from sphinx.util import logging
 
@@ -102,6 +103,12 @@ def site_url(config) -> str:
         raise ValueError("set html_baseurl or a GitHub repository url in _config.yml, got "
                          f"repository_url={repository!r}")
     return f"https://{match[1]}.github.io/{match[2]}/"
+
+
+def published_url(app: Sphinx, docname: str) -> str:
+    """Page ``docname`` on the published site, whichever builder asks: the HTML builder's file name, also for
+    the single-page build that the PDF is printed from (its own target is a ``#document-<page>`` fragment)."""
+    return f"{site_url(app.config)}{StandaloneHTMLBuilder.get_target_uri(app.builder, docname)}"
 
 
 def _book_title(config) -> str:
@@ -259,7 +266,7 @@ def _figure_footer_html(app: Sphinx, docname: str, label: str, record: dict) -> 
         'download>'
         f"{_DOWNLOAD_WORDS.get(ext, ext.upper())}</a>" for ext in DOWNLOADS)
     page = _figures(env)[label]["docname"]
-    url = f"{site_url(app.config)}{app.builder.get_target_uri(page)}#{label}"
+    url = f"{published_url(app, page)}#{label}"
     cite = figure_citation(label, _figure_number(env, page, label), _page_title(env, page), url, record,
                            app.config, env.rankcollapse_commit)
     return (f'<div class="figure-downloads" data-figure="{label}">Download: {links}</div>\n'
@@ -295,7 +302,8 @@ def _decorate_figures(app: Sphinx, doctree: nodes.document, docname: str) -> Non
         placeholder.replace_self(nodes.raw("", _gallery_html(app, docname, doctree), format="html"))
 
 
-def _toc_order(env: BuildEnvironment, root: str) -> list[str]:
+def toc_order(env: BuildEnvironment, root: str) -> list[str]:
+    """Every page in the order of the table of contents, from ``root`` (the gallery; the status page)."""
     order, stack = [], [root]
     while stack:
         docname = stack.pop(0)
@@ -310,7 +318,7 @@ def _gallery_html(app: Sphinx, docname: str, doctree: nodes.document) -> str:
     """Every figure of the book, in table of contents order, as thumbnails with caption, page, downloads
     and citation, for page ``docname`` (resolved as ``doctree``)."""
     env = app.env
-    order = {name: i for i, name in enumerate(_toc_order(env, app.config.root_doc))}
+    order = {name: i for i, name in enumerate(toc_order(env, app.config.root_doc))}
     def position(item) -> tuple:  # page in table of contents order, then figure number
         label, info = item
         number = env.toc_fignumbers.get(info["docname"], {}).get("figure", {}).get(label, ())
@@ -348,7 +356,7 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
     tags = {"citation_title": title, "citation_inbook_title": _book_title(config),
             "citation_author": config.author, "citation_publication_date": _book_year(config),
             "citation_language": "en",
-            "citation_public_url": f"{site_url(config)}{app.builder.get_target_uri(pagename)}",
+            "citation_public_url": published_url(app, pagename),
             "citation_technical_report_number":
                 f"version {__version__}, commit {app.env.rankcollapse_commit}"}
     context["metatags"] = context.get("metatags", "") + "".join(

@@ -142,15 +142,17 @@ def estimate(model: Architecture, page: str, parameters: dict, sweeps: Callable[
 
 
 def commands_table(sweeps: Callable[[str, dict], Mapping], gpu: str = GPU) -> str:
-    """The commands of :data:`COMMANDS` as a Markdown table: model, its windows, command, memory, time
-    (``sweeps`` as in :func:`estimate`)."""
-    rows = ["| model | windows (config) | command | CPU memory | GPU memory | engine time |",
-            "|---|---|---|---|---|---|"]
+    """The commands of :data:`COMMANDS` in Markdown: a table of model, its windows, memory and time, then the
+    commands in one shell block, each under its model's name (a command in a table cell broke over six lines
+    of a narrow column). ``sweeps`` as in :func:`estimate`."""
+    rows = ["| model | windows (config) | CPU memory | GPU memory | engine time |", "|---|---|---|---|---|"]
+    commands = ["```bash"]
     for model, page, parameters in COMMANDS:
         e = estimate(model, page, parameters, sweeps, gpu)
-        rows.append(f"| {model.hub_id} | {model.windows} | `{e['command']}` | {e['cpu_gb']:.0f} GB | "
-                    f"{e['gpu_gb']:.0f} GB | {e['minutes']:.2g} min |")
-    return "\n".join(rows)
+        rows.append(f"| {model.hub_id} | {model.windows} | {e['cpu_gb']:.0f} GB | {e['gpu_gb']:.0f} GB | "
+                    f"{e['minutes']:.2g} min |")
+        commands += [f"# {model.hub_id}", e["command"]]
+    return "\n".join([*rows, "", *commands, "```"])
 
 
 def wide_attention() -> str:
