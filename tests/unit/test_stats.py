@@ -44,3 +44,21 @@ def test_quantile_band_is_the_10_50_90_quantiles():
     band = stats.quantile_band(curves)
     assert band.shape == (3, 2)
     assert band[:, 0].tolist() == pytest.approx([1.0, 5.0, 9.0])
+
+
+def test_the_two_level_bootstrap_is_the_median_of_each_drawn_multiset():
+    """Against a naive reference with the same draws: per resample the units, then the articles (each drawn
+    article's every sample), and np.median over the drawn (unit, sample) pairs at each layer."""
+    rng = np.random.default_rng(1)
+    curves = rng.lognormal(size=(5, 13, 40))  # [unit, layer + 1, sample]
+    groups = np.repeat(np.arange(10), 4)  # 4 samples per article
+    fast = stats.resampled_medians(curves, groups, resamples=200, seed=3)
+    draws = np.random.default_rng(3)
+    reference = np.empty((200, 13))
+    for b in range(200):
+        units = draws.integers(0, 5, size=5)
+        samples = np.concatenate([np.flatnonzero(groups == g) for g in draws.integers(0, 10, size=10)])
+        reference[b] = np.median(curves[units][:, :, samples].transpose(1, 0, 2).reshape(13, -1), axis=-1)
+    np.testing.assert_array_equal(fast, reference)
+    with pytest.raises(ValueError, match="no NaN"):
+        stats.resampled_medians(np.full((2, 3, 4), np.nan))

@@ -180,18 +180,42 @@ def resampled_medians(curves: np.ndarray, groups: np.ndarray | None = None,
                          f"got shape {curves.shape}")
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1; got {resamples}")
-    n_units, _, n_samples = curves.shape
+    n_units, n_layers, n_samples = curves.shape
     codes = np.arange(n_samples) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1]
     if codes.shape != (n_samples,):
         raise ValueError(f"groups must give one group per sample ({n_samples}); got shape {np.shape(groups)}")
-    members = [np.flatnonzero(codes == g) for g in range(int(codes.max()) + 1)]
+    if np.isnan(curves).any():
+        raise ValueError("curves must hold no NaN (cut a shallower curve after its last layer)")
+    n_groups = int(codes.max()) + 1
     rng = np.random.default_rng(seed)
-    out = np.empty((resamples, curves.shape[1]))
+    weights = np.empty((resamples, n_units * n_samples))  # how often each (unit, sample) pair is drawn
     for b in range(resamples):
-        units = rng.integers(0, n_units, size=n_units)  # [unit]
-        drawn = np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))])
-        picked = curves[units][:, :, drawn]  # [unit, layer + 1, drawn sample]
-        out[b] = np.median(picked.transpose(1, 0, 2).reshape(curves.shape[1], -1), axis=-1)
+        units = np.bincount(rng.integers(0, n_units, size=n_units), minlength=n_units)  # [unit]
+        drawn = np.bincount(rng.integers(0, n_groups, size=n_groups), minlength=n_groups)[codes]  # [sample]
+        weights[b] = np.outer(units, drawn).ravel()
+    return _weighted_medians(curves.transpose(1, 0, 2).reshape(n_layers, -1), weights)
+
+
+def _weighted_medians(values: np.ndarray, weights: np.ndarray, chunk_elements: int = 2**23) -> np.ndarray:
+    """Per row of ``weights`` and per layer, the median of the multiset in which value j appears weights[., j]
+    times — exactly ``np.median`` of that multiset (the mean of its two middle elements when it has an even
+    number): each layer's values sorted once, the middle positions found on the cumulative weights.
+
+    Shapes: values [layer, n], weights [resample, n] (non-negative integers) -> [resample, layer].
+    """
+    n_layers, n = values.shape
+    order = np.argsort(values, axis=1)  # [layer, n]
+    ranked = np.take_along_axis(values, order, axis=1)  # [layer, n]
+    total = weights.sum(axis=1)  # [resample]
+    lower, upper = (total + 1) // 2, total // 2 + 1  # 1-based middle positions (equal for an odd total)
+    rows = np.arange(n_layers)[None, :]
+    out = np.empty((len(weights), n_layers))
+    step = max(1, chunk_elements // (n_layers * n))
+    for start in range(0, len(weights), step):
+        cumulative = np.cumsum(weights[start:start + step][:, order], axis=-1)  # [chunk, layer, n]
+        first = np.argmax(cumulative >= lower[start:start + step, None, None], axis=-1)  # [chunk, layer]
+        second = np.argmax(cumulative >= upper[start:start + step, None, None], axis=-1)
+        out[start:start + step] = (ranked[rows, first] + ranked[rows, second]) / 2
     return out
 
 
