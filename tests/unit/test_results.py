@@ -404,3 +404,33 @@ def test_a_result_records_the_page_parameters_that_computed_it_and_its_command_g
     words = shlex.split(recompute_command("fig4", record))
     _, parameters = cli.plan_run(words[2], [(words[i + 1], words[i + 2]) for i in range(3, len(words), 3)])
     assert {k: v for k, v in parameters.items() if k != "show_largest_stored"} == expected
+
+
+@pytest.mark.slow
+def test_per_sample_values_stored_without_articles_get_them_recorded_in_place(tmp_path):
+    """A result stored before each sample's article was kept: its samples are drawn again, checked against
+    the recorded ids, and its values rewritten with their groups (the SHA-256 recorded anew); a second pass
+    writes nothing."""
+    import numpy as np
+
+    from rankcollapse.experiments import sample_values
+    from rankcollapse.experiments.models import text_samples
+    from rankcollapse.experiments.store_upgrade import record_article_groups
+
+    store = ResultStore(tmp_path)
+    config = ExperimentConfig(n_samples=6, n_tokens=32, n_layers=2, masks=("causal",), weights=("initialized",),
+                              overlap="sentence_starts")
+    result = sweep.run_experiment("fig2", config, store)
+    stripped = sample_values.SampleValues(result.samples.labels, result.samples.values, None)
+    samples_path = result.table_path.with_name(result.key + sample_values.SAMPLES_SUFFIX)
+    samples_path.write_bytes(sample_values.to_bytes(stripped))
+    json_path = store.files("fig2", result.key)[1]
+    record = json.loads(json_path.read_text())
+    record["samples_sha256"] = hashlib.sha256(samples_path.read_bytes()).hexdigest()
+    json_path.write_text(json.dumps(record))
+    assert store.verify("fig2", result.key).samples.groups is None
+    assert record_article_groups(store) == [samples_path]
+    drawn = text_samples(config.model, 6, 32, 0, "sentence_starts")
+    np.testing.assert_array_equal(store.verify("fig2", result.key).samples.groups,
+                                  sample_values.article_groups(drawn.sample_ids))
+    assert record_article_groups(store) == []

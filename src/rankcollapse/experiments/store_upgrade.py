@@ -57,3 +57,39 @@ def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
             plain.unlink()
             written.append(table_path)
     return written
+
+
+def record_article_groups(store: ResultStore) -> list[Path]:
+    """Give every stored result whose per-sample values lack each sample's article (stored before
+    :func:`rankcollapse.experiments.sample_values.article_groups` was recorded) its groups, in place: the
+    samples are drawn again with the result's own parameters (the model's tokenizer is needed), checked against
+    the recorded ``sample_ids_sha256``, and the values rewritten with their groups (its SHA-256 recorded anew);
+    a result whose draw cannot be checked is left alone. Returns the per-sample files written.
+    """
+    from rankcollapse.experiments.models import text_samples
+    from rankcollapse.experiments import sample_values
+
+    written = []
+    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    for page in pages:
+        for key in store.keys(page):
+            result = store.verify(page, key)
+            if result.samples is None or result.samples.groups is not None:
+                continue
+            p = result.provenance["parameters"]
+            drawn = text_samples(p["model"], p["n_samples"], p["n_tokens"], p["seed"], p["overlap"])
+            if hashlib.sha256(drawn.input_ids.numpy().tobytes()).hexdigest() != \
+                    result.provenance.get("sample_ids_sha256"):
+                continue  # another tokenizer or corpus than the one it was computed with
+            groups = sample_values.article_groups(drawn.sample_ids)
+            packed = sample_values.to_bytes(sample_values.SampleValues(result.samples.labels, result.samples.values,
+                                                                       groups))
+            samples_path = result.table_path.with_name(key + sample_values.SAMPLES_SUFFIX)
+            json_path = store.files(page, key)[1]
+            record = {**json.loads(json_path.read_text()), "samples_sha256": hashlib.sha256(packed).hexdigest()}
+            atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
+            text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+            atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+            store.verify(page, key)
+            written.append(samples_path)
+    return written
