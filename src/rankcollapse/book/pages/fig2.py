@@ -100,7 +100,8 @@ def show(results: dict, parameters: dict) -> Shown:
     values = {"scale": scale_words(result), **numbers(result.table), "controls_scale": scale_words(controls),
               "n_seeds": len(seed_results(results)), "decomp_scale": scale_words(decomposed),
               "decomp_notes": coincidence_words(decomposition_fig.figure), **setting_clauses(rows),
-              **finding_clauses(rows), **decomposition_clauses(shares)}
+              **finding_clauses(rows, controls.provenance["parameters"]["n_layers"]),
+              **decomposition_clauses(shares)}
     return Shown(values=prefixed("fig2", values), markdown={"fig2_scale_note": scale_note(result)},
                  claims={"fig2": rows, "fig2_controls": control_claims(results),
                          "fig2_decomp": decomposition_claims(frame, DECOMPOSED_WORDS)},
@@ -228,15 +229,20 @@ def _rate_spread_claim(pure: dict[str, Side], setting: str) -> Claim:
         + note, [effect_cell(slowest, late_factor(pure[slowest], pure[fastest], t), +1, t)])), setting)
 
 
-def finding_clauses(rows: list[Claim]) -> dict[str, str]:
-    """The page's finding in the theory's SAN, as clauses its first paragraph pastes: pure attention's
-    verdict and factors per mask (``finding_collapse``), LayerNorm's (``finding_layernorm``)."""
+def finding_clauses(rows: list[Claim], n_layers: int) -> dict[str, str]:
+    """The page's finding in the theory's SAN, as clauses its first paragraph pastes, chosen by the numbers:
+    under how many masks pure attention collapses, with each factor (``finding_collapse``), and what each
+    norm does (``finding_layernorm``)."""
     theory = [r for r in rows if r.setting.startswith(SETTING_WORDS[THEORY][1])]
     collapse = next(r for r in theory if r.claim.startswith("Pure masked attention"))
     stops = [r for r in theory if r.claim.startswith("Adding LayerNorm")]
-    cells = lambda row: "; ".join(f"{mask_label(c.column)}: {c.text}" for c in row.cells)  # noqa: E731
-    return {"finding_collapse": f"{collapse.verdict} ({cells(collapse)})",
-            "finding_layernorm": "; ".join(f"{r.measured.split(' against')[0]}: {r.verdict}" for r in stops)}
+    held = [c for c in collapse.cells if c.outcome == "holds"]
+    open_ = [mask_label(c.column) for c in collapse.cells if c.outcome != "holds"]
+    rest = f"; no collapse resolved in {n_layers} layers under the {' and the '.join(open_)}" if open_ else ""
+    return {"finding_collapse": f"collapses under {len(held)} of {len(collapse.cells)} masks ("
+                                + "; ".join(f"{mask_label(c.column)}: {c.text}" for c in held) + f"){rest}",
+            "finding_layernorm": "; ".join(f"{r.measured.split(' against')[0]} {r.verdict} ({r.number})"
+                                           for r in stops)}
 
 
 def _weight_seed(parameters: dict) -> int:

@@ -278,13 +278,21 @@ def setting_claims(results: Mapping[str, StoredResult]) -> list[Claim]:
 
 
 def finding_clauses(rows: list[Claim], table: pd.DataFrame) -> dict[str, str]:
-    """The page's finding as clauses: pure attention's verdict with the number of masks that collapse
-    (``finding_collapse``), the prediction's (``finding_prediction``) and LayerNorm's (``finding_layernorm``)."""
-    collapse = rows[0]
-    held = sum(c.outcome == HOLDS for c in collapse.cells)
+    """The page's finding as clauses for its first paragraph, each chosen by the numbers: under how many
+    masks pure attention collapses and which ones resolve none (``finding_collapse``), under how many the
+    measured factor follows the linear case's (``finding_prediction``, with the paper's sliding window as the
+    example) and what each norm does (``finding_layernorm``)."""
+    collapse, prediction = rows[0], rows[1]
+    held = [c for c in collapse.cells if c.outcome == HOLDS]
+    open_ = [c.column for c in collapse.cells if c.outcome != HOLDS]
+    rest = f"; no collapse resolved under the {', the '.join(open_)}" if open_ else ""
+    follows = [c for c in prediction.cells if c.outcome == HOLDS]
+    deciding = [c for c in prediction.cells if c.outcome in (HOLDS, FAILS)]
+    example = next((c for c in prediction.cells if c.column == mask_title("sliding_window", PAPER_WINDOW)), None)
     stops = [r for r in rows if r.claim.startswith("Adding LayerNorm")]
-    return {"finding_collapse": f"{collapse.verdict}: it collapses under {held} of {len(collapse.cells)} masks "
-                                f"({collapse.number})",
-            "finding_prediction": f"{rows[1].verdict} ({rows[1].number})",
-            "finding_layernorm": "; ".join(f"{r.measured.split(' against')[0]}: {r.verdict} ({r.number})"
-                                           for r in stops)}
+    norm_words = [f"{r.measured.split(' against')[0]} {r.verdict} ({r.number})" for r in stops]
+    return {"finding_collapse": f"collapses under {len(held)} of {len(collapse.cells)} masks{rest}",
+            "finding_prediction": f"the measured factor follows the linear case's under {len(follows)} of "
+                                  f"{len(deciding)} masks with a fitted factor"
+                                  + (f" (the sliding window, w = {PAPER_WINDOW}: {example.text})" if example else ""),
+            "finding_layernorm": "; ".join(norm_words)}
