@@ -157,3 +157,32 @@ def test_captions_meet_wcag_aa_contrast(site_page):
     site_page.goto("book/experiments/fig2.html")
     ratio = site_page.locator("figure[id^=fig-] figcaption").first.evaluate(CONTRAST_JS)
     assert ratio >= 4.5, f"caption contrast {ratio:.2f}:1 is below WCAG AA (4.5:1)"
+
+
+# The dimensions a figure draws, which its CSV must name as columns (Fig. 2's named no weights: panels by index)
+_NAMED = {"fig-fig2-mu": {"weights", "mask", "norm"}, "fig-fig3-mu": {"weights", "mask", "temperature"},
+          "fig-fig2-controls": {"weights", "mask", "norm"}, "fig-skip-connections-mu": {"weights", "mask", "norm",
+                                                                                      "skip"},
+          "fig-fig4-geometry": {"weights", "mask", "norm"}, "fig-theorem2-random": {"W_V"}}
+
+
+def test_every_exported_figure_keeps_one_colour_per_mask_and_its_csv_stands_alone():
+    """Read back every figure's data download: each mask in one colour across the book (the Theorem 1 page used
+    three colour maps for its masks, Fig. 3 mask colours for temperatures), every other series grey, each norm
+    in its line style, every dimension drawn a column, no field over two lines."""
+    import csv
+
+    import pandas as pd
+    from palette_rule import one_colour_per_mask, problems
+
+    paths = sorted((SITE / "_figures").glob("fig-*.csv"))
+    assert len(paths) > 40
+    tables = {path.stem: pd.read_csv(path) for path in paths}
+    found = [problem for stem, table in tables.items() for problem in problems(table, stem)]
+    assert not found, "\n".join(found[:20])
+    assert {mask: colours for mask, colours in one_colour_per_mask(tables).items() if len(colours) > 1} == {}
+    for stem, dims in _NAMED.items():
+        assert dims <= set(tables[stem].columns), f"{stem}: no column for {dims - set(tables[stem].columns)}"
+    broken = [path.name for path in paths
+              if any("\n" in field for row in csv.reader(path.open(newline="")) for field in row)]
+    assert broken == []

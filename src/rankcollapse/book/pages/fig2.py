@@ -28,7 +28,6 @@ from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, 
 from rankcollapse.book.pages._fig2_controls import control_claims, controls_clauses, controls_numbers
 from rankcollapse.book.plotting.controls import controls_figure
 from rankcollapse.book.plotting.decomposition import decomposition_shown
-from rankcollapse.book.plotting.overlap import coincidence_words
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core import masks
@@ -84,16 +83,15 @@ def configure(parameters: dict) -> dict[str, Run]:
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scales (``fig2_*``), its three claims tables (``fig2``, ``fig2_controls``,
     ``fig2_decomp``), the clauses of the controls' and the decomposition's sentences, the scale note and the
-    figures of μ, μ/‖X‖_F, the controls and the decomposition (whose coinciding curves its caption names:
-    ``fig2_decomp_notes``)."""
+    figures of μ, μ/‖X‖_F, the controls and the decomposition (whose coinciding curves its notes
+    name)."""
     result, controls, decomposed = results["main"], results["controls"], results["decomposition"]
     seeds = seed_results(results)
     frame, shares = decomposition(decomposed)
     decomposition_fig = decomposition_shown(decomposed, frame, "fig-fig2-decomposition", DECOMPOSED_WORDS)
     found = controls_numbers(controls.table, results["pretrained_self"].table, result.table)
     values = {"scale": scale_words(result), **numbers(result.table), "controls_scale": scale_words(controls),
-              "n_seeds": len(seeds), "decomp_scale": scale_words(decomposed),
-              "decomp_notes": coincidence_words(decomposition_fig.figure), **controls_clauses(found),
+              "n_seeds": len(seeds), "decomp_scale": scale_words(decomposed), **controls_clauses(found),
               **decomposition_clauses(shares)}
     n_tokens = result.provenance["parameters"]["n_tokens"]
     return Shown(values=prefixed("fig2", values), markdown={"fig2_scale_note": scale_note(result)},
