@@ -159,17 +159,18 @@ def test_captions_meet_wcag_aa_contrast(site_page):
     assert ratio >= 4.5, f"caption contrast {ratio:.2f}:1 is below WCAG AA (4.5:1)"
 
 
-# The dimensions a figure draws, which its CSV must name as columns (Fig. 2's named no weights: panels by index)
+# The dimensions a figure draws, which its CSV must name as columns (Fig. 2's named no weights, its panels by
+# index only)
 _NAMED = {"fig-fig2-mu": {"weights", "mask", "norm"}, "fig-fig3-mu": {"weights", "mask", "temperature"},
-          "fig-fig2-controls": {"weights", "mask", "norm"}, "fig-skip-connections-mu": {"weights", "mask", "norm",
-                                                                                      "skip"},
+          "fig-fig2-controls": {"weights", "mask", "norm"},
+          "fig-skip-connections-mu": {"weights", "mask", "norm", "skip"},
           "fig-fig4-geometry": {"weights", "mask", "norm"}, "fig-theorem2-random": {"W_V"}}
 
 
 def test_every_exported_figure_keeps_one_colour_per_mask_and_its_csv_stands_alone():
-    """Read back every figure's data download: each mask in one colour across the book (the Theorem 1 page used
-    three colour maps for its masks, Fig. 3 mask colours for temperatures), every other series grey, each norm
-    in its line style, every dimension drawn a column, no field over two lines."""
+    """Read back every figure's data download: each mask in one colour across the book (the Theorem 1 page
+    used three colour maps for its masks, Fig. 3 mask colours for temperatures), every other series grey, each
+    norm in its line style, every dimension drawn a column, no field over two lines."""
     import csv
 
     import pandas as pd

@@ -1,6 +1,7 @@
 """A figure's caption stays short and its computed notes go in a collapsed block under it (Fig. 9.1's caption
 held ~5,000 characters of them); the notes are the same in every process: the groups of coinciding curves are
-named in legend order, never in the order of a set of strings (which follows Python's per-process hash seed)."""
+named in legend order, never in the order of a set of strings (which follows Python's per-process hash
+seed)."""
 
 import os
 import re
@@ -40,7 +41,8 @@ def test_captions_are_short_and_the_notes_follow_their_figure_collapsed(repo_roo
     assert len(figures) > 40
     for page, key, caption, after in figures:
         assert "_notes`" not in caption, f"{page}: the caption of {key} pastes notes"
-        assert len(_rendered(caption)) <= MAX_CAPTION, f"{page}: the caption of {key} is {len(_rendered(caption))}"
+        length = len(_rendered(caption))
+        assert length <= MAX_CAPTION, f"{page}: the caption of {key} is {length} characters"
         pasted = re.findall(r"\{glue:md\} (\w+_notes)", after.split("```{glue:figure}")[0])
         assert pasted in ([], [f"{key}_notes"]), f"{page}: {key} is followed by notes {pasted}"
 

@@ -17,7 +17,7 @@ import pytest
 from rankcollapse.book import registry
 from rankcollapse.book import report, runner
 from rankcollapse.book.plotting import common as plotting
-from rankcollapse.book.plotting import logaxis, overlap
+from rankcollapse.book.plotting import logaxis, overlap, palette
 from rankcollapse.book.plotting.drawn import drawn_table
 
 # (page, figure stem): the layer figures whose curves coincided on main
@@ -117,10 +117,18 @@ def test_coinciding_curves_are_found_named_and_restyled_and_separate_ones_are_no
     words = overlap.coincidence_words(same)
     assert "a and b in the panel" in words
     assert "0.1 %" in words  # the curves differ by 0.1 %, measured where they overlap
-    # each keeps its colour and line style (its mask's and norm's) and gets markers of its own fill and place
-    styles = {line.get_label(): (line.get_fillstyle(), line.get_markevery())
+    # each keeps its colour and line style and gets markers of its own place ...
+    styles = {line.get_label(): (line.get_color(), line.get_markevery())
               for line in same.axes[0].get_lines() if line.get_label() in ("a", "b")}
     assert styles["a"][0] != styles["b"][0] and styles["a"][1] != styles["b"][1]
+    # ... and of its own fill where both are one mask's colour (two norms of the causal mask)
+    norms = {"a": "none", "b": "unit"}
+    one_mask = _two_curves(1.001).assign(mask="causal", norm=lambda t: t["label"].map(norms))
+    fig = plotting.layer_curve_grid(one_mask, "mu", row="weights", col="mask", hue="label")
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines() if line.get_label() in ("a", "b")}
+    assert lines["a"].get_color() == lines["b"].get_color() == palette.MASK_STYLES["causal"].colour
+    assert lines["a"].get_fillstyle() != lines["b"].get_fillstyle()
+    assert lines["a"].get_marker() == lines["b"].get_marker() == palette.MASK_STYLES["causal"].marker
     apart = plotting.layer_curve_grid(_two_curves(100.0), "mu", row="weights", col="mask", hue="label")
     assert max(hidden_fractions(apart).values()) == 0 and overlap.coincidence_words(apart) == ""
     plt.close("all")
