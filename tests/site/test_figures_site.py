@@ -12,6 +12,7 @@ from bs4 import BeautifulSoup
 from rankcollapse import __version__
 from legibility import screen_text_px
 from rankcollapse.book.plotting.common import MIN_TEXT_PX
+from rankcollapse.book.sphinx_figures import CITED_PARAMETERS
 
 SITE = Path(__file__).resolve().parents[2] / "_build" / "html"
 
@@ -77,7 +78,11 @@ def test_figures_have_alt_text_full_size_link_downloads_and_citation(page):
         text = cite.get_text()
         assert __version__ in text and record["git_commit"] in text and f"#{label}" in text
         assert "@misc{rankcollapse-" + label in text
-        assert all(f"{key}=" in text for key in record["parameters"])
+        # short: the run's scale, no parameter without a value; every parameter is in the JSON download
+        cited = [key for key in CITED_PARAMETERS if record["parameters"].get(key) is not None]
+        assert all(f"{key}=" in text for key in cited) and "JSON download" in text and "null" not in text
+        note = cite.select_one(".figure-cite-bibtex").get_text().split("note = {", 1)[1]
+        assert len(note) < 400, label  # it held every parameter: ~900 characters
 
 
 def test_every_figure_text_is_at_least_9px_at_1280(site_page, repo_root):

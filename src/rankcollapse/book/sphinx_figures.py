@@ -168,6 +168,21 @@ def bibtex_text(text: str) -> str:
     return "".join(out)
 
 
+def _data_text(data: list[dict]) -> str:
+    """The stored results a figure draws, in a cite note's words: each with the commit that computed it, or,
+    for more than two, their number, folder and commits (each is listed in the figure's JSON download).
+
+    >>> _data_text([{"result": f"results/zoo/{k}.csv.gz", "computed_at_commit": "abc"} for k in "xyz"])
+    '3 stored results in results/zoo/ (listed in the JSON download) computed at commit abc'
+    """
+    if len(data) <= 2:
+        return "; ".join(f"{d['result']} computed at commit {d['computed_at_commit'][:12]}" for d in data)
+    folders = sorted({posixpath.dirname(d["result"]) + "/" for d in data})
+    commits = sorted({d["computed_at_commit"][:12] for d in data})
+    return (f"{len(data)} stored results in {', '.join(folders)} (listed in the JSON download) computed at "
+            f"commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}")
+
+
 def figure_citation(label: str, number: str, page_title: str, url: str, record: dict, config,
                     commit: str) -> dict:
     """BibTeX and plain-text citations of one figure, short: what (its number and page), which run (the
@@ -175,8 +190,7 @@ def figure_citation(label: str, number: str, page_title: str, url: str, record: 
     from CITED_PARAMETERS) and where (its URL, the book's version); every parameter is in the figure's JSON
     download. ``record`` is its JSON provenance sidecar."""
     made_at = record.get("git_commit", commit)
-    data = "; ".join(f"{d['result']} computed at commit {d['computed_at_commit'][:12]}"
-                     for d in record.get("data", []))
+    data = _data_text(record.get("data", []))
     origin = f"rendered at commit {made_at}" + (f"; data: {data}" if data else "")
     what = f"Fig. {number}" if number else label
     scale = parameter_text({k: v for k, v in record.get("parameters", {}).items() if k in CITED_PARAMETERS})
