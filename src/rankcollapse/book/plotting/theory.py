@@ -214,9 +214,10 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     right.set_xlabel("radius $r$ of the window")
     right.set_title("sliding window, varying $w$")
     right.set_xlim(0.5, float(sweep["radius"].max()) + 1.5)  # room for the window labels
+    left.set_xlim(float(applies["radius"].min()) - 0.6, float(applies["radius"].max()) + 0.6)  # room to dodge
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    legend_below(fig, [left, right])
+    legend_below(fig, [left, right], n_cols=2)
     return fig
 
 
@@ -264,9 +265,9 @@ def _proportion_bars(ax: Axes, table: pd.DataFrame, x: str, hue: str | None = No
         for bar, (_, row), at in zip(bars, part.iterrows(), position):
             palette.describe(bar, x=str(row[x]), y_low=float(row["low"]), y_high=float(row["high"]),
                              colour_encodes=hue or x, **({hue: str(value)} if hue else {}))
-            if row["fraction"] == 0:  # a bar of height 0 draws nothing: say 0 where it stands
-                ax.annotate("0", (at, 0.0), xytext=(0, 2), textcoords="offset points", ha="center",
-                            va="bottom")
+            if row["fraction"] == 0:  # a bar of height 0 draws nothing: say 0 above its interval
+                ax.annotate("0", (at, float(row["high"])), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom")
         ax.errorbar(position, part["fraction"],
                     yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
                     fmt="none", color="black", lw=1)
