@@ -30,8 +30,6 @@ from matplotlib.colors import to_hex
 from matplotlib.lines import Line2D
 
 from rankcollapse.book.labels import mask_label, norm_label
-from rankcollapse.core.masks import MASK_NAMES
-from rankcollapse.core.norms import NORM_NAMES
 
 
 @dataclass(frozen=True)
@@ -42,8 +40,8 @@ class MaskStyle:
     marker: str
 
 
-# One colour and one marker per mask: every name of core.masks.MASK_NAMES, and "model", the full transformer's
-# own mask. Okabe-Ito for the paper's four and "self", Tol's muted scheme for the other masks.
+# One colour and one marker per mask: every name of core.masks.MASK_NAMES (tests/unit/test_palette.py checks),
+# and "model", the full transformer's own mask. Okabe-Ito for the paper's four and "self", Tol's muted scheme for the other masks.
 MASK_STYLES = {
     "complete": MaskStyle("#0072b2", "o"),  # blue
     "causal": MaskStyle("#d55e00", "s"),  # vermilion
@@ -78,10 +76,6 @@ THEORY_LABEL = "theory"
 DIMENSIONS = ("weights", "variant", "mask", "window", "norm", "skip", "temperature", "n_samples")
 # Non-mask dimensions in the order one takes the colour when a figure's curves differ in several.
 _COLOUR_ORDER = ("temperature", "skip", "n_samples", "weights")
-
-if set(MASK_STYLES) != {*MASK_NAMES, "model"} or set(NORM_STYLES) != set(NORM_NAMES):
-    raise RuntimeError("palette: every mask of core.masks and every norm of core.norms needs its style here")
-
 
 def mask_style(mask: str) -> MaskStyle:
     """The colour and marker of ``mask`` (a name of MASK_STYLES).
