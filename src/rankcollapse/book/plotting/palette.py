@@ -41,7 +41,8 @@ class MaskStyle:
 
 
 # One colour and one marker per mask: every name of core.masks.MASK_NAMES (tests/unit/test_palette.py checks),
-# and "model", the full transformer's own mask. Okabe-Ito for the paper's four and "self", Tol's muted scheme for the other masks.
+# and "model", the full transformer's own mask. Okabe-Ito for the paper's four and "self", Tol's muted scheme
+# for the other masks.
 MASK_STYLES = {
     "complete": MaskStyle("#0072b2", "o"),  # blue
     "causal": MaskStyle("#d55e00", "s"),  # vermilion
