@@ -49,7 +49,7 @@ def test_fig2(repo_root, tmp_path, figure_dir, results_dir):
     assert 0 <= glued["fig2_bias_changed"] <= glued["fig2_bias_verdicts"]
     assert (glued["fig2_bias_changed_list"] == "") == (glued["fig2_bias_changed"] == 0)
     assert "fig-fig2-decomposition" in {p.stem for p in figure_dir.glob("*.json")}
-    assert "fig2_decomp_claims" in glued and "fig2_decomp_notes" in glued
+    assert "fig2_decomp_claims" in glued and "fig_fig2_decomposition_notes" in glued
     assert glued["fig2_decomp_local"].startswith("initialized with biases, ")
 
 

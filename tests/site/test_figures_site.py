@@ -12,6 +12,7 @@ from bs4 import BeautifulSoup
 from rankcollapse import __version__
 from legibility import screen_text_px
 from rankcollapse.book.plotting.common import MIN_TEXT_PX
+from rankcollapse.book.sphinx_figures import CITED_PARAMETERS
 
 SITE = Path(__file__).resolve().parents[2] / "_build" / "html"
 
@@ -77,7 +78,11 @@ def test_figures_have_alt_text_full_size_link_downloads_and_citation(page):
         text = cite.get_text()
         assert __version__ in text and record["git_commit"] in text and f"#{label}" in text
         assert "@misc{rankcollapse-" + label in text
-        assert all(f"{key}=" in text for key in record["parameters"])
+        # short: the run's scale, no parameter without a value; every parameter is in the JSON download
+        cited = [key for key in CITED_PARAMETERS if record["parameters"].get(key) is not None]
+        assert all(f"{key}=" in text for key in cited) and "JSON download" in text and "null" not in text
+        note = cite.select_one(".figure-cite-bibtex").get_text().split("note = {", 1)[1]
+        assert len(note) < 400, label  # it held every parameter: ~900 characters
 
 
 def test_every_figure_text_is_at_least_9px_at_1280(site_page, repo_root):
@@ -157,3 +162,33 @@ def test_captions_meet_wcag_aa_contrast(site_page):
     site_page.goto("book/experiments/fig2.html")
     ratio = site_page.locator("figure[id^=fig-] figcaption").first.evaluate(CONTRAST_JS)
     assert ratio >= 4.5, f"caption contrast {ratio:.2f}:1 is below WCAG AA (4.5:1)"
+
+
+# The dimensions a figure draws, which its CSV must name as columns (Fig. 2's named no weights, its panels by
+# index only)
+_NAMED = {"fig-fig2-mu": {"weights", "mask", "norm"}, "fig-fig3-mu": {"weights", "mask", "temperature"},
+          "fig-fig2-controls": {"weights", "mask", "norm"},
+          "fig-skip-connections-mu": {"weights", "mask", "norm", "skip"},
+          "fig-fig4-geometry": {"weights", "mask", "norm"}, "fig-theorem2-random": {"W_V"}}
+
+
+def test_every_exported_figure_keeps_one_colour_per_mask_and_its_csv_stands_alone():
+    """Read back every figure's data download: each mask in one colour across the book (the Theorem 1 page
+    used three colour maps for its masks, Fig. 3 mask colours for temperatures), every other series grey, each
+    norm in its line style, every dimension drawn a column, no field over two lines."""
+    import csv
+
+    import pandas as pd
+    from palette_rule import one_colour_per_mask, problems
+
+    paths = sorted((SITE / "_figures").glob("fig-*.csv"))
+    assert len(paths) > 40
+    tables = {path.stem: pd.read_csv(path) for path in paths}
+    found = [problem for stem, table in tables.items() for problem in problems(table, stem)]
+    assert not found, "\n".join(found[:20])
+    assert {mask: colours for mask, colours in one_colour_per_mask(tables).items() if len(colours) > 1} == {}
+    for stem, dims in _NAMED.items():
+        assert dims <= set(tables[stem].columns), f"{stem}: no column for {dims - set(tables[stem].columns)}"
+    broken = [path.name for path in paths
+              if any("\n" in field for row in csv.reader(path.open(newline="")) for field in row)]
+    assert broken == []

@@ -23,7 +23,7 @@ def test_counterexample_figure_renders_with_glued_numbers(site_page, js_errors, 
     caption = " ".join(figure.locator("figcaption").inner_text().split())
     assert re.search(r"Fig\. \d+(\.\d+)*", caption)
     assert "3 of the 6 pictured starts keep full rank" in caption
-    assert re.search(r"largest final distance is \d\.\de[+-]\d+", caption)
+    assert re.search(r"meets at a star, at most \d\.\de[+-]\d+ apart", caption)
     body = " ".join(site_page.locator("main").inner_text().split())
     assert "-0.2585" in body and "-0.9660" in body  # B, glued from the fixed-point analysis
     assert re.search(r"a fraction 0\.1\d{3} \(95% Wilson interval 0\.\d{4}–0\.\d{4}\)", body)

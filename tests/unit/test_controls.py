@@ -14,7 +14,6 @@ from rankcollapse import engine
 from rankcollapse.book.pages import _fig2_controls, fig2
 from rankcollapse.book.plotting import palette
 from rankcollapse.core import masks, metrics
-from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.config import ExperimentConfig, experiment_config, stored_parameters
 from rankcollapse.experiments import sample_values
 from rankcollapse.experiments.store import DamagedResultError, ResultStore, result_key
@@ -205,7 +204,17 @@ def test_the_first_paragraph_names_the_claims_whose_verdict_depends_on_the_setti
     assert _fig2_controls.setting_clauses(rows[2:])["setting_differences"].startswith("Every claim reads")
 
 
-def test_a_control_keeps_its_variants_colour():
-    table = pd.DataFrame({"label": [NORM_LABELS["unit"], NORM_LABELS["unit"] + palette.CONTROL_SUFFIX]})
-    colours = palette.hue_colours(table, "label")
-    assert colours[NORM_LABELS["unit"]] == colours[NORM_LABELS["unit"] + palette.CONTROL_SUFFIX]
+def test_a_control_keeps_its_norms_line_style_and_takes_the_grey_of_its_weights():
+    """A control was drawn dashed in its variant's colour (dashed now means the paper's LayerNorm)."""
+    table = pd.DataFrame({"label": ["+ LayerNorm D", "+ LayerNorm D, no biases", "pure", "pure, no biases"],
+                          "weights": ["initialized", "initialized_nobias"] * 2,
+                          "norm": ["unit"] * 2 + ["none"] * 2, "mask": ["causal"] * 4})
+    styles = palette.curve_styles(table, "label")
+    assert {s.dims["colour_encodes"] for s in styles.values()} == {"weights"}
+    assert (styles["+ LayerNorm D"].linestyle == styles["+ LayerNorm D, no biases"].linestyle
+            == palette.NORM_STYLES["unit"])
+    assert styles["+ LayerNorm D"].colour == styles["pure"].colour != styles["pure, no biases"].colour
+    assert not {s.colour for s in styles.values()} & palette.MASK_COLOURS
+    assert {s.marker for s in styles.values()} == {palette.MASK_STYLES["causal"].marker}
+
+

@@ -17,7 +17,8 @@ import pytest
 from rankcollapse.book import registry
 from rankcollapse.book import report, runner
 from rankcollapse.book.plotting import common as plotting
-from rankcollapse.book.plotting import logaxis, overlap
+from rankcollapse.book.plotting import logaxis, overlap, palette
+from rankcollapse.book.plotting.drawn import drawn_table
 
 # (page, figure stem): the layer figures whose curves coincided on main
 _FIGURES = [
@@ -79,12 +80,12 @@ def hidden_fractions(fig) -> dict[str, float]:
     return {label: hidden / total for label, (hidden, total) in counts.items() if total}
 
 
-def _caption(page: str, key: str) -> str:
-    """The caption of the ``{glue:figure}`` ``key`` in the page's file."""
+def _after(page: str, key: str) -> str:
+    """What follows the ``{glue:figure}`` ``key`` in the page's file, up to the next figure."""
     text = registry.page(page).path(runner.repo_root()).read_text()
-    match = re.search(r"```\{glue:figure\} " + re.escape(key) + r"\n(.*?)```", text, re.S)
+    match = re.search(r"```\{glue:figure\} " + re.escape(key) + r"\n.*?```", text, re.S)
     assert match, f"no glue:figure {key} on page {page}"
-    return match.group(1)
+    return text[match.end():].split("```{glue:figure}")[0]
 
 
 @pytest.mark.slow
@@ -95,8 +96,7 @@ def test_every_legend_entry_is_visible_or_named_as_coinciding(page, stem, tmp_pa
     named = notes.split("A y axis ends")[0]
     assert all(label in named for label in hidden), f"hidden and not named in the caption: {hidden}"
     key = stem.replace("-", "_")
-    assert f"{{glue:text}}`{key}_notes`" in _caption(page, key), (
-        "the caption does not show the computed words")
+    assert f"```{{glue:md}} {key}_notes" in _after(page, key), "the page does not show the computed words"
     plt.close(fig)
 
 
@@ -117,9 +117,18 @@ def test_coinciding_curves_are_found_named_and_restyled_and_separate_ones_are_no
     words = overlap.coincidence_words(same)
     assert "a and b in the panel" in words
     assert "0.1 %" in words  # the curves differ by 0.1 %, measured where they overlap
-    styles = {line.get_label(): (str(line.get_linestyle()), line.get_marker())
+    # each keeps its colour and line style and gets markers of its own place ...
+    styles = {line.get_label(): (line.get_color(), line.get_markevery())
               for line in same.axes[0].get_lines() if line.get_label() in ("a", "b")}
-    assert styles["a"] != styles["b"]
+    assert styles["a"][0] != styles["b"][0] and styles["a"][1] != styles["b"][1]
+    # ... and of its own fill where both are one mask's colour (two norms of the causal mask)
+    norms = {"a": "none", "b": "unit"}
+    one_mask = _two_curves(1.001).assign(mask="causal", norm=lambda t: t["label"].map(norms))
+    fig = plotting.layer_curve_grid(one_mask, "mu", row="weights", col="mask", hue="label")
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines() if line.get_label() in ("a", "b")}
+    assert lines["a"].get_color() == lines["b"].get_color() == palette.MASK_STYLES["causal"].colour
+    assert lines["a"].get_fillstyle() != lines["b"].get_fillstyle()
+    assert lines["a"].get_marker() == lines["b"].get_marker() == palette.MASK_STYLES["causal"].marker
     apart = plotting.layer_curve_grid(_two_curves(100.0), "mu", row="weights", col="mask", hue="label")
     assert max(hidden_fractions(apart).values()) == 0 and overlap.coincidence_words(apart) == ""
     plt.close("all")
@@ -186,8 +195,10 @@ def test_masks_of_one_radius_and_rate_do_not_hide_each_other():
     fig = theory.rate_figure(table, sweep, 8.0)
     fig.canvas.draw()
     left = fig.axes[0]
-    points = [left.transData.transform(c.get_offsets())[0] for c in left.collections]
+    points = [c.get_offset_transform().transform(c.get_offsets())[0] for c in left.collections]
     assert np.linalg.norm(points[0] - points[1]) > 8  # pixels: the strided marker sat under the random one
+    # drawn apart, their data stay at radius 2 (the complete mask's was read off the axis at 0.65)
+    assert [c.get_offsets()[0][0] for c in left.collections] == [2, 2, 1]
     assert len([t for t in fig.axes[1].get_yticklabels() if t.get_text()]) >= 3  # one decade had one tick
     plt.close(fig)
 
@@ -203,8 +214,14 @@ def test_the_contrast_legend_reads_in_the_order_of_the_bars_and_zero_bars_show()
     assert [t.get_text() for t in legend.get_texts()] == ["$W_V$ orthogonal", "$W_V$ gaussian",
                                                           "$W_V$ uniform"]
     assert legend._ncols == 3  # one row: read left to right as the bars are
-    assert fig.axes[0].collections and any(len(c.get_segments()) for c in fig.axes[0].collections
-                                           if hasattr(c, "get_segments") and c.get_linewidth()[0] >= 4)
+    # a fraction of 0 is said, not drawn as a sliver of a bar; its data name the mask and the interval
+    assert [t.get_text() for t in fig.axes[0].texts] == ["0"]
+    assert not any(c.get_linewidth()[0] >= 4 for c in fig.axes[0].collections if hasattr(c, "get_segments"))
+    bars = drawn_table(fig)
+    bars = bars[bars["kind"] == "bar"]
+    assert bars["x"].tolist() == ["causal"] * 3 and bars["W_V"].tolist() == [
+        "W_V orthogonal", "W_V gaussian", "W_V uniform"]
+    assert bars["y_high"].tolist() == [0.02, 0.09, 0.05] and bars["y_low"].tolist() == [0.0, 0.03, 0.01]
     plt.close(fig)
 
 
@@ -213,7 +230,8 @@ def test_the_mask_design_symlog_axis_labels_a_negative_tick():
 
     table = pd.DataFrame({"mask": ["complete", "causal window 4"], "edges": [64, 30], "radius": [1.0, 4.0],
                           "rate, pretrained": [0.8, -0.006]})
-    fig = beyond.rate_radius_figure(table)
+    fig = beyond.rate_radius_figure(table, {"complete": ("complete", None),
+                                            "causal window 4": ("causal_sliding_window", 4)})
     fig.canvas.draw()
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
     assert any(label.startswith(("-", "−")) for label in labels) and "0" in labels

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.colors import to_rgb
 
 
 from rankcollapse.experiments.config import ExperimentConfig, stored_parameters
@@ -13,6 +14,7 @@ from rankcollapse.book.pages import mask_design
 from rankcollapse.core import masks
 from rankcollapse.book import registry
 from rankcollapse.book.plotting import beyond as plotting_beyond
+from rankcollapse.book.plotting import palette
 from rankcollapse.book.plotting import decomposition as plotting_decomposition
 
 pytestmark = pytest.mark.models  # configure reads the packaged MiniLM's config
@@ -151,11 +153,15 @@ def test_sortable_table_shows_a_missing_integer_as_none_not_na():
     assert 'data-value="Infinity">none' in text and "&lt;NA&gt;" not in text and "<NA>" not in text
 
 
+_KINDS = {"complete": ("complete", None), "causal window 2": ("causal_sliding_window", 2),
+          "dilated": ("dilated_window", 2), "window ±1": ("sliding_window", 1)}  # zoo labels: mask, window
+
+
 def test_figure_fits_the_column_with_legible_fonts():
     table = pd.DataFrame({"mask": ["complete", "causal window 2", "dilated"], "edges": [64, 15, 20],
                           "radius": [1, 4, None], "rate, initialized": [1.0, 0.3, 0.1],
                           "rate, pretrained": [0.5, 0.1, 0.0]})
-    fig = plotting_beyond.rate_radius_figure(table)
+    fig = plotting_beyond.rate_radius_figure(table, _KINDS)
     width = fig.get_figwidth()
     sizes = [t.get_fontsize() for t in fig.findobj(lambda o: hasattr(o, "get_fontsize") and o.get_text())]
     assert width <= 7.0 and min(sizes) * 672 / (width * 96) >= 9  # points at the 672 px column
@@ -165,12 +171,17 @@ def test_masks_that_do_not_collapse_are_drawn_hollow_and_named_in_the_legend():
     table = pd.DataFrame({"mask": ["complete", "causal window 2", "window ±1"], "edges": [64, 15, 20],
                           "radius": [1, 4, 8], "rate, pretrained": [0.5, 0.1, -0.002],
                           "verdict, pretrained": ["collapses", "collapses", "stable"]})
-    fig = plotting_beyond.rate_radius_figure(table)
+    fig = plotting_beyond.rate_radius_figure(table, _KINDS)
     hollow = [c for c in fig.axes[0].collections if len(c.get_offsets()) and not c.get_facecolor().any()]
     assert [list(c.get_offsets()[:, 0]) for c in hollow] == [[8.0]]  # the window that stays put, alone
-    assert "hollow: does not collapse" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    fig = plotting_beyond.rate_radius_figure(table.drop(columns="verdict, pretrained"))
-    assert "hollow: does not collapse" not in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "hollow: does not collapse" in [t.get_text() for t in fig.legends[0].get_texts()]
+    # each mask in its colour and marker, a legend entry per mask (not per window)
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:3] == ["complete", "uni-directional window",
+                                                                     "sliding window"]
+    edges = [tuple(c.get_edgecolor()[0][:3]) for c in hollow]
+    assert edges == [to_rgb(palette.MASK_STYLES["sliding_window"].colour)]
+    fig = plotting_beyond.rate_radius_figure(table.drop(columns="verdict, pretrained"), _KINDS)
+    assert "hollow: does not collapse" not in [t.get_text() for t in fig.legends[0].get_texts()]
 
 
 def test_without_windows_of_equal_radius_there_is_nothing_to_pair():

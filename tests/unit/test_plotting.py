@@ -62,7 +62,7 @@ def _tidy_table():
 
     rows = []
     for weights in ("initialized", "pretrained"):
-        for mask in ("complete", "causal", "window"):
+        for mask in ("complete", "causal", "sliding_window"):
             for norm in ("none", "unit"):
                 for layer in range(5):
                     mu = 10.0 ** (-3 * layer) if mask == "complete" else 1.0 / (1 + layer)
@@ -80,8 +80,11 @@ def test_layer_curve_grid_is_column_wide_wrapped_and_legible():
     assert len({round(ax.get_position().x0, 3) for ax in axes}) == 2  # at most two columns
     assert fig.get_figwidth() == pytest.approx(plotting.COLUMN_WIDTH_IN)
     assert axes[0].get_ylabel() == r"$\mu(X)$"
-    assert [len(sub.legends) for sub in [fig]] == [1]  # one legend for the whole figure
-    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    # one legend for the whole figure, in the last block's empty cell
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.get_axes() if ax.get_legend())]
+    assert len(legends) == 1 and not legends[0].axes.has_data()
+    labels = [t.get_text() for t in legends[0].get_texts()]
+    assert labels[:2] == ["pure attention", "+ LayerNorm D (unit norm)"]  # the norms, once each
     # crosses on the complete mask
     assert "dtype floor" in labels and any("of its floor" in label for label in labels)
     info = plotting.legibility(fig)
@@ -152,12 +155,10 @@ def test_grid_with_long_labels_stays_in_the_column_and_keeps_colours():
     fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight")
     # shown at its natural size: text stays legible
     assert Image.open(buffer).width <= plotting.COLUMN_PX * 1.05
-    colour_of = {}
-    for ax in fig.get_axes():
-        for line in ax.get_lines():
-            if not line.get_label().startswith("_"):
-                assert colour_of.setdefault(line.get_label(), line.get_color()) == line.get_color()
-    assert len(colour_of) == 2
+    for ax in fig.get_axes()[:2]:  # the complete and causal panels: every curve in its mask's colour
+        mask = "complete" if ax.get_title() == "complete" else "causal"
+        assert {line.get_color() for line in ax.get_lines() if not line.get_label().startswith("_")} == {
+            palette.MASK_STYLES[mask].colour}
     plt.close(fig)
 
 
@@ -220,25 +221,3 @@ def test_exactly_tracked_curves_below_the_floor_are_not_flagged():
         crosses.append(sum(len(c.get_offsets()) for c in scatters))
     assert crosses[0] >= 3 and crosses[1] == 0
     plt.close("all")
-
-
-def test_a_variant_has_one_colour_in_every_figure_and_no_two_variants_share_one():
-    """Pure attention was blue on Fig. 7, orange on Fig. 11.2 and pink on Fig. 11.1: colours by order of
-    appearance. Now every variant's colour comes from one table."""
-    from rankcollapse.core.norms import NORM_LABELS
-
-    variants = [label for label in palette.VARIANT_COLOURS
-                if not label.startswith("d_QK") and label != "own scaling"]
-    assert set(NORM_LABELS.values()) <= set(variants) and "full transformer" in variants
-    used = [palette.VARIANT_COLOURS[v] for v in variants]
-    assert len(used) == len(set(used)), "two variants share a colour"
-    pure = NORM_LABELS["none"]
-    one = palette.hue_colours(pd.DataFrame({"label": [pure, NORM_LABELS["unit"]]}), "label")
-    other = palette.hue_colours(pd.DataFrame({"label": ["full transformer", NORM_LABELS["model"], pure]}),
-                                "label")
-    with_samples = palette.hue_colours(pd.DataFrame({"label": [f"{NORM_LABELS['model']}, 32 samples",
-                                                               f"{pure}, 3000 samples"]}), "label")
-    assert one[pure] == other[pure] == with_samples[f"{pure}, 3000 samples"]
-    temperatures = palette.hue_colours(pd.DataFrame({"label": ["d_QK = 1/64", "d_QK = 1", "d_QK = 64"]}),
-                                       "label")
-    assert len(set(temperatures.values())) == 3

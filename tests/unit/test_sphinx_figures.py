@@ -51,6 +51,24 @@ def test_figure_citation_names_version_commit_url_and_parameters():
     assert "Fig. 5.1: Fig. 2" in cite["plain"] and "In The book," in cite["plain"]
 
 
+def test_a_cite_note_is_short_names_the_run_and_holds_no_null():
+    """The note held every parameter (~900 characters), ``temperatures=[null]`` among them."""
+    record = {"git_commit": "abc1234", "data": [{"result": "results/fig2/84d73a032d5630f6.csv.gz",
+                                                 "computed_at_commit": "35be2223a296888e"}],
+              "parameters": {"model": "pkg:minilm", "n_layers": 12, "n_samples": 8, "n_tokens": 32, "seed": 0,
+                             "dtype": "float64", "temperatures": [None], "window": None,
+                             "masks": ["complete", "causal", "sliding_window", "causal_sliding_window"],
+                             "weights": {"initialized": "initialized: U(±1/√d), seed 0"},
+                             "full_transformer": False}}
+    cite = figure_citation("fig-fig2-mu", "7.1", "Figure 2",
+                           "https://owner.github.io/book/p.html#fig-fig2-mu", record, _config(), "def5678")
+    note = cite["bibtex"].split("note = {", 1)[1]
+    assert len(cite["plain"]) < 400 and len(note) < 330
+    assert "null" not in cite["plain"] and "None" not in cite["plain"] and "masks=" not in cite["plain"]
+    assert "results/fig2/84d73a032d5630f6.csv.gz" in cite["plain"] and "n\\_samples=8" in note
+    assert "JSON download" in cite["plain"]
+
+
 def test_figure_citation_names_the_commit_that_computed_the_data_beside_the_render_commit():
     record = {"parameters": {}, "git_commit": "render99",
               "data": [{"result": "results/fig2/84d73a032d5630f6.csv",
@@ -91,7 +109,7 @@ def _build_tiny_book(tmp_path, monkeypatch, export: bool):
         for ext in ("png", "svg", "pdf", "csv"):
             (src / "_build" / "figures" / f"fig-tiny-pic.{ext}").write_bytes(b"x")
         (src / "_build" / "figures" / "fig-tiny-pic.json").write_text(
-            json.dumps({"parameters": {"n": 3}, "git_commit": "abc1234"}))
+            json.dumps({"parameters": {"n_layers": 3}, "git_commit": "abc1234"}))
     (src / "conf.py").write_text(
         "extensions = ['rankcollapse.book.sphinx_figures']\nproject = 'Tiny'\nauthor = 'Team'\n"
         "copyright = '2026'\nhtml_baseurl = 'https://example.org/tiny/'\nhtml_title = 'Tiny book'\n"
@@ -113,7 +131,8 @@ def test_extension_decorates_an_exported_figure(tmp_path, monkeypatch):
     assert ('href="_figures/fig-tiny-pic.png"' in page
             and (tmp_path / "html" / "_figures" / "fig-tiny-pic.json").is_file())
     assert 'href="_figures/fig-tiny-pic.csv" download>CSV (the points drawn)</a>' in page
-    assert "https://example.org/tiny/index.html#fig-tiny-pic" in page and "n=3" in page and "abc1234" in page
+    assert "https://example.org/tiny/index.html#fig-tiny-pic" in page
+    assert "n_layers=3" in page and "abc1234" in page
     assert 'class="figure-gallery"' in page and 'id="gallery-fig-tiny-pic"' in page
     assert '<meta name="citation_title"' in page and f"Version {__version__}" in page
     assert '<meta name="citation_inbook_title" content="Tiny book"' in page

@@ -19,7 +19,7 @@ from myst_nb import glue
 
 from rankcollapse.book import registry
 from rankcollapse.book.plotting import common as plotting
-from rankcollapse.book.plotting.overlap import caption_notes
+from rankcollapse.book.plotting.overlap import notes_block
 from rankcollapse.book.runner import page_parameters
 from rankcollapse.book.shown import Shown, anchor, banner, seconds_words
 from rankcollapse.book.shown import largest_stored as shown_largest
@@ -53,7 +53,7 @@ def present(name: str, namespace: Mapping[str, object]) -> None:
 def glue_shown(shown: Shown) -> None:
     """Glue everything a page's ``show`` returned, not displayed: values as they are, Markdown, claims tables
     with their headlines (:func:`_glue_claims`), tables, and figures (exported with their cite blocks, their
-    caption words under ``<key>_notes`` where asked, then closed)."""
+    computed notes as a collapsed Markdown block under ``<key>_notes`` where asked, then closed)."""
     for key, value in shown.values.items():
         glue(key, value, display=False)
     for key, text in shown.markdown.items():
@@ -63,8 +63,8 @@ def glue_shown(shown: Shown) -> None:
     for key, table in shown.tables.items():
         glue(key, table, display=False)
     for figure in shown.figures:
-        if figure.notes:
-            glue(f"{figure.key}_notes", caption_notes(figure.figure), display=False)
+        if figure.notes:  # a collapsed block under the figure (paste it with {glue:md})
+            _glue_markdown(f"{figure.key}_notes", notes_block(figure.figure))
         plotting.export_figure(figure.figure, figure.stem, figure.parameters, figure.data)
         glue(figure.key, figure.figure, display=False)
         plt.close(figure.figure)

@@ -35,8 +35,8 @@ PAPER_SCALE = {"model": "pkg:mpnet", "n_samples": 3000, "n_tokens": 128, "overla
 class ShownFigure:
     """A figure a page shows: glued under ``stem`` with ``-`` made ``_``, exported as ``stem`` with the
     cite block's ``parameters`` and the stored results ``data`` it draws (:func:`figure_data`); with
-    ``notes``, its caption's computed words (:func:`rankcollapse.book.plotting.overlap.caption_notes`) are
-    glued under the key + ``_notes``."""
+    ``notes``, its computed notes (:func:`rankcollapse.book.plotting.overlap.notes_block`: a collapsed block
+    for under the figure) are glued under the key + ``_notes``."""
 
     stem: str
     figure: Figure

@@ -122,13 +122,25 @@ def _book_year(config) -> str:
     return match[0] if match else str(_dt.date.today().year)
 
 
+# The parameters a cite note names: the run's scale (every parameter is in the figure's JSON download)
+CITED_PARAMETERS = ("model", "n_layers", "n_samples", "n_tokens", "dtype", "seed")
+
+
 def parameter_text(parameters: dict) -> str:
-    """``key=value`` pairs of a figure's parameters, sorted, values as compact JSON when not plain."""
+    """``key=value`` pairs of a figure's parameters, sorted, values as compact JSON when not plain; a
+    parameter without a value (None, or a list of None only) is left out.
+
+    >>> parameter_text({"seed": 0, "temperatures": [None], "window": None})
+    'seed=0'
+    """
     def show(value) -> str:
         return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"),
                                                                ensure_ascii=False, default=str)
 
-    return ", ".join(f"{key}={show(value)}" for key, value in sorted(parameters.items()))
+    def empty(value) -> bool:
+        return value is None or (isinstance(value, list) and all(v is None for v in value))
+
+    return ", ".join(f"{key}={show(value)}" for key, value in sorted(parameters.items()) if not empty(value))
 
 
 # LaTeX for the characters a BibTeX field cannot hold as they are: TeX's specials and the non-ASCII ones the
@@ -163,15 +175,33 @@ def bibtex_text(text: str) -> str:
     return "".join(out)
 
 
+def _data_text(data: list[dict]) -> str:
+    """The stored results a figure draws, in a cite note's words: each with the commit that computed it, or,
+    for more than two, their number, folder and commits (each is listed in the figure's JSON download).
+
+    >>> _data_text([{"result": f"results/zoo/{k}.csv.gz", "computed_at_commit": "abc"} for k in "xyz"])
+    '3 stored results in results/zoo/ (listed in the JSON download) computed at commit abc'
+    """
+    if len(data) <= 2:
+        return "; ".join(f"{d['result']} computed at commit {d['computed_at_commit'][:12]}" for d in data)
+    folders = sorted({posixpath.dirname(d["result"]) + "/" for d in data})
+    commits = sorted({d["computed_at_commit"][:12] for d in data})
+    return (f"{len(data)} stored results in {', '.join(folders)} (listed in the JSON download) computed at "
+            f"commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}")
+
+
 def figure_citation(label: str, number: str, page_title: str, url: str, record: dict, config,
                     commit: str) -> dict:
-    """BibTeX and plain-text citations of one figure. ``record`` is its JSON provenance sidecar."""
+    """BibTeX and plain-text citations of one figure, short: what (its number and page), which run (the
+    commit that rendered it, the stored results it draws and the commit that computed them, the run's scale
+    from CITED_PARAMETERS) and where (its URL, the book's version); every parameter is in the figure's JSON
+    download. ``record`` is its JSON provenance sidecar."""
     made_at = record.get("git_commit", commit)
-    data = "; ".join(f"{d['result']} computed at commit {d['computed_at_commit'][:12]}"
-                     for d in record.get("data", []))
+    data = _data_text(record.get("data", []))
     origin = f"rendered at commit {made_at}" + (f"; data: {data}" if data else "")
     what = f"Fig. {number}" if number else label
-    params = parameter_text(record.get("parameters", {}))
+    scale = parameter_text({k: v for k, v in record.get("parameters", {}).items() if k in CITED_PARAMETERS})
+    params = f"{scale + '; ' if scale else ''}all in the figure's JSON download"
     author = config.author
     title = f"{what}: {page_title}"
     bibtex = "\n".join([  # every field in LaTeX (bibtex_text) but the URL, which BibTeX styles print verbatim

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
-from rankcollapse.book.plotting import theory as figures
+from rankcollapse.book.plotting import counterexample as figures
 from rankcollapse.book.shown import Shown, check_note, config_figures
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_choice, check_int, check_number, freeze_lists

@@ -31,7 +31,6 @@ from rankcollapse.book.pages._fig2_controls import (BIASES, HF, SETTING_WORDS, T
                                                     setting_words)
 from rankcollapse.book.plotting.controls import controls_figure
 from rankcollapse.book.plotting.decomposition import decomposition_shown
-from rankcollapse.book.plotting.overlap import coincidence_words
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core import masks
@@ -92,15 +91,14 @@ def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scales (``fig2_*``), its three claims tables (``fig2``, ``fig2_controls``,
     ``fig2_decomp``), the clauses of its first paragraph (which verdicts differ by setting), the
     decomposition's clauses, the scale note and the figures of μ, μ/‖X‖_F, the controls and the decomposition
-    (whose coinciding curves its caption names: ``fig2_decomp_notes``)."""
+    (whose coinciding curves its notes name)."""
     result, controls, decomposed = results["main"], results["controls"], results["decomposition"]
     frame, shares = decomposition(decomposed)
     decomposition_fig = decomposition_shown(decomposed, frame, "fig-fig2-decomposition", DECOMPOSED_WORDS)
     rows = claims(results)
     values = {"scale": scale_words(result), **numbers(result.table), "controls_scale": scale_words(controls),
               "n_seeds": len(seed_results(results)), "decomp_scale": scale_words(decomposed),
-              "decomp_notes": coincidence_words(decomposition_fig.figure), **setting_clauses(rows),
-              **finding_clauses(rows, controls.provenance["parameters"]["n_layers"]),
+              **setting_clauses(rows), **finding_clauses(rows, controls.provenance["parameters"]["n_layers"]),
               **decomposition_clauses(shares)}
     return Shown(values=prefixed("fig2", values), markdown={"fig2_scale_note": scale_note(result)},
                  claims={"fig2": rows, "fig2_controls": control_claims(results),

@@ -79,6 +79,7 @@ FIXED = {"masks": tuple(z.part for z in ZOO), "norms": ("none",)}  # the zoo, pu
 # The masks whose runs also record each layer's decomposition of mu and its attention statistics
 # (ExperimentConfig.attention_stats): a separate part each, so the zoo's stored results keep their keys.
 DECOMPOSED = ("complete", "causal", "window ±1", "window ±8", "causal window 4")
+_KINDS = {z.label: (z.mask, z.window) for z in ZOO}  # a zoo label's mask and window: its colour and marker
 DECOMPOSITION_PREFIX = "decomposition-"  # part name of a decomposed mask: the prefix and its zoo part
 MIN_TOKENS = max(z.window or 1 for z in ZOO) + 1  # the widest zoo window must fit in the sequence
 # two rates whose ratio is within 5 % of 1 are read as the same rate, neither faster nor slower
@@ -138,9 +139,9 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
         claims={"mask_design_decomp": decomposition_claims(frame)},
         tables={"mask_design_table": SortableTable(table),
                 "mask_design_decomp_table": SortableTable(attention_table(frame))},
-        figures=[ShownFigure("fig-mask-design-rates", rate_radius_figure(table),
+        figures=[ShownFigure("fig-mask-design-rates", rate_radius_figure(table, _KINDS),
                              combined_parameters(results.values()), figure_data(results.values())),
-                 ShownFigure("fig-mask-design-decomposition", decomposition_figure(frame),
+                 ShownFigure("fig-mask-design-decomposition", decomposition_figure(frame, kinds=_KINDS),
                              combined_parameters(decomposed.values()), figure_data(decomposed.values()))])
 
 

@@ -62,7 +62,8 @@ def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
                  markdown={"sliding_window_model_scale_note": scale_note(result)},
                  claims={"sliding_window_model": rows},
                  tables={"sliding_window_model_table": SortableTable(rates[["part", *RATE_COLUMNS]])},
-                 figures=[layer_figure(result, "relative_mu", "fig-sliding-window-model-relative")])
+                 figures=[layer_figure(result, "relative_mu", "fig-sliding-window-model-relative",
+                                       panel_titles={CAUSAL: "causal, with its own windows (as trained)"})])
 
 
 def numbers(result: StoredResult) -> dict[str, int]:

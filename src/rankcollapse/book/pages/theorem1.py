@@ -224,7 +224,8 @@ def show(results: dict, parameters: dict) -> Shown:
     decay shape), its temperature table (``thm1_temperature_table``), per-mask table (``thm1_mask_table``)
     and closing check (``thm1_check``, :func:`check`)."""
     config, result, _ = results["main"]
-    shown = {"fig-theorem1-masks": figures.summary_bands(result.panels, exact=True, y_min=config.y_min),
+    shown = {"fig-theorem1-masks": figures.summary_bands(result.panels, exact=True, y_min=config.y_min,
+                                                         norms=dict.fromkeys(result.panels, "none")),
              "fig-theorem1-rates": figures.rate_figure(result.table, result.sweep, config.temperature),
              "fig-theorem1-linear": figures.linear_figure(result.linear_curves, result.linear),
              "fig-theorem1-shape": decay_shape_figure(result.complete_log_mu,

@@ -150,7 +150,8 @@ def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers (``thm2_*``), its figures (orthogonal W_V per norm and mask, the contrast), its rate
     table (``thm2_rate_table``) and closing check (``thm2_check``, :func:`check`)."""
     config, result, _ = results["main"]
-    shown = {"fig-theorem2-orthogonal": figures.summary_bands(result.panels, exact=False),
+    norms = {words: norm for norm, words in _NORM_WORDS.items()}  # each panel's norm, for its line style
+    shown = {"fig-theorem2-orthogonal": figures.summary_bands(result.panels, exact=False, norms=norms),
              "fig-theorem2-random": figures.contrast_figure(result.contrast, config.collapse_tol,
                                                             config.contrast_layers)}
     return Shown(values=result.numbers, markdown={"thm2_check": check(config, result)},

@@ -20,30 +20,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from rankcollapse.book.labels import MASK_LABELS
-from rankcollapse.book.plotting import logaxis
+from rankcollapse.book.labels import mask_label
+from rankcollapse.book.plotting import logaxis, palette
 
 _FONT_PT = 10  # smallest font in these figures (>= 9 pt at the 672 px column for a 7 in figure)
-_UNI = MASK_LABELS["causal_sliding_window"]  # "uni-directional window", the group of the causal windows
-_COLOURS = {"complete / causal": "#1b9e77", "bidirectional window": "#7570b3", _UNI: "#d95f02",
-           "sparse patterns": "#e7298a"}
-
-
-def _mask_kind(label: str) -> str:
-    """The colour group of a zoo label (rankcollapse.book.pages.mask_design.ZOO).
-
-    >>> _mask_kind("causal window 4"), _mask_kind("window ±1 + 1 global")
-    ('uni-directional window', 'sparse patterns')
-    """
-    if label in ("complete", "causal"):
-        return "complete / causal"
-    if label.startswith("causal window"):
-        return _UNI
-    if label.startswith("window ±") and "+" not in label:
-        return "bidirectional window"
-    return "sparse patterns"
-
-
 _LINTHRESH = 0.01  # rates of smaller size are drawn on the symlog axis' linear part
 
 
@@ -66,11 +46,12 @@ def _symlog_rates(ax, rates) -> None:
     ax.set_ylim(1.3 * low if low < 0 else -_LINTHRESH / 2, 2 * float(rates.max()))
 
 
-def rate_radius_figure(table: pd.DataFrame) -> Figure:
+def rate_radius_figure(table: pd.DataFrame, kinds: dict[str, tuple[str, int | None]]) -> Figure:
     """Collapse rate against radius (log-log; symlog when a rate is not positive), one panel per weight
-    source, point area ∝ edges; masks without a radius (not quasi-strongly connected) sit at the right,
-    marked "none". Where the table has ``verdict, <weights>``, a mask whose curve does not collapse is drawn
-    hollow: its rate is a fit to a curve that stays put, not a rate of collapse.
+    source, each mask in its colour and marker (``kinds``: a zoo label's mask name and window), point area ∝
+    edges; masks without a radius (not quasi-strongly connected) sit at the right, marked "none". Where the
+    table has ``verdict, <weights>``, a mask whose curve does not collapse is drawn hollow: its rate is a fit
+    to a curve that stays put, not a rate of collapse.
 
     Shapes: ``table`` one row per mask with columns ``mask, edges, radius``, ``rate, <weights>`` and
     optionally ``verdict, <weights>``.
@@ -84,13 +65,15 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
     for ax, column in zip(axes[0], rate_columns):
         verdict = column.replace("rate, ", "verdict, ")
         collapses = table[verdict] == "collapses" if verdict in table else pd.Series(True, index=table.index)
-        for kind, colour in _COLOURS.items():
-            for filled in (True, False):
-                rows = (table["mask"].map(_mask_kind) == kind) & (collapses == filled)
-                ax.scatter(x[rows], table.loc[rows, column],
-                           s=12 + 200 * table.loc[rows, "edges"] / table["edges"].max(),
-                           facecolor=colour if filled else "none", edgecolor="black" if filled else colour,
-                           alpha=0.75 if filled else 1.0, linewidth=0.5 if filled else 1.5)
+        for i, row in table.iterrows():
+            name, window = kinds[row["mask"]]
+            style, filled = palette.mask_style(name), bool(collapses[i])
+            point = ax.scatter([x[i]], [row[column]], s=12 + 200 * row["edges"] / table["edges"].max(),
+                               marker=style.marker, facecolor=style.colour if filled else "none",
+                               edgecolor="black" if filled else style.colour, alpha=0.8 if filled else 1.0,
+                               linewidth=0.5 if filled else 1.5)
+            palette.describe(point, mask=name, window=window, series=row["mask"], colour_encodes="mask",
+                             weights=column.removeprefix("rate, "), collapses=filled)
         any_hollow = any_hollow or not collapses.all()
         ax.set_xscale("log")
         if (table[rate_columns] > 0).all().all():
@@ -104,14 +87,13 @@ def rate_radius_figure(table: pd.DataFrame) -> Figure:
         ax.set_title(column.removeprefix("rate, ") + " weights", fontsize=_FONT_PT + 1)
         ax.tick_params(labelsize=_FONT_PT)
     axes[0][0].set_ylabel("rate of μ/‖X‖ per layer", fontsize=_FONT_PT)
-    handles = [Line2D([], [], ls="", marker="o", ms=7, mfc=colour, mec="black", mew=0.5, alpha=0.75,
-                      label=kind)
-               for kind, colour in _COLOURS.items()]
+    handles = [palette.mask_handle(name, ls="", label=mask_label(name))
+               for name in dict.fromkeys(kind for kind, _ in (kinds[m] for m in table["mask"]))]
     if any_hollow:
         handles.append(Line2D([], [], ls="", marker="o", ms=7, mfc="none", mec="grey", mew=1.5,
                               label="hollow: does not collapse"))
-    axes[0][-1].legend(handles=handles, fontsize=_FONT_PT, loc="best", frameon=False)
-    fig.tight_layout()
+    fig.legend(handles=handles, fontsize=_FONT_PT, loc="outside lower center", ncol=3, frameon=False)
+    fig.set_layout_engine("constrained")
     return fig
 
 

@@ -29,6 +29,7 @@ from matplotlib.text import Text
 from rankcollapse import __version__
 from rankcollapse.core.masks import describe_mask
 from rankcollapse.core.metrics import FLOOR_OF
+from rankcollapse.book.labels import mask_label
 from rankcollapse.book.plotting import drawn, logaxis, overlap, palette, settled
 from rankcollapse.experiments.provenance import atomic_write, book_root, provenance_record
 
@@ -159,19 +160,18 @@ def draw_floor(ax: Axes, floor: float, label: str = "rounding floor") -> None:
     """Shade everything at or below the dtype floor on a log-scaled y axis (call after plotting)."""
     low, high = ax.get_ylim()
     low, high = min(low, floor / 10), max(high, floor * 10)
-    ax.axhspan(low, floor, color="0.8", zorder=0, label=label)
-    ax.axhline(floor, color="0.35", lw=1.0, ls="--", zorder=1)
+    ax.axhspan(low, floor, color="0.85", zorder=0, label=label)
+    ax.axhline(floor, color="0.45", lw=0.8, zorder=1)  # solid: a dashed line is a norm's style
     ax.set_ylim(low, high)
 
 
-def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
-    """Adjacency picture of a mask: row i, column j filled when token i attends to j; center nodes
-    marked in the margin and the radius in the title.
+def draw_mask(ax: Axes, mask: torch.Tensor, title: str, colour: str = palette.NEUTRAL) -> None:
+    """Adjacency picture of a mask, in ``colour`` (its palette colour): row i, column j filled when token i
+    attends to j; center nodes marked in the margin and the radius in the title.
 
     Shapes: mask [token, token] bool.
     """
     graph = describe_mask(mask)
-    colour = sns.color_palette("colorblind")[0]
     ax.imshow(mask.numpy().astype(float), cmap=ListedColormap(["white", colour]), vmin=0, vmax=1,
               interpolation="nearest")
     n = mask.shape[0]
@@ -181,8 +181,9 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
     ax.grid(which="major", visible=False)
     ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
     if graph.centers:
-        ax.scatter(list(graph.centers), [-1.1] * len(graph.centers), marker="v", s=28, color="C3",
-                   clip_on=False, zorder=3)
+        centers = ax.scatter(list(graph.centers), [-1.1] * len(graph.centers), marker="v", s=28,
+                             color="black", clip_on=False, zorder=3)
+        palette.describe(centers, series="center nodes", colour_encodes="guide")
     radius = "none" if graph.radius is None else graph.radius
     ax.set_title(f"{title}\nradius r = {radius}")
     ax.set_xlabel("attends to token j")
@@ -191,6 +192,8 @@ def draw_mask(ax: Axes, mask: torch.Tensor, title: str) -> None:
 
 _LEGEND_COLUMN_CHARS = 30  # longer legend labels go one per row, or the legend would outgrow the column
 _FLOOR_CROSS = {"marker": "x", "s": 34, "linewidths": 1.6, "zorder": 4}
+FLOOR_CROSS_LABEL = f"within {10:g}x of its floor"
+_MARK_EVERY = (0.02, 0.16)  # a curve's mask markers: every this fraction of the panel's diagonal
 
 
 # The statistic over samples a figure draws, the one the verdicts use: the median with its 10-90 % band,
@@ -206,8 +209,7 @@ def centre_of(metric: str) -> str:
 
 def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *, centre: str | None = None,
                       band: tuple[str, str] = ("q10", "q90"), log_x: bool = True, log_y: bool = True,
-                      floor: bool = True, flag_factor: float = 10.0, dashed: tuple[str, ...] = (),
-                      colours: dict | None = None) -> None:
+                      floor: bool = True, flag_factor: float = 10.0, styles: dict | None = None) -> None:
     """Per-layer curves of one metric from a tidy experiments table, one line per ``hue`` value.
 
     The line is the ``centre`` statistic over samples (default :func:`centre_of`: the median, which the
@@ -218,9 +220,10 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     (rounding noise, not an equilibrium) are marked with an ``x`` -- except where the engine tracked μ
     exactly (metric ``exact`` = 1), whose values below the floor are measured, not noise. Layers not computed
     because the curve had settled on its floor are drawn dotted (:mod:`rankcollapse.book.plotting.settled`).
-    ``hue`` values in ``dashed`` are drawn dashed; ``colours`` maps ``hue`` to colours (default
-    :func:`rankcollapse.book.plotting.palette.hue_colours`); log-log from layer 1. Shapes: ``table`` has
-    columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
+    ``styles`` maps ``hue`` values to their :class:`~rankcollapse.book.plotting.palette.CurveStyle` (default
+    :func:`rankcollapse.book.plotting.palette.curve_styles`: a mask's colour and marker, a norm's line style);
+    everything drawn is described for the figure's data (:func:`palette.describe`); log-log from layer 1.
+    Shapes: ``table`` has columns layer, metric, ``hue``, ``centre`` and the ``band`` columns.
     """
     rows = table[table["metric"] == metric]
     if log_x:
@@ -232,27 +235,27 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
     floor_value = float(band_floors.groupby(hue)["median"].max().min()) if floor and len(floors) else None
     exact = (table[(table["metric"] == "exact") & (table["median"] == 1)] if metric in _EXACT_METRICS
              else table[:0])
-    colours = colours or palette.hue_colours(rows, hue)
+    styles = styles or palette.curve_styles(rows, hue)
     centre = centre or centre_of(metric)
     for name, curve in rows.groupby(hue, sort=False):
-        colour = colours[name]
+        style = styles[name]
+        dims = {**style.dims, "series": str(name)}
         curve, held = settled.split(curve.sort_values("layer"), table[table[hue] == name])
-        ax.plot(curve["layer"], curve[centre], color=colour, lw=1.8, label=name,
-                ls="--" if name in dashed else "-")
+        line, = ax.plot(curve["layer"], curve[centre], color=style.colour, lw=1.8, label=name,
+                        ls=style.linestyle, marker=style.marker, markevery=_MARK_EVERY, ms=4.5)
+        palette.describe(line, **dims)
         if metric not in _SHARE_METRICS:
-            ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=colour, alpha=0.2, lw=0,
-                            gid=logaxis.BAND)
+            band_of = ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=style.colour,
+                                      alpha=0.18, lw=0, gid=logaxis.BAND)
+            palette.describe(band_of, **dims)
         if floor_value is not None:
             own = floors[floors[hue] == name].groupby("layer")["median"].max()  # this curve's floor per layer
             tracked = set(exact.loc[exact[hue] == name, "layer"])  # layers measured exactly below the floor
             low = curve[(curve[centre].to_numpy() <= flag_factor * own.reindex(curve["layer"]).to_numpy())
                         & ~curve["layer"].isin(tracked).to_numpy()]
-            ax.scatter(low["layer"], low[centre], color=colour, **_FLOOR_CROSS)
-            if len(low):  # the zone the crosses mark, at this curve's own floor, over the layers they mark
-                zone = own.loc[low["layer"].min():low["layer"].max()]
-                ax.fill_between(zone.index, zone.to_numpy(), flag_factor * zone.to_numpy(), color=colour,
-                                alpha=0.12, lw=0, zorder=0)
-        settled.draw(ax, held, centre, colour)
+            crosses = ax.scatter(low["layer"], low[centre], color=style.colour, **_FLOOR_CROSS)
+            palette.describe(crosses, **dims, kind="markers")
+        settled.draw(ax, held, centre, style.colour, dims)
     if log_x:
         ax.set_xscale("log")
         logaxis.layer_ticks(ax)
@@ -264,18 +267,25 @@ def plot_layer_curves(ax: Axes, table, metric: str = "mu", hue: str = "label", *
         draw_floor(ax, floor_value, label="dtype floor")
 
 
-def figure_legend(fig: Figure, axes, floor_cross: bool = False, n_cols: int | None = None) -> None:
-    """One legend for the whole figure, below the panels: the union of the panels' entries, plus an
-    entry for the floor crosses when ``floor_cross``; ``n_cols`` columns, by default two when the labels
-    are short enough to keep the legend inside the text column."""
-    entries: dict[str, object] = {}
+def figure_legend(fig: Figure, axes, floor_cross: bool = False, n_cols: int | None = None,
+                  entries: dict[str, object] | None = None, cell: Axes | None = None) -> None:
+    """One legend for the whole figure, below the panels (or in the empty grid ``cell``): ``entries`` (label
+    -> handle; default the union of the panels' entries), then the guides -- the shaded floor, an entry for
+    the floor crosses when ``floor_cross``, the settled layers' line -- after every series; ``n_cols``
+    columns, by default two when the labels are short enough to keep the legend inside the text column."""
+    found: dict[str, object] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
+            found.setdefault(label, handle)
+    guides = {label: found.pop(label) for label in [k for k in found if k in logaxis.FLOOR_LABELS]}
     if floor_cross:
-        entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7,
-                                                         mew=1.6)
-    _place_legend(fig, entries | settled.legend_entries(axes), n_cols)
+        guides[FLOOR_CROSS_LABEL] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7, mew=1.6)
+    entries = (found if entries is None else entries) | guides | settled.legend_entries(axes)
+    if cell is not None:
+        cell.axis("off")
+        cell.legend(list(entries.values()), list(entries), loc="center", frameon=False)
+    else:
+        _place_legend(fig, entries, n_cols)
 
 
 def _place_legend(fig: Figure, entries: dict[str, object], n_cols: int | None = None) -> None:
@@ -285,11 +295,27 @@ def _place_legend(fig: Figure, entries: dict[str, object], n_cols: int | None = 
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=n_cols, frameon=False)
 
 
+def empty_cell(parent: Figure | SubFigure, axes, n_cols: int) -> Axes | None:
+    """The cells a :func:`panel_grid` of ``axes`` leaves empty in its last row, as one axes (for a legend), or
+    None when the grid is full."""
+    if len(axes) % n_cols == 0:
+        return None
+    grid = axes[-1].get_subplotspec().get_gridspec()
+    row, col = divmod(len(axes), n_cols)
+    return parent.add_subplot(grid[row, col:])
+
+
+def _panel_dims(rows) -> dict:
+    """The dimensions one panel's rows share (its weights, its mask, ...), the full transformer's aside."""
+    san = rows[rows["mask"] != "model"] if "mask" in rows else rows
+    return next(iter(palette.curve_dims(san.assign(_panel=0), "_panel").values()), {})
+
+
 def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str = "mask", hue: str = "norm",
-                     titles: dict | None = None, max_cols: int = 2, panel_height: float = 2.1,
-                     dashed: tuple[str, ...] = ()) -> Figure:
+                     titles: dict | None = None, max_cols: int = 2, panel_height: float = 2.1) -> Figure:
     """Panels of :func:`plot_layer_curves`, one block per ``row`` value (titled, shared axes) with the
-    ``col`` values wrapped into rows of ``max_cols``; one text column wide, one legend below.
+    ``col`` values wrapped into rows of ``max_cols``; one text column wide, one legend below with one entry
+    per meaning (:func:`palette.style_entries`: masks, non-mask values, norms), not per curve.
 
     ``titles`` maps a row or column value to the words of its titles (e.g. the weights' names).
     With ``row="metric"`` each block shows its own metric (the floor only on the mu blocks).
@@ -300,34 +326,41 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
     row_values = [v for v in dict.fromkeys(table[row]) if row != "metric" or v not in helpers]
     col_values = list(dict.fromkeys(table[col]))
     block_rows = -(-len(col_values) // min(max_cols, len(col_values)))
+    panel_height = max(panel_height, 3.0) if len(col_values) == 1 else panel_height  # a lone panel: less flat
     fig = plt.figure(figsize=(COLUMN_WIDTH_IN, len(row_values) * (panel_height * block_rows + 0.45) + 0.7),
                      layout="constrained")
-    all_axes, colours = [], palette.hue_colours(table[~table["metric"].isin(helpers)], hue)
+    drawn_rows = table[~table["metric"].isin(helpers)]
+    all_axes, styles = [], palette.curve_styles(drawn_rows, [row, col, hue])  # by panel and curve
     for block, r in zip(fig.subfigures(len(row_values), 1, squeeze=False).ravel(), row_values):
         block.suptitle(titles.get(r, axis_label(r) if row == "metric" else r), fontweight="bold")
         _, axes = panel_grid(len(col_values), max_cols, parent=block, sharex=True, sharey=True)
         for ax, c in zip(axes, col_values):
+            own = {key[-1]: style for key, style in styles.items() if key[:2] == (r, c)}
             if row == "metric":
-                plot_layer_curves(ax, table[table[col] == c], r, hue=hue, floor=r in FLOOR_OF, dashed=dashed,
-                                  colours=colours)
+                rows = table[table[col] == c]
+                plot_layer_curves(ax, rows, r, hue=hue, floor=r in FLOOR_OF, styles=own)
             else:
-                plot_layer_curves(ax, table[(table[row] == r) & (table[col] == c)], metric, hue=hue,
-                                  dashed=dashed, colours=colours)
+                rows = table[(table[row] == r) & (table[col] == c)]
+                plot_layer_curves(ax, rows, metric, hue=hue, styles=own)
+            palette.describe(ax, **_panel_dims(rows))
             ax.set_title(titles.get(c, c))
         label_outer(axes, min(max_cols, len(col_values)))
         if all(ax.get_yscale() == "log" for ax in axes):  # one range for the block, cut below its floor
             logaxis.fit_log_axes(axes, logaxis.shaded_floor(axes))
+            logaxis.min_log_ticks(axes[0])
         # each panel's limits were its own: span them all
         for ax in axes if axes[0].get_yscale() != "log" else ():
             ax.set_autoscaley_on(True)
             ax.autoscale_view(scalex=False)
         all_axes.extend(axes)
+    # every panel one mask: its title names it
+    named = all("mask" in palette.description(ax) for ax in all_axes)
+    entries = palette.style_entries(styles, masks_named=named)
     crosses = any(isinstance(c, PathCollection) and len(c.get_offsets())
                   for ax in all_axes for c in ax.collections)
-    figure_legend(fig, all_axes, floor_cross=crosses)
-    if overlap.restyle_coinciding(fig):  # the legend drew copies of the old styles: draw it again
-        fig.legends[-1].remove()
-        figure_legend(fig, all_axes, floor_cross=crosses)
+    overlap.restyle_coinciding(fig)
+    cell = empty_cell(block, axes, min(max_cols, len(col_values)))  # the last block's spare cell, if any
+    figure_legend(fig, all_axes, floor_cross=crosses, entries=entries, cell=cell)
     return fig
 
 
@@ -335,37 +368,28 @@ def layer_curve_grid(table, metric: str = "mu", row: str = "weights", col: str =
 _GEOMETRY_METRICS = {"full_rank": "rank share", "sigma_min": "σ_min", "mean_abs_cosine": "mean |cos|"}
 
 
-_MASK_STYLES = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1, 1, 1)))
-
-
-def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict | None = None,
-                  mask_words: dict | None = None) -> Figure:
+def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict | None = None) -> Figure:
     """Fig. 4's token geometry: rows = _GEOMETRY_METRICS (sigma_min on a log axis, cut below its floor as
-    :func:`logaxis.fit_log_axes` does), columns = ``col`` (shared axes per row); a colour per ``hue`` value
-    and, where the table has several masks, a line style per mask (each curve one mask: ``"label, mask"``,
-    with the mask's words from ``mask_words``); one text column wide, one legend below.
+    :func:`logaxis.fit_log_axes` does), columns = ``col`` (shared axes per row); a curve per ``hue`` value and
+    mask, each mask in its colour and marker, each norm in its line style; one text column wide, one legend
+    below with one entry per mask and per norm.
 
     Shapes: ``table`` is a tidy experiments table.
     """
-    titles, mask_words = titles or {}, mask_words or {}
+    titles = titles or {}
     col_values = list(dict.fromkeys(table[col]))
-    masks = list(dict.fromkeys(table["mask"])) if "mask" in table else []
-    by_mask = [m for m in masks if (table["mask"] == m).sum() < len(table)]  # one style per mask when several
     fig = plt.figure(figsize=(COLUMN_WIDTH_IN, 2.2 * len(_GEOMETRY_METRICS) + 1.6), layout="constrained")
     axes = fig.subplots(len(_GEOMETRY_METRICS), len(col_values), squeeze=False, sharex=True, sharey="row")
-    colours = palette.hue_colours(table, hue)
-    curves = table.assign(curve=table[hue] + ", " + table["mask"].map(lambda m: mask_words.get(m, m))) \
-        if by_mask else table.assign(curve=table[hue])
-    curve_colours = {name: colours[h] for name, h in zip(curves["curve"], curves[hue])}
+    curves = table.assign(curve=table[hue] + ", " + table["mask"].map(mask_label)) \
+        if table["mask"].nunique() > 1 else table.assign(curve=table[hue])
+    styles = palette.curve_styles(curves[~curves["metric"].isin(FLOOR_OF.values())], "curve")
     for i, metric in enumerate(_GEOMETRY_METRICS):
         for j, c in enumerate(col_values):
             ax = axes[i, j]
-            plot_layer_curves(ax, curves[curves[col] == c], metric, hue="curve", log_x=False,
-                              log_y=metric == "sigma_min", floor=metric in FLOOR_OF, colours=curve_colours)
-            for line in ax.get_lines():
-                mask = curves.loc[curves["curve"] == line.get_label(), "mask"]
-                if len(mask) and mask.iloc[0] in by_mask:
-                    line.set_linestyle(_MASK_STYLES[by_mask.index(mask.iloc[0]) % len(_MASK_STYLES)])
+            rows = curves[curves[col] == c]
+            plot_layer_curves(ax, rows, metric, hue="curve", log_x=False, log_y=metric == "sigma_min",
+                              floor=metric in FLOOR_OF, styles=styles)
+            palette.describe(ax, **_panel_dims(rows))
             # the panel's name in words
             ax.set_label(f"{titles.get(c, c).split(':')[0]} {_GEOMETRY_METRICS[metric]}")
             if i == 0:
@@ -373,12 +397,6 @@ def geometry_grid(table, col: str = "weights", hue: str = "label", titles: dict 
         if metric == "sigma_min":
             logaxis.fit_log_axes(axes[i], logaxis.shaded_floor(axes[i]))
     label_outer(axes.ravel(), len(col_values))
-    entries = {name: Line2D([], [], color=colour, lw=1.8) for name, colour in colours.items()}
-    entries |= {f"mask: {mask_words.get(m, m)}": Line2D([], [], color="0.3", lw=1.5, ls=_MASK_STYLES[k % 5])
-                for k, m in enumerate(by_mask)}
-    entries["dtype floor"] = next(p for ax in axes.ravel() for p in ax.patches
-                                  if p.get_label() == "dtype floor")
-    entries[f"within {10:g}x of its floor"] = Line2D([], [], color="0.2", marker="x", ls="", markersize=7,
-                                                     mew=1.6)
-    _place_legend(fig, entries | settled.legend_entries(axes.ravel()))
+    overlap.restyle_coinciding(fig)
+    figure_legend(fig, axes.ravel(), floor_cross=True, entries=palette.style_entries(styles))
     return fig

@@ -34,6 +34,18 @@ def plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def min_log_ticks(ax: Axes, n: int = 3) -> None:
+    """At least ``n`` labelled ticks on a log y axis: a short panel over a few decades had two (every
+    decade then, or 1, 2, 5 times each within a decade or two)."""
+    low, high = ax.get_ylim()
+    if ax.get_yscale() != "log" or sum(low <= t <= high for t in ax.yaxis.get_majorticklocs()) >= n:
+        return
+    if high / low < 10 ** 1.5:
+        plain_log_ticks(ax.yaxis)
+    else:
+        ax.yaxis.set_major_locator(LogLocator(base=10, numticks=2 * n + 1))
+
+
 def layer_ticks(ax: Axes) -> None:
     """:func:`plain_log_ticks` on a log layer axis (12 layers were labelled 10^0 and 10^1 only)."""
     plain_log_ticks(ax.xaxis)
@@ -77,13 +89,13 @@ def fit_log_axes(axes, floor: float | None) -> tuple[float, float]:
     return low, high
 
 
-_FLOOR_LABELS = ("dtype floor", "rounding floor")
+FLOOR_LABELS = ("dtype floor", "rounding floor")
 
 
 def _floor_patches(ax: Axes) -> list:
     """The panel's shaded rounding floor (the patches :func:`rankcollapse.book.plotting.common.draw_floor`
     adds)."""
-    return [patch for patch in ax.patches if patch.get_label() in _FLOOR_LABELS]
+    return [patch for patch in ax.patches if patch.get_label() in FLOOR_LABELS]
 
 
 def shaded_floor(axes) -> float | None:
@@ -102,8 +114,8 @@ def mark_cut(ax: Axes) -> None:
         below = np.flatnonzero(np.isfinite(y) & (y < low))
         if len(below):
             cut = True
-            ax.plot([x[below[0]]], [low], marker="v", ms=7, color=line.get_color(), clip_on=False, zorder=5,
-                    label="_cut")
+            ax.plot([x[below[0]]], [low], marker="v", ms=7, ls="", color=line.get_color(), clip_on=False,
+                    zorder=5, label="_cut")
     if cut:
         kw = {"transform": ax.transAxes, "color": "0.2", "lw": 1.2, "clip_on": False, "label": "_break"}
         for dy in (0.0, 0.035):

@@ -2,8 +2,8 @@
 
 A legend entry is *hidden* where most of its drawn points lie within a pixel of another entry's line in the
 same panel (points in display pixels at the figure's inline dpi, the size it is shown at). Curves that
-coincide are named in the caption (:func:`coincidence_words`, glued beside the figure) and drawn so that
-each stays visible: its own markers placed at other layers than its partners' and its own line style
+coincide are named in the figure's notes (:func:`coincidence_words`, glued under the figure) and drawn so that
+each stays visible: markers of its own fill placed at other layers than its partners'
 (:func:`restyle_coinciding`).
 
 Used by: :func:`rankcollapse.book.plotting.common.layer_curve_grid`, ``book/report.py`` (the caption words),
@@ -25,8 +25,7 @@ from rankcollapse.book.plotting.logaxis import panel_name
 PIXEL = 1.0  # two drawn points closer than this (display px at the inline dpi) cannot be told apart
 # an entry with more of its points than this within PIXEL of another entry's line is hidden
 HIDDEN_FRACTION = 0.5
-_STYLES = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1, 1, 1, 1, 1)))
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+_FILLS = ("full", "none", "left", "bottom", "right", "top")  # a coinciding curve's markers: their fill
 # markers every this fraction of the axes' diagonal, shifted per curve so they do not overlap
 _MARK_STEP = 0.09
 
@@ -178,25 +177,26 @@ def coincidence_words(fig: Figure) -> str:
 
 
 def restyle_coinciding(fig: Figure) -> list[Coincidence]:
-    """Give every entry of a coinciding group (:func:`coincidences`) its own markers, shifted along the
-    line so that partners' markers fall between each other, and its own line style — unless the group's
-    curves already differ in line style (the sample-size page's dashed small sample); returns the groups."""
+    """Give every entry of a coinciding group (:func:`coincidences`) markers (its mask's marker shape, or a
+    circle) shifted along the line so that partners' markers fall between each other, and, where partners
+    share a colour (one mask's norms), markers of its own fill; its colour and line style stay those of its
+    mask and norm (:mod:`rankcollapse.book.plotting.palette`). Returns the groups."""
     groups = coincidences(fig)
-    involved = list(dict.fromkeys(label for group in groups for label in group.labels))
-    styles = {label: {str(line.get_linestyle()) for ax in fig.axes for line in entry_lines(ax).get(label, [])}
-              for label in involved}
-    keep = {label for group in groups
-            if len({frozenset(styles[m]) for m in group.labels}) == len(group.labels)
-            for label in group.labels}
+    lines = {label: [line for ax in fig.axes for line in entry_lines(ax).get(label, [])]
+             for group in groups for label in group.labels}
+    same_colour = {label for group in groups
+                   if len({str(lines[m][0].get_color()) for m in group.labels}) < len(group.labels)
+                   for label in group.labels}
+    involved = list(lines)
     n = max(len(involved), 1)
     for k, label in enumerate(involved):
-        for ax in fig.axes:
-            for line in entry_lines(ax).get(label, []):
-                if label not in keep:
-                    line.set_linestyle(_STYLES[k % len(_STYLES)])
-                line.set_marker(_MARKERS[k % len(_MARKERS)])
-                line.set_markersize(4.5)
-                line.set_markevery((0.01 + _MARK_STEP * k / n, _MARK_STEP))
+        for line in lines[label]:
+            if line.get_marker() in (None, "None", "", " "):
+                line.set_marker("o")
+            if label in same_colour:
+                line.set_fillstyle(_FILLS[k % len(_FILLS)])
+            line.set_markersize(5)
+            line.set_markevery((0.01 + _MARK_STEP * k / n, _MARK_STEP))
     return groups
 
 
@@ -205,3 +205,15 @@ def caption_notes(fig: Figure) -> str:
     on top of each other (:func:`coincidence_words`) and the log axes cut below the rounding floor or
     leaving it off (:func:`logaxis.cut_words`); "" when there is nothing to say."""
     return " ".join(words for words in (coincidence_words(fig), logaxis.cut_words(fig)) if words)
+
+
+NOTES_SUMMARY = "Notes on this figure: overlapping curves, cut axes"
+
+
+def notes_block(fig: Figure) -> str:
+    """:func:`caption_notes` as a collapsed block to paste under the figure (Markdown with raw HTML
+    ``<details>``), so the caption stays short; "" when there is nothing to say."""
+    notes = caption_notes(fig)
+    if not notes:
+        return ""
+    return f'<details class="figure-notes">\n<summary>{NOTES_SUMMARY}</summary>\n\n{notes}\n\n</details>'

@@ -10,23 +10,12 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rankcollapse.book.labels import MASK_LABELS, mask_title
+from rankcollapse.book.labels import mask_title, norm_label
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.plotting.palette import temperature_words
 from rankcollapse.book.shown import ShownFigure, figure_data
 from rankcollapse.core.masks import WINDOWED_MASKS
-from rankcollapse.core.norms import NORM_LABELS
 from rankcollapse.experiments.store import StoredResult
-
-
-def _temperature_label(temperature: float | None) -> str:
-    """``d_QK = 1/64`` style words for a temperature (NaN or None = the layer's own scaling).
-
-    >>> _temperature_label(1 / 64), _temperature_label(64.0), _temperature_label(None)
-    ('d_QK = 1/64', 'd_QK = 64', 'own scaling')
-    """
-    if temperature is None or temperature != temperature:
-        return "own scaling"
-    return f"d_QK = 1/{1 / temperature:.0f}" if temperature < 1 else f"d_QK = {temperature:g}"
 
 
 def _weight_titles(provenance: dict) -> dict[str, str]:
@@ -39,27 +28,32 @@ def _weight_titles(provenance: dict) -> dict[str, str]:
 
 
 def _curve_label(row: pd.Series) -> str:
-    """The legend words of one configuration: the full transformer, or SAN with its norm, skip,
-    temperature."""
+    """The words of one configuration: the full transformer, or SAN with its norm and skip."""
     if row["variant"] != "SAN":
         return row["variant"]
-    words = NORM_LABELS.get(row["norm"], row["norm"])
+    words = norm_label(row["norm"])
     if row.get("skip", False):
         words = words.replace("pure attention", "attention") + " + skip"
     return words
 
 
-_HUES = {"norm": _curve_label, "temperature": lambda row: _temperature_label(row["temperature"]),
+_HUES = {"norm": _curve_label, "temperature": lambda row: temperature_words(row["temperature"]),
          "n_samples": lambda row: f"{_curve_label(row)}, {row['n_samples']} samples"}
 
 
-def _labelled(result: StoredResult, hue: str) -> pd.DataFrame:
-    """``result``'s table with each row's legend words (``label``, by ``hue``) and panel title
-    (``mask_title``)."""
+def _labelled(result: StoredResult, hue: str, panel_titles: dict[str, str] | None = None) -> pd.DataFrame:
+    """``result``'s table with each row's curve words (``label``, by ``hue``) and panel title (``mask_title``;
+    ``panel_titles`` maps a mask to other words). The full transformer, run under its model's own mask, is
+    drawn in every mask's panel of its weights, as the reference it is."""
     table = result.table.copy()
     window = result.provenance["parameters"].get("window")
     table["label"] = table.apply(_HUES[hue], axis=1)
-    table["mask_title"] = table["mask"].map(lambda m: mask_title(m, window))
+    table["mask_title"] = table["mask"].map(lambda m: (panel_titles or {}).get(m, mask_title(m, window)))
+    full = table["mask"] == "model"
+    if full.any() and not full.all():
+        titles = table.loc[~full, "mask_title"].unique()
+        table = pd.concat([table[~full], *(table[full].assign(mask_title=t) for t in titles)],
+                          ignore_index=True)
     return table
 
 
@@ -74,19 +68,17 @@ def _figure_parameters(result: StoredResult) -> dict:
             "pretrained_weight_sha256": result.provenance["weight_sha256"]}
 
 
-def layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm",
-                 ratio: bool = False) -> ShownFigure:
-    """The per-layer curves of ``metric`` (rows: weight sources; columns: masks; one curve per ``hue``
-    value of _HUES), shown as ``stem`` with its caption's computed words (curves drawn on top of each other,
-    axes cut below the floor: :func:`rankcollapse.book.plotting.overlap.caption_notes`).
-    With ``hue="n_samples"`` the smaller sample's curves are dashed (they may hide behind the others);
-    ``ratio``: the metric is a ratio, drawn with a dotted line at 1, on a linear axis where all its
-    values lie within a factor 2 of each other (log ticks would then show only 10^0)."""
-    table = _labelled(result, hue)
-    small = table["n_samples"] == table["n_samples"].min()
-    dashed = tuple(table.loc[small, "label"].unique()) if hue == "n_samples" and not small.all() else ()
+def layer_figure(result: StoredResult, metric: str, stem: str, *, hue: str = "norm", ratio: bool = False,
+                 panel_titles: dict[str, str] | None = None) -> ShownFigure:
+    """The per-layer curves of ``metric`` (rows: weight sources; columns: masks, titled by ``panel_titles``
+    where given; one curve per ``hue`` value of _HUES, styled by the book's palette), shown as ``stem`` with
+    its notes' computed words (curves drawn on top of each other, axes cut below the floor:
+    :func:`rankcollapse.book.plotting.overlap.caption_notes`). ``ratio``: the metric is a ratio, drawn with a
+    dotted line at 1, on a linear axis where all its values lie within a factor 2 of each other (log ticks
+    would then show only 10^0)."""
+    table = _labelled(result, hue, panel_titles)
     fig = plotting.layer_curve_grid(table, metric, col="mask_title", hue="label",
-                                    titles=_weight_titles(result.provenance), dashed=dashed)
+                                    titles=_weight_titles(result.provenance))
     if ratio:
         values = table.loc[(table["metric"] == metric) & (table["layer"] >= 1), plotting.centre_of(metric)]
         linear = values.max() <= 2 * values.min()
@@ -109,5 +101,5 @@ def geometry_figure(result: StoredResult, stem: str) -> ShownFigure:
     """Fig. 4's token geometry (rank, σ_min, mean |cos|) per weight source, one line style per mask, shown as
     ``stem`` (its caption words as in :func:`layer_figure`)."""
     fig = plotting.geometry_grid(_labelled(result, "norm"), col="weights", hue="label",
-                                 titles=_weight_titles(result.provenance), mask_words=MASK_LABELS)
+                                 titles=_weight_titles(result.provenance))
     return _shown(stem, fig, result)

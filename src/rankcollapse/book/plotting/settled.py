@@ -13,11 +13,12 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
+from rankcollapse.book.plotting import palette
 from rankcollapse.engine import SETTLED_METRIC
 
 GID = "settled"  # the gid of a held line (the figure's data rows read it as kind "settled")
 LABEL = "not computed: settled on its floor"
-_STYLE = {"ls": (0, (1, 1.5)), "lw": 1.3}
+_STYLE = {"ls": (0, (1, 3)), "lw": 1.1}  # sparser and thinner than a norm's dots
 
 
 def split(curve: pd.DataFrame, rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -35,10 +36,12 @@ def split(curve: pd.DataFrame, rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.Dat
     return curve.iloc[:first], curve.iloc[max(0, first - 1):]
 
 
-def draw(ax: Axes, held: pd.DataFrame, centre: str, colour) -> None:
-    """The held layers of a curve (from :func:`split`) as a thin dotted line in its colour."""
+def draw(ax: Axes, held: pd.DataFrame, centre: str, colour, dims: dict | None = None) -> None:
+    """The held layers of a curve (from :func:`split`) as a thin dotted line in its colour, described by
+    the curve's ``dims`` for the figure's data (:func:`rankcollapse.book.plotting.palette.describe`)."""
     if len(held) > 1:
-        ax.plot(held["layer"], held[centre], color=colour, gid=GID, label="_settled", **_STYLE)
+        line, = ax.plot(held["layer"], held[centre], color=colour, gid=GID, label="_settled", **_STYLE)
+        palette.describe(line, **(dims or {}))
 
 
 def legend_entries(axes) -> dict[str, Line2D]:

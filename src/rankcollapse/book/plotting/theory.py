@@ -20,16 +20,18 @@ import pandas as pd
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import offset_copy
 from torch import Tensor
 
-from rankcollapse.book.labels import mask_label
+from rankcollapse.book.labels import mask_label, norm_label
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.book.plotting import logaxis, palette
 from rankcollapse.theory.dynamics import CollapseSummary
 from rankcollapse.core.stats import quantile_band
 
-_DODGE = 0.35  # horizontal offset (radius units) between masks of one radius in the rate figure
+_DODGE_PT = 9.0  # drawn offset (points, not data) between masks of one radius in the rate figure
 _TITLE_CHARS = 28  # a longer panel title wraps: two panels share the 672 px column
 
 
@@ -52,8 +54,12 @@ def _edge(y_min: float) -> str:
 
 
 def _radius_label(name: str, radius: int | None) -> str:
-    """Legend text of a mask with its radius, e.g. ``causal (r = 1)``."""
-    return f"{mask_label(name)} (r = {'none' if radius is None else radius})"
+    """Legend text of a mask with its radius, e.g. ``causal (r = 1)``; ``no center`` where it has no radius.
+
+    >>> _radius_label("causal", 1), _radius_label("dilated_window", None)
+    ('causal (r = 1)', 'dilated window (no center)')
+    """
+    return f"{mask_label(name)} ({'no center' if radius is None else f'r = {radius}'})"
 
 
 def mask_grid(shown: dict[str, Tensor]) -> Figure:
@@ -63,17 +69,19 @@ def mask_grid(shown: dict[str, Tensor]) -> Figure:
     """
     fig, axes = plotting.panel_grid(len(shown), panel_height=3.3)
     for ax, (name, mask) in zip(axes, shown.items()):
-        plotting.draw_mask(ax, mask, mask_label(name))
+        plotting.draw_mask(ax, mask, mask_label(name), palette.mask_style(name).colour)
+        palette.describe(ax, mask=name)
     plotting.label_outer(axes, min(2, len(shown)))
     for ax in axes:  # axis labels on the outer panels only, token indices on none (draw_mask hides them)
         ax.tick_params(labelbottom=False, labelleft=False)
     return fig
 
 
-def _legend_below(fig: Figure, axes, n_cols: int | None = None) -> None:
-    """:func:`plotting.figure_legend` under the panels (``n_cols`` columns when given), with the figure made
-    taller by the legend's height so that the panels keep theirs."""
-    plotting.figure_legend(fig, axes, n_cols=n_cols)
+def legend_below(fig: Figure, axes, n_cols: int | None = None, entries: dict | None = None) -> None:
+    """:func:`plotting.figure_legend` under the panels (``n_cols`` columns when given; ``entries`` before the
+    guides, default the panels' own), with the figure made taller by the legend's height so that the panels
+    keep theirs."""
+    plotting.figure_legend(fig, axes, n_cols=n_cols, entries=entries)
     height = fig.legends[-1].get_window_extent(fig.canvas.get_renderer()).height / fig.dpi  # inches
     fig.set_figheight(fig.get_figheight() + height)
 
@@ -85,70 +93,89 @@ def _layer_log_axes(ax: Axes, ylabel: str) -> None:
     ax.set_ylabel(ylabel)
 
 
-def _band_axes(ax: Axes, curves: dict[str, Tensor], colours: dict[str, object],
-               dashed: dict[str, Tensor] | None = None,
-              y_min: float = 0.0) -> bool:
-    """Per label: the median over samples (thick, in ``colours[label]``), its 10-90 % band and optionally
-    a dashed second curve's median (e.g. mu of X itself next to the exact track), on a log y axis that ends
-    at ``y_min``: a median below it is not drawn (no flat line along the edge that would read as a
-    plateau), a triangle marks where it leaves. Returns whether any median left the axis.
+def _band_axes(ax: Axes, curves: dict[str, tuple[str, Tensor]], dims: dict[str, dict] | None = None,
+               direct: dict[str, Tensor] | None = None, y_min: float = 0.0) -> bool:
+    """Per label: the median over samples of its mask's run (thick, in the mask's colour and marker, the line
+    style of the panel's norm from ``dims``), its 10-90 % band and optionally a thin second curve's median
+    (``direct``: mu of X itself next to the exact track), on a log y axis that ends at ``y_min``: a median
+    below it is not drawn (no flat line along the edge that would read as a plateau), a triangle marks where
+    it leaves. Returns whether any median left the axis.
 
-    Shapes: every curve ``[sample, layer + 1]``.
+    Shapes: ``curves`` label -> (mask, [sample, layer + 1]); every ``direct`` curve ``[sample, layer + 1]``.
     """
     left = False
-    for label, curve in curves.items():
+    for label, (mask, curve) in curves.items():
+        style, d = palette.mask_style(mask), {"mask": mask, **(dims or {}).get(label, {}),
+                                              "colour_encodes": "mask", "series": label}
+        ls = palette.NORM_STYLES.get(d.get("norm"), "-")
         q = quantile_band(curve)  # [3, layer + 1]
         t = torch.arange(q.shape[1])
         below = q[1] < y_min
-        ax.plot(t, torch.where(below, torch.nan, q[1]), color=colours[label], lw=2, label=label)
-        ax.fill_between(t, q[0].clamp(min=y_min) if y_min > 0 else q[0], q[2], where=(~below).tolist(),
-                        color=colours[label], alpha=0.2, lw=0)
+        line, = ax.plot(t, torch.where(below, torch.nan, q[1]), color=style.colour, lw=2, ls=ls, label=label,
+                        marker=style.marker, markevery=(0.03, 0.14), ms=5)
+        band = ax.fill_between(t, q[0].clamp(min=y_min) if y_min > 0 else q[0], q[2],
+                               where=(~below).tolist(), color=style.colour, alpha=0.2, lw=0)
+        for artist in (line, band):
+            palette.describe(artist, **d)
         if bool(below.any()):
             left = True
-            ax.plot([int(below.nonzero()[0])], [y_min], marker="v", ms=8, color=colours[label], clip_on=False,
-                    zorder=5)
-        if dashed is not None and label in dashed:
-            median = quantile_band(dashed[label])[1]
-            ax.plot(t, torch.where(median < y_min, torch.nan, median), color=colours[label], lw=1, ls="--")
+            ax.plot([int(below.nonzero()[0])], [y_min], marker="v", ms=8, ls="", color=style.colour,
+                    clip_on=False, zorder=5)
+        if direct is not None and label in direct:
+            median = quantile_band(direct[label])[1]
+            thin, = ax.plot(t, torch.where(median < y_min, torch.nan, median), color=style.colour, lw=0.8,
+                            ls=ls)
+            palette.describe(thin, **{**d, "series": f"{label}: μ of X itself"})
     _layer_log_axes(ax, r"$\mu(X^{(t)})$")
     return left
 
 
-def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_min: float = 0.0) -> Figure:
+def summary_bands(panels: dict[str, dict[str, CollapseSummary]], exact: bool, y_min: float = 0.0,
+                  norms: dict[str, str] | None = None) -> Figure:
     """One :func:`_band_axes` panel per entry of ``panels`` (title -> mask -> run), two per row with shared
-    axes, each with its rounding floor shaded; one legend below, a mask keeping its colour in every
-    panel. ``exact``: the thick line is mu from the exact centred tracking and mu of X itself is dashed
-    (a legend entry says so); else mu of X alone.
+    axes, each with its rounding floor shaded; each mask in its colour and marker, each panel's norm
+    (``norms``: title -> norm name) in its line style; one legend below, the masks first, then the guides.
+    ``exact``: the thick line is mu from the exact centred tracking and mu of X itself is a thin line (a
+    legend entry says so); else mu of X alone.
 
     Shapes: the runs' curves are ``[sample, layer + 1]``.
     """
     fig, axes = plotting.panel_grid(len(panels), panel_height=2.9, sharex=True, sharey=True)
-    labels = [_radius_label(m, s.radius) for runs in panels.values() for m, s in runs.items()]
-    colours = palette.hue_colours(pd.DataFrame({"mask": labels}), "mask")
+    entries, guides = {}, {}
     for ax, (title, runs) in zip(axes, panels.items()):
-        curves = {_radius_label(m, s.radius): s.mu_exact if exact else s.mu_direct for m, s in runs.items()}
-        dashed = {_radius_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
-        if _band_axes(ax, curves, colours, dashed, y_min):
-            ax.plot([], [], ls="", marker="v", ms=8, color="0.3",
-                    label=f"falls below {_edge(y_min)}, the axis' edge")
-        if exact:
-            ax.plot([], [], color="0.3", lw=1, ls="--", label=r"$\mu$ of $X$ itself (dashed)")
+        norm = (norms or {}).get(title)
+        curves = {_radius_label(m, s.radius): (m, s.mu_exact if exact else s.mu_direct)
+                  for m, s in runs.items()}
+        direct = {_radius_label(m, s.radius): s.mu_direct for m, s in runs.items()} if exact else None
+        dims = {label: {"norm": norm} for label in curves}
+        if _band_axes(ax, curves, dims, direct, y_min):
+            guides[f"falls below {_edge(y_min)}, the axis' edge"] = Line2D([], [], ls="", marker="v", ms=8,
+                                                                            color="0.3")
+        entries |= {label: palette.mask_handle(mask) for label, (mask, _) in curves.items()}
+        palette.describe(ax, norm=norm)
         plotting.draw_floor(ax, float(next(iter(runs.values())).floor.median()))
         ax.set_title(textwrap.fill(title, _TITLE_CHARS))
+    if exact:
+        guides[r"thin: $\mu$ of $X$ itself"] = Line2D([], [], color="0.3", lw=0.8)
+    if norms and len(set(norms.values())) > 1:
+        entries |= {norm_label(n): Line2D([], [], color=palette.NEUTRAL, lw=1.8, ls=palette.NORM_STYLES[n])
+                    for n in dict.fromkeys(norms.values())}
     for ax in axes:  # each panel's draw_floor fixed the shared limits to its own floor: span them all
         ax.set_autoscaley_on(True)
         ax.autoscale_view(scalex=False)
         if y_min > 0:
             ax.set_ylim(bottom=y_min)
     plotting.label_outer(axes, min(2, len(panels)))
-    _legend_below(fig, axes)
+    legend_below(fig, axes, entries=entries | guides)
     return fig
 
 
 def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) -> Figure:
-    """Theorem 1's rates: left, the measured rate of each mask with a center against its radius; right,
-    the sliding-window sweep (measured, and the linear case's ``-log|lambda_2|``) against the radius, each
-    point labelled with its window; one legend below.
+    """Theorem 1's rates: left, the measured rate of each mask with a center against its radius (masks of one
+    radius drawn side by side, a few points apart, at their exact radius in the data); right, the
+    sliding-window sweep (measured, in the sliding window's colour, and the linear case's
+    ``-log|lambda_2|``, the theory's line) against the radius, each point labelled with its window; one
+    legend below.
 
     Shapes: ``table`` indexed by mask with columns radius, rate; ``sweep`` indexed by window with
     columns radius, rate, linear rate.
@@ -156,20 +183,28 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     fig, (left, right) = plotting.panel_grid(2, panel_height=2.9)
     applies = table[table["radius"].notna()]
     slot = applies.groupby("radius").cumcount()  # masks sharing a radius sit side by side, none under another
-    dodge = (slot - (applies.groupby("radius")["rate"].transform("size") - 1) / 2) * _DODGE
-    for k, (name, row) in enumerate(applies.iterrows()):
-        left.scatter(int(row["radius"]) + dodge[name], row["rate"], color=f"C{k}", marker="os^Dv<>p"[k % 8],
-                     s=50, zorder=3, label=mask_label(name))
+    dodge = (slot - (applies.groupby("radius")["rate"].transform("size") - 1) / 2) * _DODGE_PT
+    for name, row in applies.iterrows():
+        style = palette.mask_style(name)
+        points = left.scatter([int(row["radius"])], [row["rate"]], color=style.colour, marker=style.marker,
+                              s=50, zorder=3, label=mask_label(name))
+        # drawn a few points aside, its data (and the axis' limits) at the exact radius
+        points.set_offset_transform(offset_copy(left.transData, fig=fig, x=float(dodge[name]),
+                                                units="points"))
+        palette.describe(points, mask=name, colour_encodes="mask")
     left.set_yscale("log")
     left.set_xlabel("graph radius $r$")
     left.set_ylabel("rate per layer")
     left.set_title("every mask with a center")
-    right.plot(sweep["radius"], sweep["rate"], "o-", color="0.15",
-               label=f"sliding window, $d_{{QK}}$ = {temperature:g}")
-    right.plot(sweep["radius"], sweep["linear rate"].clip(upper=10), "s--", color="0.55",
-               label=r"linear case $-\log|\lambda_2|$")
-    for window, row in sweep.iterrows():
-        right.annotate(f"$w$={window}", (row["radius"], row["rate"]), xytext=(6, 3),
+    window = palette.mask_style("sliding_window")
+    measured, = right.plot(sweep["radius"], sweep["rate"], color=window.colour, marker=window.marker, lw=1.8,
+                           label=f"sliding window, $d_{{QK}}$ = {temperature:g}")
+    theory, = right.plot(sweep["radius"], sweep["linear rate"].clip(upper=10), marker=".", ms=7,
+                         label=r"theory, linear case: $-\log|\lambda_2|$", **palette.THEORY)
+    palette.describe(measured, mask="sliding_window", colour_encodes="mask")
+    palette.describe(theory, mask="sliding_window", colour_encodes=palette.THEORY_LABEL)
+    for window_size, row in sweep.iterrows():
+        right.annotate(f"$w$={window_size}", (row["radius"], row["rate"]), xytext=(6, 3),
                        textcoords="offset points")
     right.set_yscale("log")
     for axis in (left.yaxis, right.yaxis):  # one decade or two would show one or two ticks
@@ -179,50 +214,60 @@ def rate_figure(table: pd.DataFrame, sweep: pd.DataFrame, temperature: float) ->
     right.set_xlabel("radius $r$ of the window")
     right.set_title("sliding window, varying $w$")
     right.set_xlim(0.5, float(sweep["radius"].max()) + 1.5)  # room for the window labels
+    left.set_xlim(float(applies["radius"].min()) - 0.6, float(applies["radius"].max()) + 0.6)  # room to dodge
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _legend_below(fig, [left, right])
+    legend_below(fig, [left, right], n_cols=2)
     return fig
 
 
 def linear_figure(curves: dict[str, Tensor], linear: pd.DataFrame) -> Figure:
-    """The linear special case: median mu per mask and the dotted line ``|lambda_2|^t`` through its end.
+    """The linear special case: median mu per mask (its colour and marker) and the theory's line
+    ``|lambda_2|^t`` through its end.
 
     Shapes: every curve ``[layer + 1]``; ``linear`` indexed by mask with column ``rate -log|lambda_2|``.
     """
     fig, (ax,) = plotting.panel_grid(1, panel_height=2.9)
-    for k, (name, median) in enumerate(curves.items()):
+    for name, median in curves.items():
+        style = palette.mask_style(name)
         rate = float(linear.loc[name, "rate -log|lambda_2|"])
         t = torch.arange(median.shape[0])
         label = rf"{mask_label(name)}: $|\lambda_2| = {math.exp(-rate):.3f}$"
-        ax.plot(t, median, color=f"C{k}", lw=2, label=label)
-        ax.plot(t, median[-1] * torch.exp(rate * (median.shape[0] - 1 - t)), color=f"C{k}", lw=1, ls=":")
-    ax.plot([], [], color="0.3", lw=1, ls=":", label=r"$|\lambda_2|^t$ (dotted)")
+        line, = ax.plot(t, median, color=style.colour, lw=2, label=label, marker=style.marker,
+                        markevery=(0.03, 0.14), ms=5)
+        theory, = ax.plot(t, median[-1] * torch.exp(rate * (median.shape[0] - 1 - t)), **palette.THEORY)
+        palette.describe(line, mask=name, colour_encodes="mask")
+        palette.describe(theory, mask=name, series=f"{label}: theory", colour_encodes=palette.THEORY_LABEL)
+    ax.plot([], [], label=r"theory: $|\lambda_2|^t$", **palette.THEORY)
     _layer_log_axes(ax, r"$\mu(X^{(t)})$")
-    _legend_below(fig, [ax])
+    legend_below(fig, [ax])
     return fig
 
 
 def _proportion_bars(ax: Axes, table: pd.DataFrame, x: str, hue: str | None = None) -> None:
     """Bars of ``fraction`` with Wilson error bars (columns ``low``, ``high``), grouped by ``x`` and coloured
-    by ``hue`` (one colour per bar when ``hue`` is None).
+    by ``hue`` (by ``x`` when ``hue`` is None) in the non-mask greys; a fraction of exactly 0 draws no bar but
+    a "0" where it would stand. Each bar is described for the figure's data: its ``x`` value's name, its
+    ``hue`` value and its interval.
 
     Shapes: ``table`` has columns ``x``, fraction, low, high (and ``hue``).
     """
     groups = list(dict.fromkeys(table[x]))
     hues = list(dict.fromkeys(table[hue])) if hue else [None]
+    greys = palette.non_mask_colours(hues if hue else groups)
     width = 0.8 / len(hues)
     for k, value in enumerate(hues):
         part = table if hue is None else table[table[hue] == value]
         position = (torch.tensor([groups.index(g) for g in part[x]], dtype=torch.float64)
-                    + (k - (len(hues) - 1) / 2) * width)
-        colours = [f"C{i}" for i in range(len(part))] if hue is None else f"C{k}"
-        ax.bar(position, part["fraction"], width, color=colours, label=value)
-        # a bar of height 0 draws nothing: a thick line at 0 shows it
-        zero = torch.as_tensor((part["fraction"] == 0).to_numpy().copy())
-        ax.hlines([0.0] * int(zero.sum()), (position[zero] - width / 2).tolist(),
-                  (position[zero] + width / 2).tolist(),
-                  colors=colours if hue is None else [colours] * int(zero.sum()), lw=4, zorder=3)
+                    + (k - (len(hues) - 1) / 2) * width).tolist()
+        colours = [greys[g] for g in part[x]] if hue is None else greys[value]
+        bars = ax.bar(position, part["fraction"], width, color=colours, label=value)
+        for bar, (_, row), at in zip(bars, part.iterrows(), position):
+            palette.describe(bar, x=str(row[x]), y_low=float(row["low"]), y_high=float(row["high"]),
+                             colour_encodes=hue or x, **({hue: str(value)} if hue else {}))
+            if row["fraction"] == 0:  # a bar of height 0 draws nothing: say 0 above its interval
+                ax.annotate("0", (at, float(row["high"])), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom")
         ax.errorbar(position, part["fraction"],
                     yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
                     fmt="none", color="black", lw=1)
@@ -238,106 +283,14 @@ def contrast_figure(contrast: pd.DataFrame, collapse_tol: float, n_layers: int) 
     _proportion_bars(ax, contrast.rename(columns={"not collapsed": "fraction"}).assign(
         W_V=lambda frame: "$W_V$ " + frame["W_V"]), "mask", "W_V")
     ax.set_ylabel(f"fraction with $\\mu > {_tex_number(collapse_tol)}$\nafter {n_layers} layers")
-    _legend_below(fig, [ax], n_cols=contrast["W_V"].nunique())  # one row, in the bars' order
-    return fig
-
-
-def _circle_axes(ax: Axes, paths: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> None:
-    """Token 2's paths on the unit circle (orange: ends at B, blue: collapses), the arc of starts that
-    reach B (green), starts as black squares and named points.
-
-    Shapes: paths ``[start, layer + 1, 2]``, reaches_B ``[start]`` bool, arc ``[angle]`` (radians), each
-    point ``[2]``.
-    """
-    circle = torch.linspace(0, 2 * math.pi, 400, dtype=torch.float64)
-    ax.plot(torch.cos(circle), torch.sin(circle), color="0.7", lw=1)
-    ax.scatter(torch.cos(arc), torch.sin(arc), color="C2", s=30, alpha=0.5, lw=0,
-               label="starts that reach $B$")
-    for k in range(paths.shape[0]):
-        ax.plot(paths[k, :, 0], paths[k, :, 1], color="C1" if bool(reaches_B[k]) else "C0", lw=0.8,
-                marker=".", ms=4)
-        ax.plot(paths[k, 0, 0], paths[k, 0, 1], marker="s", color="black", ms=4)
-    for name, p in points.items():
-        x, y = float(p[0]), float(p[1])
-        ax.plot(x, y, marker="o", ms=7, color="black", mfc="white" if name.startswith("U") else "black",
-                zorder=4)
-        ax.annotate(name, (x, y), xytext=(16 * x, 16 * y), textcoords="offset points", weight="bold",
-                    ha="center", va="center", zorder=5)  # outward from the circle
-    ax.set_aspect("equal")
-    ax.set_xlim(-1.4, 1.4)
-    ax.set_ylim(-1.4, 1.4)
-
-
-def pair_figure(plain: Tensor, normed: Tensor, reaches_B: Tensor, arc: Tensor,
-                points: dict[str, Tensor]) -> Figure:
-    """The paper's Fig. 1: left, both tokens without LayerNorm (they meet, stars); right, token 2 on the
-    circle with LayerNorm (:func:`_circle_axes`) and token 1's path (vermilion, C3 of the colour-blind
-    palette); one legend below.
-
-    Shapes: plain, normed ``[start, layer + 1, token, 2]``; reaches_B ``[start]``; arc ``[angle]``.
-    """
-    fig, (left, right) = plotting.panel_grid(2, panel_height=3.0)
-    for k in range(plain.shape[0]):
-        for token, marker in ((0, "o"), (1, "s")):
-            left.plot(plain[k, :, token, 0], plain[k, :, token, 1], color=f"C{k}", lw=0.8, marker=marker,
-                      ms=2.5)
-        left.plot(float(plain[k, -1, 0, 0]), float(plain[k, -1, 0, 1]), marker="*", color=f"C{k}", ms=12,
-                  mec="black")
-    left.set_title("no LayerNorm")
-    left.set_xlabel("$x_1$")
-    left.set_ylabel("$x_2$")
-    left.set_aspect("equal", adjustable="datalim")
-    _circle_axes(right, normed[:, :, 1], reaches_B, arc, points)
-    right.plot(normed[0, :, 0, 0], normed[0, :, 0, 1], color="C3", lw=1.2, marker="o", ms=3, label="token 1")
-    right.set_title("with LayerNorm")
-    right.set_xlabel("$x_1$")
-    _legend_below(fig, [right])
-    return fig
-
-
-def basin_figure(angles: Tensor, basin: Tensor, strip: Tensor, marks: dict[str, float]) -> Figure:
-    """Left: full rank (dark) vs collapse over both starting angles; right: token 1 at A, full rank as a
-    function of token 2's start, with the angles in ``marks`` (radians) drawn as dashed lines.
-
-    Shapes: angles ``[angle]`` (radians), basin ``[theta1, theta2]`` bool, strip ``[theta2]`` bool.
-    """
-    fig, (ax, ax_strip) = plotting.panel_grid(2, panel_height=2.9)
-    ax.imshow(basin.numpy().T, origin="lower", extent=(0, 360, 0, 360), cmap="Greens", vmin=-0.3, vmax=1.2,
-              interpolation="nearest", aspect="equal")
-    ax.set_xlabel(r"token 1 starts at $\theta_1$ (°)")
-    ax.set_ylabel(r"token 2 starts at $\theta_2$ (°)")
-    ax.set_xticks([0, 180, 360])
-    ax.set_yticks([0, 180, 360])
-    ax.grid(False)
-    ax.set_title("full rank (dark) or collapse")
-    ax_strip.plot(angles.numpy() * 180 / math.pi, strip.double().numpy(), drawstyle="steps-mid", color="C2")
-    for label, value in marks.items():
-        ax_strip.axvline(math.degrees(value) % 360, color="0.4", ls="--", lw=0.8)
-        ax_strip.annotate(label, (math.degrees(value) % 360, 1.06), ha="center")
-    ax_strip.set_ylim(-0.1, 1.25)
-    ax_strip.set_xticks([0, 90, 180, 270, 360])
-    ax_strip.set_yticks([0, 1], ["collapse", "full\nrank"])
-    ax_strip.set_xlabel(r"token 2 starts at $\theta_2$ (°)")
-    ax_strip.set_title("token 1 starts at $A$")
-    return fig
-
-
-def rotation_figure(paths: Tensor, reaches_B: Tensor, arc: Tensor, points: dict[str, Tensor]) -> Figure:
-    """The counterexample with ``Z^T W_V Z``: :func:`_circle_axes` alone (square, half the column).
-
-    Shapes: paths ``[start, layer + 1, 2]``, reaches_B ``[start]``, arc ``[angle]``.
-    """
-    fig, (ax,) = plotting.panel_grid(1, panel_height=3.0)
-    _circle_axes(ax, paths, reaches_B, arc, points)
-    ax.set_xlabel("$x_1$")
-    ax.set_ylabel("$x_2$")
+    legend_below(fig, [ax], n_cols=contrast["W_V"].nunique())  # one row, in the bars' order
     return fig
 
 
 def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, floor: float) -> Figure:
     """Left: the final rank's distribution with Wilson intervals; right: the median size of the last update
     per final rank (exponential convergence to an equilibrium) down to the rounding ``floor`` (shaded);
-    one legend below.
+    one grey per rank in both (the non-mask greys, dark to light); one legend below.
 
     Shapes: ``fractions`` indexed by rank; steps ``[sample, layer]``; final_ranks ``[sample]`` (-1:
     unsettled).
@@ -346,30 +299,34 @@ def rank_figure(fractions: pd.DataFrame, steps: Tensor, final_ranks: Tensor, flo
     _proportion_bars(left, fractions.reset_index(), "rank")
     left.set_xlabel("rank of the final $X$")
     left.set_ylabel("fraction of starts")
+    greys = palette.non_mask_colours(fractions.index)
     t = torch.arange(1, steps.shape[1] + 1)
     for k in fractions.index:
         group = steps[final_ranks == k]
         if group.shape[0]:
-            right.plot(t, group.median(dim=0).values.clamp(min=1e-17), color=f"C{k - 1}", lw=2,
-                       label=f"rank {k}")
+            line, = right.plot(t, group.median(dim=0).values.clamp(min=1e-17), color=greys[k], lw=2,
+                               label=f"rank {k}")
+            palette.describe(line, rank=int(k), colour_encodes="rank")
     _layer_log_axes(right, r"$\Vert X^{(t)} - X^{(t-1)} \Vert_F$")
     plotting.draw_floor(right, floor)
-    _legend_below(fig, [right])
+    legend_below(fig, [right])
     return fig
 
 
 def threshold_figure(sweep: pd.DataFrame) -> Figure:
-    """Fraction of random starts not collapsed against ``c / c*``, one line per width d, with the derived
-    threshold ``c / c* = 1`` dashed; legend inside the panel.
+    """Fraction of random starts not collapsed against ``c / c*``, one grey per width d (dark to light), with
+    the derived threshold ``c / c* = 1`` (the theory's line); legend inside the panel.
 
     Shapes: ``sweep`` has columns d, ``c / c*``, fraction, low, high.
     """
     fig, (ax,) = plotting.panel_grid(1, panel_height=2.8)
-    for k, (d, part) in enumerate(sweep.groupby("d")):
-        ax.errorbar(part["c / c*"], part["fraction"],
-                    yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
-                    marker="o", color=f"C{k}", lw=1.5, capsize=2, label=f"$d = {d}$")
-    ax.axvline(1.0, color="0.3", ls="--", lw=1, label=r"$c = c^*$")
+    greys = palette.non_mask_colours(sweep["d"])
+    for d, part in sweep.groupby("d"):
+        drawn = ax.errorbar(part["c / c*"], part["fraction"],
+                            yerr=[part["fraction"] - part["low"], part["high"] - part["fraction"]],
+                            marker="o", color=greys[d], lw=1.5, capsize=2, label=f"$d = {d}$")
+        palette.describe(drawn.lines[0], d=int(d), colour_encodes="d")
+    ax.axvline(1.0, label=r"theory: $c = c^*$", **palette.THEORY)
     ax.set_xlabel(r"$c / c^*$ with $c^* = \sqrt{a(2-a)/(d-1)}$")
     ax.set_ylabel("fraction not collapsed")
     ax.legend(loc="upper left")
