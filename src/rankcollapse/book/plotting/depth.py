@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from rankcollapse.book.labels import mask_title, norm_label
+from rankcollapse.book.labels import mask_label, mask_title, norm_label
 from rankcollapse.book.plotting import common as plotting
 from rankcollapse.book.plotting import palette
 from rankcollapse.core.masks import PAPER_MASKS
@@ -101,7 +101,7 @@ def factor_figure(table: pd.DataFrame) -> Figure:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(w, [f"{v:g}" for v in w])
-        ax.set_title(mask_title(family, None), fontsize="medium")
+        ax.set_title(mask_label(family), fontsize="medium")
         ax.set_xlabel("window w")
         ax.set_ylabel("1 − factor per layer")
     plotting.figure_legend(fig, axes)
