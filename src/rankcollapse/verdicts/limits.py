@@ -5,12 +5,12 @@
 when the run recorded it, the mean |cosine| between tokens), each read with the curve rules of
 :mod:`rankcollapse.verdicts.rules` (:func:`~rankcollapse.verdicts.rules.curve_verdict`, the same thresholds):
 
-* **collapse to zero** — ‖X‖_F itself *collapses* (its late rate exceeds ``COLLAPSE_RATE`` per layer, or it
-  reaches its floor, the dtype's smallest normal number): μ ≤ ‖X‖_F goes to 0 with it, whether or not the
-  tokens align — the reviewer's "trivial case".
+* **collapse to zero** — ‖X‖_F itself *collapses* (its per-layer factor below ``exp(-COLLAPSE_RATE)``: these
+  are median curves without an interval; or it reaches its floor, the dtype's smallest normal number): μ ≤ ‖X‖_F
+  goes to 0 with it, whether or not the tokens align — the reviewer's "trivial case".
 * **collapse to a common nonzero vector** — ‖X‖_F does not collapse while μ/‖X‖_F *collapses*: the tokens
   become equal at a point of nonzero norm (their cosines go to 1).
-* **no collapse** — neither collapses (μ/‖X‖_F stable or decaying slowly) at this depth.
+* **no collapse** — neither collapses: no collapse of μ/‖X‖_F is resolved at this depth.
 * **cannot tell: on the rounding floor** — μ/‖X‖_F is on its rounding floor from X(0) on.
 
 :func:`table_limits` applies it to every configuration of a tidy experiments table (median over samples
@@ -49,7 +49,7 @@ class LimitVerdict:
     def words(self) -> str:
         """The limit with its deciding numbers, e.g. ``"collapse to zero (‖X‖_F: collapses (rate 0.55/layer);
         ...)"``; a norm that grows past ``STABLE_FACTOR`` reads "grows" (the curve rules, made for decay, call
-        it stable)."""
+        it not resolved)."""
         cosine = "" if self.cosine_last is None else f"; mean |cos| {self.cosine_last:.3g} at the last layer"
         grows = self.norm.ratio > rules.STABLE_FACTOR
         norm = (f"grows (x{self.norm.ratio:.2g} of layer 1 after {self.norm.n_layers} layers)" if grows

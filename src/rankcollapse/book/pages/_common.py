@@ -154,14 +154,14 @@ def _first_table(source: Source) -> pd.DataFrame:
     return source.table if isinstance(source, StoredResult) else source[0].table
 
 
-def part_sides(results: Mapping[str, StoredResult], words: str, metric: str = "relative_mu",
-               **labels) -> dict[str, Side]:
+def part_sides(results: Mapping[str, StoredResult | Sequence[StoredResult]], words: str,
+               metric: str = "relative_mu", **labels) -> dict[str, Side]:
     """Per part of a page whose parts each hold one mask (the decoder pages): the curve matching ``labels`` in
-    that part's result, keyed by the part's name, named ``"<part>, <words>"``; parts without it are left out.
-    """
+    that part's result (or pooled over its weight seeds' results), keyed by the part's name, named
+    ``"<part>, <words>"``; parts without it are left out."""
     out = {}
     for part, result in results.items():
-        rows = result.table
+        rows = _first_table(result)
         for column, wanted in labels.items():
             rows = rows[rows[column] == wanted]
         if len(rows):

@@ -82,6 +82,7 @@ DECOMPOSED = ("complete", "causal", "window ±1", "window ±8", "causal window 4
 _KINDS = {z.label: (z.mask, z.window) for z in ZOO}  # a zoo label's mask and window: its colour and marker
 DECOMPOSITION_PREFIX = "decomposition-"  # part name of a decomposed mask: the prefix and its zoo part
 MIN_TOKENS = max(z.window or 1 for z in ZOO) + 1  # the widest zoo window must fit in the sequence
+COLLAPSING = ("collapses", "reaches the floor")  # the curve verdicts of a collapse (verdicts.rules)
 # two rates whose ratio is within 5 % of 1 are read as the same rate, neither faster nor slower
 SAME_RATE = 0.05
 
@@ -215,7 +216,7 @@ def numbers(table: pd.DataFrame, weights: str = "initialized") -> dict[str, floa
     Shapes: ``table`` one row per zoo mask (:func:`design_table`).
     """
     rate = table[f"rate, {weights}"]
-    collapses = table[f"verdict, {weights}"] == "collapses"
+    collapses = table[f"verdict, {weights}"].isin(COLLAPSING)
     connected = table["radius"].notna()
     causal = table["mask"].str.startswith("causal window")
     complete_rate = float(rate[table["mask"] == "complete"].iloc[0])
@@ -274,8 +275,9 @@ def _collapse_words(names: pd.Series, collapses: pd.Series) -> str:
         return "every mask collapses"
     return (f"only {int(collapses.sum())} of the {len(names)} masks collapse "
             f"({', '.join(names[collapses]) or 'none'}); for the other {int((~collapses).sum())} "
-            f"({', '.join(names[~collapses])}) μ/‖X‖_F neither reaches "
-            f"the rounding floor nor decays faster than {COLLAPSE_RATE}/layer in the later layers. Theorem 1 "
+            f"({', '.join(names[~collapses])}) no collapse of μ/‖X‖_F is resolved in these layers: it neither "
+            f"reaches the rounding floor nor decays by a factor below {math.exp(-COLLAPSE_RATE):.3g} per layer "
+            "in the later layers (there are no per-sample values to give an interval). Theorem 1 "
             "allows this: its bound contracts more slowly the larger the radius r and the smaller the least "
             "attention weight ε, so over a few layers it promises almost nothing when r is large or trained "
             "attention is sharp")

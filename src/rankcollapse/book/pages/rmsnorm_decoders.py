@@ -18,6 +18,8 @@ tests/unit/test_decoders.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, curves_claim, part_sides,
@@ -27,7 +29,7 @@ from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_ints
 from rankcollapse.core.stats import rank_correlation
-from rankcollapse.experiments.config import experiment_config
+from rankcollapse.experiments.config import MAX_SAMPLES, experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.experiments.table import value
@@ -47,11 +49,21 @@ def window_part(window: int) -> str:
     return f"causal_sliding_window-w{window}"
 
 
+SEED_PARAMETERS = ("n_weight_seeds", "n_samples_seeds")  # the bias-free seeds' own parameters
+
+
+def seed_part(part: str, k: int) -> str:
+    """The part of a mask's bias-free stack drawn with weight seed ``seed + k``, e.g. ``causal-seed2``."""
+    return f"{part}-seed{k}"
+
+
 def configure(parameters: dict) -> dict[str, Run]:
     """``configure`` of the page: the causal sweep (with the full transformer) and one sweep per window of
     ``windows`` (sizes of the uni-directional window, each below ``n_tokens``), the reader's other parameters
-    for all. A window the sequence cannot hold is rejected here, before anything runs."""
-    own = computing(parameters, "windows")
+    for all; and per mask the theory's bias-free stacks over ``n_weight_seeds`` weight seeds on the first
+    ``n_samples_seeds`` samples (:func:`seed_part`). A window the sequence cannot hold is rejected here, before
+    anything runs."""
+    own = computing(parameters, "windows", *SEED_PARAMETERS)
     windows = parameters.get("windows")
     windows = tuple(windows) if isinstance(windows, list) else windows
     check_ints("windows", windows, 1, int(own.get("n_tokens", 2)) - 1)
@@ -59,6 +71,15 @@ def configure(parameters: dict) -> dict[str, Run]:
     for w in windows:
         runs[window_part(w)] = Run(experiment_config(own, masks=("causal_sliding_window",), window=w,
                                                                  **_SWEEP))
+    if not all(name in parameters for name in SEED_PARAMETERS):
+        return runs
+    for name in SEED_PARAMETERS:
+        check_ints(name, (parameters[name],), 1, MAX_SAMPLES)
+    for part, run in list(runs.items()):
+        for k in range(parameters["n_weight_seeds"]):
+            runs[seed_part(part, k)] = Run(replace(run.config, weights=("initialized_nobias",),
+                                                   weight_seed=own.get("seed", 0) + k, full_transformer=False,
+                                                   n_samples=parameters["n_samples_seeds"]))
     return runs
 
 
@@ -104,7 +125,7 @@ def numbers(rates: pd.DataFrame, causal: pd.DataFrame) -> dict[str, float | str]
     growth = value(causal, "norm", **pure_causal) / value(causal, "norm", layer=0, **pure_causal)
     curve = pre[(pre["variant"] == "SAN") & (pre["mask"] == "causal") & (pre["norm"] == "none")
                 & ~pre["skip"].astype(bool)]
-    collapses = len(curve) > 0 and curve["verdict"].iloc[0] == "collapses"
+    collapses = len(curve) > 0 and curve["verdict"].iloc[0] in ("collapses", "reaches the floor")
     return {"pure_rates_initialized": words.get("initialized", "not run"),
             "pure_rates_pretrained": words.get("pretrained", "not run"),
             "full_ratio": float(full.iloc[0]) if len(full) else float("nan"),
@@ -128,11 +149,18 @@ def claims(results: dict[str, StoredResult], rates: pd.DataFrame) -> list[Claim]
     """
     san = rates[rates["variant"] == "SAN"]
     words = "SAN + RMSNorm without gain"
+    seeds = {part: [r for name, r in results.items() if name.startswith(f"{part}-seed")]
+             for part in results if "-seed" not in part}
+    pooled = {part: parts for part, parts in seeds.items() if parts}
     rows = []
-    for weights, setting in (("initialized", INITIALIZED_SETTING), ("pretrained", "pretrained SmolLM2")):
+    sources = [("initialized_nobias", f"{THEORY_SETTING}; {len(next(iter(pooled.values()), []))} weight seeds",
+                pooled)] if pooled else []
+    sources += [("initialized", INITIALIZED_SETTING, None), ("pretrained", "pretrained SmolLM2", None)]
+    for weights, setting, grouped in sources:
         base = dict(weights=weights, variant="SAN", skip=False)
-        pure = part_sides(results, "pure attention", norm="none", **base)
-        rms = part_sides(results, words, norm="rms", **base)
+        own_results = grouped or {p: r for p, r in results.items() if "-seed" not in p}
+        pure = part_sides(own_results, "pure attention", norm="none", **base)
+        rms = part_sides(own_results, words, norm="rms", **base)
         rows.append(curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2, Theorem 1",
                                  "pure attention: per-layer factor of μ/‖X‖_F, per mask", pure, setting=setting))
         own = san[san["weights"] == weights]
@@ -161,6 +189,7 @@ def claims(results: dict[str, StoredResult], rates: pd.DataFrame) -> list[Claim]
 
 
 INITIALIZED_SETTING = "initialized with PyTorch's default biases; 1 weight seed"
+THEORY_SETTING = "the theory's SAN: initialized, no biases"
 
 
 def rethreshold(rows: pd.DataFrame, thresholds) -> pd.DataFrame:

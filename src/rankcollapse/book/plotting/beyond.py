@@ -64,7 +64,8 @@ def rate_radius_figure(table: pd.DataFrame, kinds: dict[str, tuple[str, int | No
     any_hollow = False
     for ax, column in zip(axes[0], rate_columns):
         verdict = column.replace("rate, ", "verdict, ")
-        collapses = table[verdict] == "collapses" if verdict in table else pd.Series(True, index=table.index)
+        collapses = (table[verdict].isin(("collapses", "reaches the floor")) if verdict in table
+                     else pd.Series(True, index=table.index))
         for i, row in table.iterrows():
             name, window = kinds[row["mask"]]
             style, filled = palette.mask_style(name), bool(collapses[i])
