@@ -108,7 +108,7 @@ _PAPER = {"paper": PAPER_SCALE}
 # per weight seed 16 samples (seeds, not samples, dominate the spread of a rate at initialization), on
 # MiniLM's sizes (d = 384, 12 heads): 128 float64 layers of 30 configurations x 9 parts are CPU hours at
 # BERT-base width, and the theory's statements do not depend on the width
-THEORY_SAN_SCALE = {"n_samples": 16, "model": "pkg:minilm"}
+THEORY_SAN_SCALE = {"n_samples": 16, "model": "pkg:minilm", "dtype": "float64"}
 WINDOW_PAPER_SAMPLES = 900  # the corpus holds about 1000 concatenated runs of 1024 Gemma tokens, not 3000
 _E = dict(compute=run_all)
 PAGES: dict[str, Page] = {p.name: p for p in (
@@ -147,7 +147,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          fixed=mask_design.FIXED, profiles=_PAPER, extra_runs=mask_design.decomposition_runs, **_E),
     Page("rmsnorm_decoders", "book/beyond/rmsnorm_decoders.md", "Beyond: RMSNorm decoders (SmolLM2)",
          rmsnorm_decoders.configure, fixed=rmsnorm_decoders.FIXED,
-         profiles={"paper": {**PAPER_SCALE, "model": "pkg:smollm2", "n_samples_seeds": 16}},
+         profiles={"paper": {**PAPER_SCALE, "model": "pkg:smollm2", "dtype": "float64", "n_samples_seeds": 16}},
          grows_own_counts=True, **_E),
     Page("sliding_window_model", "book/beyond/sliding_window_model.md",
          "Beyond: a real sliding-window model (Gemma-3)", sliding_window_model.configure,
