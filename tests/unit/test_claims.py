@@ -1,13 +1,12 @@
 """Claims tables: each verdict follows the numbers, and flips when a synthetic result is changed."""
 
-import re
-
 import numpy as np
 import pandas as pd
 import pytest
 
+from rankcollapse.book.claims_table import headline
 from rankcollapse.book.pages import fig2, sample_size
-from rankcollapse.verdicts import claims, rules
+from rankcollapse.verdicts import claims
 from stored_claims import page_claims
 
 EPS = np.finfo(np.float64).eps
@@ -51,14 +50,14 @@ def test_fig2_claims_follow_the_curves_and_flip():
     assert found["A larger mask radius slows collapse / initialized pure attention"] == "holds"
     ln = [v for k, v in found.items() if k.startswith("Adding LayerNorm alone")]
     assert ln == ["holds", "holds"]
-    assert claims.headline(fig2.claims(stable, n_tokens=16)) == "On this run every claim below holds."
+    assert headline(fig2.claims(stable, n_tokens=16)) == "On this run every claim below holds."
 
     decaying = _fig2_table(0.5 * np.exp(-0.5 * LAYERS))
     rows = fig2.claims(decaying, n_tokens=16)
     ln = [c.verdict for c in rows if c.claim.startswith("Adding LayerNorm alone")]
     assert ln == ["does not hold", "does not hold"]
-    assert "Adding LayerNorm alone stops μ → 0 at random initialization" in claims.headline(rows)
-    assert "**does not hold**" in claims.headline(rows)
+    assert "Adding LayerNorm alone stops μ → 0 at random initialization" in headline(rows)
+    assert "**does not hold**" in headline(rows)
 
 
 def test_a_claim_on_the_floor_cannot_be_told():
@@ -68,46 +67,9 @@ def test_a_claim_on_the_floor_cannot_be_told():
         "cannot tell: on the rounding floor"}
 
 
-def _cells(line: str) -> list[str]:
-    """The cells of one Markdown table row, split on unescaped pipes."""
-    return re.split(r"(?<!\\)\|", line.strip())[1:-1]
-
-
-def _table_rows(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("|")]
-
-
-def test_markdown_table_has_one_row_per_claim():
-    rows = fig2.claims(_fig2_table(np.full(13, 0.5)), n_tokens=16)
-    lines = _table_rows(claims.markdown_table(rows))
-    assert len(lines) == len(rows) + 2 and all("**holds**" in line for line in lines[2:4])
-
-
-def test_a_pipe_in_a_claim_is_escaped_and_keeps_the_row_whole():
-    cell = claims.Cell("pretrained", "holds", "0.19 → 0.33", "mean pairwise |cos| grows")
-    row = claims.Claim("... but become anisotropic", "Fig. 4 caption", "mean pairwise |cos|", "holds", "x",
-                       (cell,))
-    lines = _table_rows(claims.markdown_table([row]))
-    assert [len(_cells(line)) for line in lines] == [4, 4, 4]
-    assert _cells(lines[2])[1].strip() == "**holds**"
-
-
 @pytest.fixture(scope="module")
 def stored_pages():
     return page_claims()
-
-
-def test_every_stored_claims_table_has_the_same_number_of_cells_in_every_row(stored_pages):
-    for page, rows in stored_pages.items():
-        lines = _table_rows(claims.markdown_table(rows))
-        counts = {len(_cells(line)) for line in lines}
-        assert len(counts) == 1 and len(lines) == len(rows) + 2, page
-
-
-def test_the_anisotropy_row_of_fig4_shows_its_verdict(stored_pages):
-    lines = _table_rows(claims.markdown_table(stored_pages["fig4"]))
-    row = next(line for line in lines if "anisotropic" in line)
-    assert _cells(row)[1].strip() in {f"**{v}**" for v in rules.CLAIM_VERDICTS}
 
 
 def test_the_known_borderline_verdicts_of_the_stored_results(stored_pages):

@@ -81,6 +81,16 @@ def configure(parameters: dict) -> dict[str, Run]:
     return runs
 
 
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's three claims tables (``fig2``, ``fig2_controls``, ``fig2_decomp``), as :func:`show` shows
+    them (no figures drawn)."""
+    result = results["main"]
+    n_tokens = result.provenance["parameters"]["n_tokens"]
+    return {"fig2": claims(result.table, n_tokens, result.samples),
+            "fig2_controls": control_claims(seed_results(results)),
+            "fig2_decomp": decomposition_claims(decomposition(results["decomposition"])[0], DECOMPOSED_WORDS)}
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scales (``fig2_*``), its three claims tables (``fig2``, ``fig2_controls``,
     ``fig2_decomp``), the clauses of the controls' and the decomposition's sentences, the scale note and the
@@ -95,11 +105,8 @@ def show(results: dict, parameters: dict) -> Shown:
               "n_seeds": len(seeds), "decomp_scale": scale_words(decomposed),
               "decomp_notes": coincidence_words(decomposition_fig.figure), **controls_clauses(found),
               **decomposition_clauses(shares)}
-    n_tokens = result.provenance["parameters"]["n_tokens"]
     return Shown(values=prefixed("fig2", values), markdown={"fig2_scale_note": scale_note(result)},
-                 claims={"fig2": claims(result.table, n_tokens, result.samples),
-                         "fig2_controls": control_claims(seeds),
-                         "fig2_decomp": decomposition_claims(frame, DECOMPOSED_WORDS)},
+                 claims=page_claims(results, parameters),
                  figures=[layer_figure(result, "mu", "fig-fig2-mu"),
                           layer_figure(result, "relative_mu", "fig-fig2-relative"),
                           controls_figure(controls, "relative_mu", "fig-fig2-controls",

@@ -31,13 +31,18 @@ FIXED = FIG3  # pure attention only
 configure = experiment(FIXED)
 
 
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``fig3``), as :func:`show` shows it (no figures drawn)."""
+    return {"fig3": claims(results["main"].table, results["main"].samples)}
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scale (``fig3_*``), claims table, the figures of μ and μ/‖X‖_F per
     temperature and the scale note."""
     result = results["main"]
     return Shown(values=prefixed("fig3", {"scale": scale_words(result), **numbers(result.table)}),
                  markdown={"fig3_scale_note": scale_note(result)},
-                 claims={"fig3": claims(result.table, result.samples)},
+                 claims=page_claims(results, parameters),
                  figures=[layer_figure(result, "mu", "fig-fig3-mu", hue="temperature"),
                           layer_figure(result, "relative_mu", "fig-fig3-relative", hue="temperature")])
 

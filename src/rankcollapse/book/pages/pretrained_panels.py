@@ -25,6 +25,11 @@ FIXED = {"fig2": FIG2, "fig3": FIG3}
 configure = fig2_and_fig3(stored_as_figures=True)
 
 
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``panels``), as :func:`show` shows it (no figures drawn)."""
+    return {"panels": claims(results["fig3"].table, results["fig3"].samples)}
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scale (``panels_*``), claims table, the figures of μ and μ/‖X‖_F of both
     sweeps with the weights named, and the scale note; asserts that the pretrained row is not the
@@ -39,7 +44,7 @@ def show(results: dict, parameters: dict) -> Shown:
                layer_figure(fig3, "relative_mu", "fig-pretrained-panels-fig3-relative", hue="temperature")]
     return Shown(values=prefixed("panels", {"scale": scale_words(fig2), **gaps}),
                  markdown={"panels_scale_note": scale_note(fig2)},
-                 claims={"panels": claims(fig3.table, fig3.samples)}, figures=figures)
+                 claims=page_claims(results, parameters), figures=figures)
 
 
 def _weights_gap(table: pd.DataFrame, hue: str) -> float:

@@ -34,8 +34,8 @@ from rankcollapse.experiments.table import value
 from rankcollapse.verdicts.claims import COLLAPSES, FAILS, HOLDS, PARTLY, STABLE, Cell, Claim, rethreshold
 from rankcollapse.verdicts.robustness import robust
 
-__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "show",
-           "window_part"]
+__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "page_claims", "rate_table",
+           "show", "window_part"]
 
 _SWEEP = dict(norms=("none", "rms", "model"), skips=(False, True))  # the comparisons the page is about
 FIXED = {"masks": (CAUSAL, "causal_sliding_window"), **_SWEEP}
@@ -61,6 +61,11 @@ def configure(parameters: dict) -> dict[str, Run]:
     return runs
 
 
+def page_claims(results: dict[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``rmsnorm_decoders``), as :func:`show` shows it (no figures drawn)."""
+    return {"rmsnorm_decoders": claims(rate_table(results))}
+
+
 def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
     """The causal sweep's scale and :func:`numbers` (``rmsnorm_decoders_*``), the claims table, its scale
     note, the sortable rate table (``rmsnorm_decoders_table``: one row per configuration, RATE_COLUMNS) and
@@ -70,7 +75,7 @@ def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
     found = {"scale": scale_words(result), **numbers(rates, result.table)}
     return Shown(values=prefixed("rmsnorm_decoders", found),
                  markdown={"rmsnorm_decoders_scale_note": scale_note(result)},
-                 claims={"rmsnorm_decoders": claims(rates)},
+                 claims=page_claims(results, parameters),
                  tables={"rmsnorm_decoders_table": SortableTable(rates[list(RATE_COLUMNS)])},
                  figures=[layer_figure(result, "relative_mu", "fig-rmsnorm-decoders-relative"),
                           layer_figure(result, "mu", "fig-rmsnorm-decoders-mu")])

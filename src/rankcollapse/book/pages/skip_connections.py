@@ -41,6 +41,13 @@ def configure(parameters: dict) -> dict[str, Run]:
                                                       **FIXED, weights=("initialized",)))}
 
 
+def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``skip``), as :func:`show` shows it (no figures drawn)."""
+    shallow, deep = results["shallow"], results["deep"]
+    found = numbers(shallow.table, deep.table)
+    return {"skip": claims(shallow.table, deep.table, found, shallow.samples, deep.samples)}
+
+
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     """The page's numbers and scale (``skip_*``), claims table, the figures of μ and ‖X‖_F (shallow) and
     of μ (deep), and the scale notes of both sweeps."""
@@ -48,7 +55,7 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     found = numbers(shallow.table, deep.table)
     return Shown(values=prefixed("skip", {"scale": scale_words(shallow), **found}),
                  markdown={"skip_scale_note": scale_note(shallow) + "\n\n" + scale_note(deep)},
-                 claims={"skip": claims(shallow.table, deep.table, found, shallow.samples, deep.samples)},
+                 claims=page_claims(results, parameters),
                  figures=[layer_figure(shallow, "mu", "fig-skip-connections-mu"),
                           layer_figure(shallow, "norm", "fig-skip-connections-norm"),
                           layer_figure(deep, "mu", "fig-skip-connections-deep")])
