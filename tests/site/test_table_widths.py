@@ -50,13 +50,15 @@ ${Math.round(Math.min(box.right, col.right))} px`);
 }"""
 
 
-# Words broken inside: every whitespace-free token of a Markdown or claims table's text whose glyphs lie on
-# more than one line; and code cells whose lines run past their box (cut, or hidden in a scrolling box).
+# Words broken inside: every whitespace-free token of a claims table's or a Markdown table's text whose
+# glyphs lie on more than one line (the status page's table aside: Jupyter Book writes it); and code cells
+# whose lines run past their box (cut, or hidden in a scrolling box).
 _BROKEN = """() => {
+  const tables = location.pathname.endsWith("status.html") ? "table.claims-table" : "table.table";
   const article = document.querySelector("article.bd-article");
   const found = [];
   const text = el => el.innerText.replace(/\\s+/g, " ").trim().slice(0, 30);
-  for (const table of article.querySelectorAll("table.table")) {
+  for (const table of article.querySelectorAll(tables)) {
     const walker = document.createTreeWalker(table, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       for (const m of node.data.matchAll(/\\S+/g)) {

@@ -1,5 +1,5 @@
-"""The theory pages' checked statements as claims rows: one row per statement, sourced to the paper (or to this
-book's construction), its verdict the very condition of the page's closing check, so a row says "does not
+"""The theory pages' checked statements as claims rows: one row per statement, sourced to the paper (or to
+this book's construction), its verdict the very condition of the page's closing check, so a row says "does not
 hold" exactly when the check note lists that statement."""
 
 import pytest
@@ -14,7 +14,7 @@ CASES = {
         n_tokens=8, d_model=4, n_layers=20, n_samples=2, window=1, stride=3, sweep_windows=(1, 4),
         temperatures=(1.0, 4.0), zoo_masks=("dilated_window",)), [3]),  # 20 layers: linear rate not yet log 2
     "theorem2": (theorem2, theorem2.Theorem2Config(
-        n_tokens=8, n_layers=20, n_samples=2, contrast_layers=3, contrast_samples=20), [2]),  # 3 layers: alive
+        n_tokens=8, n_layers=20, n_samples=2, contrast_layers=3, contrast_samples=20), [2]),  # 3 layers
     "counterexample": (counterexample, counterexample.CounterexampleConfig(
         n_layers=3, n_angles=48, basin_layers=80, mc_samples=500, mc_layers=80), [1, 2]),  # 3 layers: apart
     "equilibria": (equilibria, equilibria.EquilibriaConfig(
@@ -48,5 +48,6 @@ def test_the_bound_row_has_a_cell_per_mask_with_a_center():
     module, config, _ = CASES["theorem1"]
     result = module.compute(config)
     bound = module.claims(config, result)[0]
-    assert [c.column for c in bound.cells] == ["complete", "causal", "sliding_window", "causal_sliding_window"]
+    assert [c.column for c in bound.cells] == ["complete", "causal", "sliding_window",
+                                               "causal_sliding_window"]
     assert "not checked: dilated window (does not apply: no center node)" in bound.number

@@ -40,8 +40,8 @@ _CODE_NAME = re.compile(r"(?<![\w.])(" + "|".join(sorted(map(re.escape, CODE_WOR
                         + r")(?![\w])")
 # A math name: one letter (or ‖...‖) and a short subscript or superscript: W_V, g_V, ‖X‖_F, σ_min, d_QK, Z^T.
 _SCRIPT = re.compile(r"(?<![\w])([A-Za-zα-ωΑ-Ω]|‖[A-Za-z]‖)([_^])([A-Za-z0-9]{1,3})(?![\w])")
-# A token a browser may break inside (after a hyphen, a dash or a slash): kept whole.
-_BREAKABLE = re.compile(r"\w[-/–‐‑]|[-/–‐‑]\w|‖")
+# A token a browser may break inside (after a hyphen, a dash, a slash or a bar): kept whole.
+_BREAKABLE = re.compile(r"\w[-/–‐‑|]|[-/–‐‑|]\w|‖")
 
 
 def row_anchor(page: str, prefix: str, n: int) -> str:

@@ -140,7 +140,7 @@ def href(row: Row, start: str = SOURCE) -> str:
 
 def row_link(row: Row, start: str = SOURCE) -> str:
     """HTML: a link to ``row`` on its page, named by the page's title and the row's number there."""
-    return f'<a href="{html.escape(href(row, start))}">{html.escape(row.page.title)}, row {row.n}</a>'
+    return f'<a href="{html.escape(href(row, start))}">{reader_html(row.page.title)}, row {row.n}</a>'
 
 
 def setting_words(claim: Claim) -> str:
@@ -178,7 +178,7 @@ def glance_html(rows: Sequence[Row]) -> str:
     for row in rows:
         by_page.setdefault(row.page.title, []).append(row)
     body = "".join(
-        f'<tr><td data-label="page">{html.escape(short[title])}</td><td data-label="rows">'
+        f'<tr><td data-label="page">{reader_html(short[title])}</td><td data-label="rows">'
         + " ".join(f'<a class="claim-mark" href="{html.escape(href(r))}" title="'
                    f'{html.escape(reader_text(r.claim.claim))}: {html.escape(r.claim.verdict)}">'
                    f"{verdict_mark(r.claim.verdict)}</a>" for r in page_rows)
@@ -198,7 +198,7 @@ def summary_html(rows: Sequence[Row]) -> str:
     body = "".join(
         f'<tr><td data-label="claim">{reader_html(same[0].claim.claim)}</td><td data-label="verdict">'
         + "".join(f'<div class="claim-chip"><a href="{html.escape(href(r))}">{verdict_html(r.claim)}</a> '
-                  f'<span class="claim-setting">{html.escape(short[r.page.title])}: '
+                  f'<span class="claim-setting">{reader_html(short[r.page.title])}: '
                   f"{reader_html(setting_words(r.claim))}</span></div>" for r in same)
         + "</td></tr>" for same in merged.values())
     head = "".join(f"<th>{h}</th>" for h in ("claim", "verdict, page and what it is decided on"))
@@ -255,6 +255,14 @@ def headline_pages() -> list[str]:
     return list(dict.fromkeys(page for _, page, _, _ in HEADLINES))
 
 
+def gathered_words(pages: Sequence[PageClaims]) -> str:
+    """How the pages' claims were had: how many read from records, in what time, which computed again."""
+    computed = [p for p in pages if not p.recorded]
+    again = ", ".join(f"{p.title} ({seconds_words(p.seconds)})" for p in computed) or "none"
+    return (f"{len(pages) - len(computed)} of {len(pages)} pages' claims read from this build's records, "
+            f"{seconds_words(sum(p.seconds for p in pages))} in all; computed again: {again}")
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's counts and timing (``verdicts_*``), the overview of every row (``verdicts_glance``) and per
     group its summary (``verdicts_summary_<group>``) and details (``verdicts_details_<group>``)."""
@@ -268,7 +276,5 @@ def show(results: dict, parameters: dict) -> Shown:
         markdown[f"verdicts_details_{name}"] = details_html(rows) if rows else "No rows."
         values[f"counts_{name}"] = counts_words([r.claim for r in rows])
     markdown["verdicts_glance"] = glance_html(result.rows)
-    recorded = ", ".join(p.title for p in result.pages if p.recorded) or "none"
-    values["gathered"] = (", ".join(f"{p.title} {seconds_words(p.seconds)}" for p in result.pages)
-                          + f"; read from this build's records: {recorded}")
+    values["gathered"] = gathered_words(result.pages)
     return Shown(values=prefixed("verdicts", values), markdown=markdown)
