@@ -75,6 +75,14 @@ def test_every_row_is_listed_with_its_words_and_a_link_to_its_row():
             == "response/skip_connections.html#claim-skip-connections-skip-1")
 
 
+def test_the_notebooks_data_table_has_every_row():
+    shown, result = _shown(_pages())
+    frame = shown.tables["verdicts_table"].data
+    assert list(frame["link"]) == [verdicts.href(r) for r in result.rows]
+    assert list(frame["verdict"]) == [r.claim.verdict for r in result.rows]
+    assert frame.loc[0, "decided on"] == "initialized"
+
+
 def test_the_overview_has_a_line_per_page_and_a_linked_mark_per_row():
     shown, result = _shown(_pages())
     glance = shown.markdown["verdicts_glance"]

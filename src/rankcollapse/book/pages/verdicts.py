@@ -23,6 +23,8 @@ import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import pandas as pd
+
 from rankcollapse.book.claims_table import (column_words, reader_html, reader_text, row_anchor, table_html,
                                             verdict_html)
 from rankcollapse.book.pages._common import own_config
@@ -255,6 +257,14 @@ def headline_pages() -> list[str]:
     return list(dict.fromkeys(page for _, page, _, _ in HEADLINES))
 
 
+def rows_frame(rows: Sequence[Row]) -> pd.DataFrame:
+    """Every row as a data table (the page's notebook shows it; the page itself shows the HTML tables): one
+    row per claim with its page, table, number, group, words, verdict, setting and link."""
+    return pd.DataFrame([{"page": r.page.name, "table": r.prefix, "row": r.n, "whose claim": r.group,
+                          "claim": reader_text(r.claim.claim), "verdict": r.claim.verdict,
+                          "decided on": reader_text(setting_words(r.claim)), "link": href(r)} for r in rows])
+
+
 def gathered_words(pages: Sequence[PageClaims]) -> str:
     """How the pages' claims were had: how many read from records, in what time, which computed again."""
     computed = [p for p in pages if not p.recorded]
@@ -264,8 +274,9 @@ def gathered_words(pages: Sequence[PageClaims]) -> str:
 
 
 def show(results: dict, parameters: dict) -> Shown:
-    """The page's counts and timing (``verdicts_*``), the overview of every row (``verdicts_glance``) and per
-    group its summary (``verdicts_summary_<group>``) and details (``verdicts_details_<group>``)."""
+    """The page's counts and timing (``verdicts_*``), the overview of every row (``verdicts_glance``), per
+    group its summary (``verdicts_summary_<group>``) and details (``verdicts_details_<group>``), and every row
+    as a data table (``verdicts_table``: glued for the page's notebook, :func:`rows_frame`)."""
     _, result, _ = results["main"]
     markdown = {}
     values: dict[str, object] = {"n_rows": len(result.rows),
@@ -277,4 +288,5 @@ def show(results: dict, parameters: dict) -> Shown:
         values[f"counts_{name}"] = counts_words([r.claim for r in rows])
     markdown["verdicts_glance"] = glance_html(result.rows)
     values["gathered"] = gathered_words(result.pages)
-    return Shown(values=prefixed("verdicts", values), markdown=markdown)
+    return Shown(values=prefixed("verdicts", values), markdown=markdown,
+                 tables={"verdicts_table": rows_frame(result.rows).style.hide(axis="index")})
