@@ -166,10 +166,15 @@ def short_titles(titles: Iterable[str]) -> dict[str, str]:
             for title, head in zip(titles, heads)}
 
 
-def verdict_mark(verdict: str) -> str:
-    """A verdict's mark in the overview: the claims tables' symbol of its words (before any colon), or • for a
-    verdict that has none."""
-    return OUTCOMES.get(verdict.split(":")[0], "•")
+def verdict_mark(verdict: str) -> tuple[str, str]:
+    """A verdict's mark in the overview and its CSS class: the claims tables' symbol of its words (before any
+    colon) and ``mark-<those words>``, or • and ``mark-other`` for a verdict that has no symbol.
+
+    >>> verdict_mark("holds partly"), verdict_mark("cannot tell: on the rounding floor"), verdict_mark("new")
+    (('◐', 'mark-holds-partly'), ('?', 'mark-cannot-tell'), ('•', 'mark-other'))
+    """
+    words = verdict.split(":")[0]
+    return (OUTCOMES[words], "mark-" + words.replace(" ", "-")) if words in OUTCOMES else ("•", "mark-other")
 
 
 def glance_html(rows: Sequence[Row]) -> str:
@@ -181,9 +186,9 @@ def glance_html(rows: Sequence[Row]) -> str:
         by_page.setdefault(row.page.title, []).append(row)
     body = "".join(
         f'<tr><td data-label="page">{reader_html(short[title])}</td><td data-label="rows">'
-        + " ".join(f'<a class="claim-mark" href="{html.escape(href(r))}" title="'
-                   f'{html.escape(reader_text(r.claim.claim))}: {html.escape(r.claim.verdict)}">'
-                   f"{verdict_mark(r.claim.verdict)}</a>" for r in page_rows)
+        + " ".join(f'<a class="claim-mark {verdict_mark(r.claim.verdict)[1]}" href="{html.escape(href(r))}" '
+                   f'title="{html.escape(reader_text(r.claim.claim))}: {html.escape(r.claim.verdict)}">'
+                   f"{verdict_mark(r.claim.verdict)[0]}</a>" for r in page_rows)
         + "</td></tr>" for title, page_rows in by_page.items())
     return (f'<table class="table claims-table claims-glance"><thead><tr><th>page</th><th>its claims, row by '
             f"row</th></tr></thead><tbody>{body}</tbody></table>")
