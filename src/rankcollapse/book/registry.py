@@ -12,8 +12,10 @@ checked against those defaults, ranges by the configuration dataclasses (each pa
 its config).
 
 The CLI (``rankcollapse run``), every computed page (:func:`rankcollapse.book.report.present`), the
-notebook tests, the reproduce page and ``results/run_paper_scale.sh`` read this registry. Adding a page is
-its ``.md``, its module ``book/pages/<page>.py``, one entry here and a line in ``_toc.yml``.
+notebook tests, the reproduce page and ``results/run_paper_scale.sh`` read this registry; the verdicts page
+reads every page's claims through it, without their figures (:func:`claims`, :func:`gather_claims`).
+Adding a page is its ``.md``, its module ``book/pages/<page>.py``, one entry here and a line in
+``_toc.yml``.
 
 Used by: :mod:`rankcollapse.book.report`, :mod:`rankcollapse.book.cli`, book/reproduce.md,
 tests/unit/test_pages.py.
