@@ -1,7 +1,9 @@
 """Tables and figures fit: at 1280 px no table or figure is wider than the text column and no part of a table
 hides in a scrolling box; at a 390 px phone no cell of a Markdown table (the claims tables) is cut off
 (a computed table may scroll inside its own box there); printed on A4 as the book's PDF is, no table is
-cut off either. Measured in Chromium from the laid-out page, not from the CSS."""
+cut off either. No word or number in a claims table or a Markdown table breaks inside ("co m pl et e"), at
+1280 px, 390 px or in print, and no code cell hides a line's end. Measured in Chromium from the laid-out
+page, not from the CSS."""
 
 from pathlib import Path
 
@@ -48,7 +50,38 @@ ${Math.round(Math.min(box.right, col.right))} px`);
 }"""
 
 
-def _findings(browser, site_url, width: int, print_media: bool = False) -> dict[str, list[str]]:
+# Words broken inside: every whitespace-free token of a claims table's or a Markdown table's text whose
+# glyphs lie on more than one line (the status page's table aside: Jupyter Book writes it); and code cells
+# whose lines run past their box (cut, or hidden in a scrolling box).
+_BROKEN = """() => {
+  const tables = location.pathname.endsWith("status.html") ? "table.claims-table" : "table.table";
+  const article = document.querySelector("article.bd-article");
+  const found = [];
+  const text = el => el.innerText.replace(/\\s+/g, " ").trim().slice(0, 30);
+  for (const table of article.querySelectorAll(tables)) {
+    const walker = document.createTreeWalker(table, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const rects = [...range.getClientRects()].filter(r => r.width > 0);
+        if (rects.length < 2) continue;
+        const tops = rects.map(r => r.top), height = Math.min(...rects.map(r => r.height));
+        if (Math.max(...tops) - Math.min(...tops) > height / 2)
+          found.push(`"${m[0]}" broken over ${rects.length} lines in "${text(table)}"`);
+      }
+    }
+  }
+  for (const pre of article.querySelectorAll("div.highlight pre"))
+    if (pre.scrollWidth > pre.clientWidth + 1)
+      found.push(`code "${text(pre)}": ${pre.scrollWidth - pre.clientWidth} px past its box`);
+  return found;
+}"""
+
+
+def _findings(browser, site_url, width: int, print_media: bool = False, measure: str = _MEASURE
+              ) -> dict[str, list[str]]:
     from bookpdf import NOT_LOCAL
 
     context = browser.new_context(viewport={"width": width, "height": 900})
@@ -61,7 +94,8 @@ def _findings(browser, site_url, width: int, print_media: bool = False) -> dict[
         page.goto(site_url + relative, wait_until="load")
         if print_media:  # as bookpdf prints: every collapsed block open
             page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
-        hidden = page.evaluate(_MEASURE, "print" if print_media else "desk" if width >= 1000 else "phone")
+        mode = "print" if print_media else "desk" if width >= 1000 else "phone"
+        hidden = page.evaluate(measure, mode) if measure is _MEASURE else page.evaluate(measure)
         if hidden:
             found[relative] = hidden[:4]
     context.close()
@@ -82,3 +116,13 @@ def test_no_markdown_table_cell_is_cut_off_on_a_phone(browser, site_url):
 def test_no_table_is_cut_off_on_a_printed_page(browser, site_url):
     """Paper does not scroll: a table wider than an A4 page lost its last columns in the PDF."""
     assert not _findings(browser, site_url, A4_CSS_PX, print_media=True)
+
+
+@pytest.mark.parametrize("width, print_media", [(1280, False), (390, False), (A4_CSS_PX, True)],
+                         ids=["1280px", "390px", "print"])
+def test_no_word_or_number_in_a_table_breaks_inside_and_no_code_line_is_cut(browser, site_url, width,
+                                                                             print_media):
+    """The claims tables broke mask names and values letter by letter at 1280 px ("co m pl et e", "rat e
+    0.0 00 34"), the setup page's names table broke identifiers ("temperatur e"), and the parameters cells cut
+    their comments at the column's edge."""
+    assert not _findings(browser, site_url, width, print_media, _BROKEN)

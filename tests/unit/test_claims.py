@@ -1,7 +1,5 @@
 """Claims tables: each verdict follows the numbers, and flips when a synthetic result is changed."""
 
-import re
-
 import numpy as np
 import pytest
 
@@ -48,42 +46,9 @@ def test_every_curve_collapses_beside_the_prediction():
     assert agrees.verdict == "cannot tell"
 
 
-def _cells(line: str) -> list[str]:
-    """The cells of one Markdown table row, split on unescaped pipes."""
-    return re.split(r"(?<!\\)\|", line.strip())[1:-1]
-
-
-def _table_rows(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("|")]
-
-
-def test_markdown_table_has_one_row_per_claim():
-    rows = [claims.collapse_claim("It collapses", "test", "m", {"complete": _side("complete", FAST)}),
-            claims.collapse_claim("It collapses", "test", "m", {"causal": _side("causal", FAST)})]
-    lines = _table_rows(claims.markdown_table(rows))
-    assert len(lines) == len(rows) + 2 and all("**holds**" in line for line in lines[2:4])
-
-
-def test_a_pipe_in_a_claim_is_escaped_and_keeps_the_row_whole():
-    cell = claims.Cell("pretrained", "holds", "0.19 → 0.33", "mean pairwise |cos| grows")
-    row = claims.Claim("... but become anisotropic", "Fig. 4 caption", "mean pairwise |cos|", "holds", "x",
-                       (cell,))
-    lines = _table_rows(claims.markdown_table([row]))
-    assert [len(_cells(line)) for line in lines] == [4, 4, 4]
-    assert _cells(lines[2])[1].strip() == "**holds**"
-
-
 @pytest.fixture(scope="module")
 def stored_pages():
     return page_claims()
-
-
-def test_every_stored_claims_table_has_the_same_number_of_cells_in_every_row(stored_pages):
-    for page, tables in stored_pages.items():
-        for prefix, rows in tables.items():
-            lines = _table_rows(claims.markdown_table(rows))
-            counts = {len(_cells(line)) for line in lines}
-            assert len(counts) == 1 and len(lines) == len(rows) + 2, (page, prefix)
 
 
 def test_every_verdict_is_one_of_the_published_words_and_names_its_setting(stored_pages):

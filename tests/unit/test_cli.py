@@ -26,8 +26,8 @@ def never_executes(monkeypatch):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["run", "fig9"], "unknown page 'fig9'; pages are: setup, data, theorem1, theorem2, counterexample, "
-                      "equilibria, fig2"),
+    (["run", "fig9"], "unknown page 'fig9'; pages are: verdicts, setup, data, theorem1, theorem2, "
+                      "counterexample, equilibria, fig2"),
     (["run", "fig2", "-p", "n_heads", "4"], "unknown parameter 'n_heads'; this page's parameters are: "
                                             "model, window"),
     (["run", "fig2", "-p", "n_samples", "many"], "parameter 'n_samples' must be an integer (default 16), "

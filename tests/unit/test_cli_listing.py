@@ -55,7 +55,7 @@ def test_pages_page_lists_every_parameter(name, capsys):
 def test_pages_of_an_unknown_page_is_one_line(capsys):
     assert cli.main(["pages", "fig9"]) == 2
     assert capsys.readouterr().err.startswith(
-        "rankcollapse pages: error: unknown page 'fig9'; pages are: setup")
+        "rankcollapse pages: error: unknown page 'fig9'; pages are: verdicts, setup")
 
 
 def test_results_lists_every_stored_result(capsys, tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rankcollapse.book.claims_table import claims_markdown
 from rankcollapse.book.pages._common import against, paired_sides
 from rankcollapse.core import stats
 from rankcollapse.experiments.sample_values import CURVE_COLUMNS, SampleValues
@@ -132,6 +133,8 @@ def test_moving_one_threshold_flips_a_synthetic_verdict_and_the_table_says_borde
     claim = _slow_decay_claim(0.6)
     assert claim.verdict == "cannot tell"
     assert claim.robustness == "borderline — flips when COLLAPSE_RATE = 0.025 (→ holds)"
+    assert 'title="borderline — flips when COLLAPSE_RATE = 0.025 (→ holds)">borderline<' in \
+        claims_markdown([claim])
 
 
 def test_a_verdict_far_from_every_threshold_is_robust():
@@ -206,8 +209,9 @@ def test_a_page_claim_with_per_sample_values_shows_its_interval_in_the_matrix():
     table, samples = _result({"none": _noisy(0.2, 100, seed=4), "model": _noisy(0.05, 100, seed=5)})
     sides = paired_sides(table, samples, dict(norm="model"), dict(norm="none"), ("LN", "pure"))
     claim = against("LayerNorm slows collapse", "test", "initialized: late per-layer factor", sides)
-    text = claims.markdown_table([claim])
+    text = claims_markdown([claim])
     effect = effects.late_factor(*sides["causal"])
     assert claim.verdict == "holds" and effect.low < math.exp(0.15) < effect.high
-    assert f"✓ ×{effect.estimate:.3g} [{effect.low:.3g}, {effect.high:.3g}]" in text
+    interval = f"×{effect.estimate:.3g} [{effect.low:.3g}, {effect.high:.3g}]"
+    assert f'✓ causal:</span> <span class="nw">{interval}</span>' in text
     assert "no interval" not in claim.cells[0].text

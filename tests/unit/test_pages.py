@@ -65,7 +65,7 @@ def test_experiment_pages_keep_their_fixed_choices_and_take_the_readers_paramete
     ("fig2", {"n_layer": 3}, "unknown experiment parameter"),
     ("sample_size", {"n_samples": 8, "n_samples_small": 8},
      r"n_samples_small must be an integer in \[1, 7\]"),
-    ("fig9", {}, "unknown page 'fig9'; pages are: setup"),
+    ("fig9", {}, "unknown page 'fig9'; pages are: verdicts, setup"),
     ("theorem1", {"temperature": -1.0}, "temperature must be a finite number > 0"),
 ])
 def test_bad_parameters_are_refused_with_one_message(name, parameters, words):

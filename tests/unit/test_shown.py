@@ -1,5 +1,6 @@
 """Each page's ``show`` on the results its page shows at its parameters cell's defaults, without papermill:
-every glued name the page's Markdown pastes is one that ``show`` (or ``report.present``) provides."""
+every glued name the page's Markdown pastes is one that ``show`` (or ``report.present``) provides, and its
+claims tables are those the registry gives without figures (what the verdicts page lists)."""
 
 import re
 
@@ -13,7 +14,7 @@ from rankcollapse.book.shown import Shown
 PASTED = re.compile(r"\{glue(?::\w+)?\}`([\w]+)(?::[^`]*)?`|^```\{glue(?::\w+)?\}\s+([\w]+)", re.M)
 # they compute; fig2 and pretrained_panels take over 3 s
 SLOW = {"theorem1", "theorem2", "counterexample", "equilibria", "reviewers", "data", "large_models", "fig2",
-        "pretrained_panels"}
+        "pretrained_panels", "verdicts"}
 
 
 def pasted_names(name: str, root) -> set[str]:
@@ -37,11 +38,10 @@ def provided_names(name: str, shown: Shown, results: dict) -> set[str]:
                                   for n in sorted(registry.PAGES)])
 def test_show_provides_every_name_its_page_pastes(name, repo_root):
     parameters = page_parameters(registry.page(name).path(repo_root))
-    results = registry.compute(name, **parameters)
-    if parameters.get("show_largest_stored", False):
-        results = report.largest_stored(results)
+    results = registry.shown_results(name, parameters)
     shown = registry.show(name, results, parameters)
     for figure in shown.figures:
         plt.close(figure.figure)
     missing = pasted_names(name, repo_root) - provided_names(name, shown, results)
     assert not missing, f"{name}: the page pastes {sorted(missing)}, which show does not provide"
+    assert registry.claims(name, results, parameters) == shown.claims

@@ -12,8 +12,10 @@ checked against those defaults, ranges by the configuration dataclasses (each pa
 its config).
 
 The CLI (``rankcollapse run``), every computed page (:func:`rankcollapse.book.report.present`), the
-notebook tests, the reproduce page and ``results/run_paper_scale.sh`` read this registry. Adding a page is
-its ``.md``, its module ``book/pages/<page>.py``, one entry here and a line in ``_toc.yml``.
+notebook tests, the reproduce page and ``results/run_paper_scale.sh`` read this registry; the verdicts page
+reads every page's claims through it, without their figures (:func:`claims`, :func:`gather_claims`).
+Adding a page is its ``.md``, its module ``book/pages/<page>.py``, one entry here and a line in
+``_toc.yml``.
 
 Used by: :mod:`rankcollapse.book.report`, :mod:`rankcollapse.book.cli`, book/reproduce.md,
 tests/unit/test_pages.py.
@@ -23,20 +25,25 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4,
                                      large_models, mask_design, pretrained_panels, reviewers,
                                      rmsnorm_decoders, sample_size, setup, skip_connections,
-                                     sliding_window_model, theorem1, theorem2, theory_san)
+                                     sliding_window_model, theorem1, theorem2, theory_san, verdicts)
+from rankcollapse.book.pages._claims_records import recorded_claims
 from rankcollapse.book.pages._common import run_all
+from rankcollapse.book.pages.verdicts import PageClaims
 from rankcollapse.book.pages._reviewers_theory import compute as compute_reviewers
-from rankcollapse.book.shown import PAPER_SCALE, Shown
+from rankcollapse.book.shown import PAPER_SCALE, Shown, anchor
+from rankcollapse.book.shown import largest_stored as shown_largest
 from rankcollapse.experiments.config import Run
-from rankcollapse.experiments.store import StoredResult
+from rankcollapse.experiments.store import ResultStore, StoredResult
+from rankcollapse.verdicts.claims import Claim
 
 PROFILE_NAMES = ("default", "paper")
 
@@ -112,6 +119,8 @@ THEORY_SAN_SCALE = {"n_samples": 16, "model": "pkg:minilm", "dtype": "float64"}
 WINDOW_PAPER_SAMPLES = 900  # the corpus holds about 1000 concatenated runs of 1024 Gemma tokens, not 3000
 _E = dict(compute=run_all)
 PAGES: dict[str, Page] = {p.name: p for p in (
+    Page("verdicts", "book/verdicts.md", "Verdicts: which claims hold", verdicts.configure,
+         _in_module(lambda config: verdicts.compute(config, gather_claims))),  # every page's claims
     Page("setup", "book/setup.md", "Setup: masks as graphs, radius, μ", setup.configure,
          _in_module(setup.compute)),
     Page("data", "book/data.md", "The text samples", data.configure, _in_module(data.compute)),
@@ -228,9 +237,69 @@ def compute(name: str, **parameters) -> dict[str, StoredResult | Computed]:
 
 
 
-def show(name: str, results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:
-    """What page ``name`` shows of ``results`` at ``parameters``: its module's ``show`` (the module under
-    :mod:`rankcollapse.book.pages` named as the page)."""
+def largest_stored(results: Mapping[str, StoredResult],
+                   store: ResultStore | None = None) -> dict[str, StoredResult]:
+    """:func:`rankcollapse.book.shown.largest_stored` of ``results``, its parts on their own sample count
+    grown where the registry entry of the page that stores them says so (``grows_own_counts``: Fig. 2)."""
+    grows = page(anchor(results).provenance["page"]).grows_own_counts
+    return shown_largest(results, store, grows)
+
+
+def shown_results(name: str, parameters: Mapping[str, object]) -> dict[str, StoredResult | Computed]:
+    """What page ``name`` shows at ``parameters`` (its parameters cell's names and values): its results
+    (:func:`compute`), at the largest stored scale when its ``show_largest_stored`` is true
+    (:func:`largest_stored`)."""
+    results = compute(name, **parameters)
+    if parameters.get("show_largest_stored", False):
+        results = largest_stored(results)
+    return results
+
+
+def _module(name: str) -> ModuleType:
+    """The module of page ``name`` (under :mod:`rankcollapse.book.pages`, named as the page)."""
     page(name)  # an unknown page: one ValueError naming the pages
-    module = importlib.import_module(f"rankcollapse.book.pages.{name}")
-    return module.show(results, parameters)
+    return importlib.import_module(f"rankcollapse.book.pages.{name}")
+
+
+def show(name: str, results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:
+    """What page ``name`` shows of ``results`` at ``parameters``: its module's ``show``."""
+    return _module(name).show(results, parameters)
+
+
+def states_claims(name: str) -> bool:
+    """Whether page ``name`` shows claims tables (its module has ``page_claims``)."""
+    return hasattr(_module(name), "page_claims")
+
+
+def claims(name: str, results: Mapping[str, object],
+           parameters: Mapping[str, object]) -> dict[str, list[Claim]]:
+    """The claims tables page ``name`` shows of ``results`` at ``parameters``, by glue prefix, without its
+    figures: its module's ``page_claims(results, parameters)`` (which its ``show`` puts in
+    ``Shown.claims``); {} for a page that states no claims."""
+    return _module(name).page_claims(results, parameters) if states_claims(name) else {}
+
+
+def claims_at_defaults(name: str, reuse_recorded: bool = True) -> tuple[dict[str, list[Claim]], bool]:
+    """Page ``name``'s claims tables at its parameters cell's defaults, as the page shows them (:func:`claims`
+    of :func:`shown_results`), and whether they were read from the record the page's build left
+    (:mod:`rankcollapse.book.pages._claims_records`: with ``reuse_recorded``, when a record matches its
+    parameters, code and stored results)."""
+    from rankcollapse.book.runner import page_parameters, repo_root
+
+    parameters = page_parameters(page(name).path(repo_root()))
+    recorded = recorded_claims(name, parameters) if reuse_recorded else None
+    if recorded is not None:
+        return recorded, True
+    return claims(name, shown_results(name, parameters), parameters), False
+
+
+def gather_claims(names: Sequence[str] | None = None, reuse_recorded: bool = True) -> list[PageClaims]:
+    """The claims of pages ``names`` (default: every page, in book order, that states claims, the verdicts
+    page aside) at their defaults (:func:`claims_at_defaults`), each with the seconds it took."""
+    gathered = []
+    for name in names or [n for n in PAGES if n != "verdicts" and states_claims(n)]:
+        started = time.perf_counter()
+        found, recorded = claims_at_defaults(name, reuse_recorded)
+        gathered.append(PageClaims(name, page(name).source, page(name).title, found, recorded,
+                                   time.perf_counter() - started))
+    return gathered

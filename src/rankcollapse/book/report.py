@@ -6,7 +6,8 @@ banner when a larger stored run is shown (``<page>_banner``) and the re-run bloc
 
 This is the one module that glues; page modules return values and never glue or display.
 
-Used by: every computed page (``report.present``), :mod:`rankcollapse.book.cli` (the page a run shows).
+Used by: every computed page (``report.present``), book/intro.md (``report.present_findings``),
+:mod:`rankcollapse.book.cli` (the page a run shows).
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from myst_nb import glue
 
 from rankcollapse.book import registry
 from rankcollapse.book.plotting import common as plotting
+from rankcollapse.book.claims_table import claims_markdown, headline, page_anchors
+from rankcollapse.book.pages import verdicts
+from rankcollapse.book.pages._claims_records import record_claims
 from rankcollapse.book.plotting.overlap import notes_block
 from rankcollapse.book.runner import page_parameters
-from rankcollapse.book.shown import Shown, anchor, banner, seconds_words
-from rankcollapse.book.shown import largest_stored as shown_largest
+from rankcollapse.book.registry import largest_stored  # noqa: F401 (the command line's, origins')
+from rankcollapse.book.shown import Shown, banner, seconds_words
 from rankcollapse.experiments.provenance import book_root
-from rankcollapse.experiments.store import ResultStore, StoredResult, compute_seconds, run_command
-from rankcollapse.verdicts import claims as rc_claims
+from rankcollapse.experiments.store import StoredResult, compute_seconds, run_command
+from rankcollapse.verdicts.claims import Claim
 
 
 
@@ -43,23 +47,33 @@ def present(name: str, namespace: Mapping[str, object]) -> None:
     """
     parameters, results = start_page(name, namespace)
     shown = registry.show(name, results, parameters)
-    glue_shown(shown)
+    glue_shown(shown, name)
+    record_claims(name, parameters, shown.claims)
     if all(isinstance(r, StoredResult) for r in results.values()):
         _glue_markdown(f"{name}_banner", banner(name, parameters, results))
     _glue_markdown(f"{name}_rerun", rerun_result_block(name, parameters, results))
     glue(f"{name}_compute_time", compute_time(results) or "", display=False)  # the status page's column
 
 
-def glue_shown(shown: Shown) -> None:
-    """Glue everything a page's ``show`` returned, not displayed: values as they are, Markdown, claims tables
-    with their headlines (:func:`_glue_claims`), tables, and figures (exported with their cite blocks, their
-    computed notes as a collapsed Markdown block under ``<key>_notes`` where asked, then closed)."""
+def present_findings() -> None:
+    """The one call of the book's first page (book/intro.md, not a registered page): glue the paper's headline
+    findings (``verdicts_finding_<key>``: Markdown clauses, a verdict, its numbers and the link to its row,
+    :func:`rankcollapse.book.pages.verdicts.findings`), from the claims of the pages they point at."""
+    rows = verdicts.rows_of(registry.gather_claims(verdicts.headline_pages()))
+    for key, text in verdicts.findings(rows, start="book/intro.md").items():
+        _glue_markdown(f"verdicts_finding_{key}", text)
+
+
+def glue_shown(shown: Shown, name: str) -> None:
+    """Glue everything page ``name``'s ``show`` returned, not displayed: values as they are, Markdown, claims
+    tables with their headlines (:func:`_glue_claims`), tables, and figures (exported with their cite blocks,
+    their computed notes as a collapsed Markdown block under ``<key>_notes`` where asked, then closed)."""
     for key, value in shown.values.items():
         glue(key, value, display=False)
     for key, text in shown.markdown.items():
         _glue_markdown(key, text)
     for prefix, claims in shown.claims.items():
-        _glue_claims(prefix, claims)
+        _glue_claims(name, prefix, claims)
     for key, table in shown.tables.items():
         glue(key, table, display=False)
     for figure in shown.figures:
@@ -78,7 +92,7 @@ def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, ob
 
     The parameters are the current values of the names of page ``name``'s ``parameters`` cell (read from
     the page file), taken from the notebook's ``namespace`` after papermill injected a reader's values.
-    What it shows, by part (:func:`rankcollapse.book.registry.compute`): an experiment page's results,
+    What it shows, by part (:func:`rankcollapse.book.registry.shown_results`): an experiment page's results,
     computed (or loaded) for exactly these parameters, then, when its ``show_largest_stored`` is true, its
     parts at the largest scale stored (:func:`largest_stored`); for a page that computes in its own module,
     ``{"main": Computed(config, result, seconds)}`` (:class:`rankcollapse.book.registry.Computed`).
@@ -86,18 +100,7 @@ def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, ob
     plotting.set_theme()
     names = page_parameters(registry.page(name).path(book_root()))
     parameters = {k: namespace[k] for k in names}
-    results = registry.compute(name, **parameters)
-    if parameters.get("show_largest_stored", False):
-        results = largest_stored(results)
-    return parameters, results
-
-
-def largest_stored(results: Mapping[str, StoredResult],
-                   store: ResultStore | None = None) -> dict[str, StoredResult]:
-    """:func:`rankcollapse.book.shown.largest_stored` of ``results``, its parts on their own sample count
-    grown where the registry entry of the page that stores them says so (``grows_own_counts``: Fig. 2)."""
-    grows = registry.page(anchor(results).provenance["page"]).grows_own_counts
-    return shown_largest(results, store, grows)
+    return parameters, registry.shown_results(name, parameters)
 
 
 def _glue_markdown(key: str, text: str) -> None:
@@ -105,14 +108,14 @@ def _glue_markdown(key: str, text: str) -> None:
     glue(key, Markdown(text), display=False)
 
 
-def _glue_claims(prefix: str, claims: list[rc_claims.Claim]) -> None:
-    """Glue a page's claims table (``<prefix>_claims``: the compact matrix of
-    :func:`rankcollapse.verdicts.claims.markdown_table` — claims x masks or parts, a symbol with the effect
-    and its interval per cell, the verdict and its robustness per row — its legend and the collapsible
-    per-mask words, GitHub-flavoured Markdown with raw HTML ``<details>``: paste it with ``{glue:md}`` and
-    ``:format: gfm``) and its headline sentence (``<prefix>_headline``)."""
-    _glue_markdown(f"{prefix}_claims", rc_claims.markdown_table(claims))
-    _glue_markdown(f"{prefix}_headline", rc_claims.headline(claims))
+def _glue_claims(name: str, prefix: str, claims: list[Claim]) -> None:
+    """Glue page ``name``'s claims table ``prefix`` (``<prefix>_claims``: the table of
+    :func:`rankcollapse.book.claims_table.claims_markdown` — per row the claim, its verdict and the evidence
+    per mask or part, each row anchored ``claim-<page>-<prefix>-<n>`` — its legend and the collapsible
+    details; Markdown holding HTML: paste it with ``{glue:md}`` and ``:format: gfm``) and its headline
+    sentence (``<prefix>_headline``)."""
+    _glue_markdown(f"{prefix}_claims", claims_markdown(claims, page_anchors(name, prefix, claims)))
+    _glue_markdown(f"{prefix}_headline", headline(claims))
 
 
 # ---------------------------------------------------------------- scale, banner, re-run

@@ -1,8 +1,8 @@
 """What a page shows: the :class:`Shown` record a page module's ``show`` returns, the stored runs it shows
 (at the largest scale stored for all of them, :func:`largest_stored`), and the words every computed page
 shares around its results: their scale (:func:`scale_words`, :func:`scale_note`), the banner when a stored
-larger run is shown (:func:`banner`), the stored results a figure draws (:func:`figure_data`) and a theory
-page's closing check (:func:`check_note`).
+larger run is shown (:func:`banner`), the stored results a figure draws (:func:`figure_data`), a theory
+page's closing check (:func:`check_note`) and its checked statements as claims rows (:func:`checked_claim`).
 
 Nothing here glues or displays: :func:`rankcollapse.book.report.present` glues a :class:`Shown` into its page.
 
@@ -22,7 +22,7 @@ from rankcollapse.book.runner import CHECK_HEADING
 from rankcollapse.experiments.table import check_table
 from rankcollapse.experiments.store import (TABLE_SUFFIX, ResultStore, StoredResult, compute_seconds,
                                            run_command)
-from rankcollapse.verdicts.claims import Claim
+from rankcollapse.verdicts.claims import FAILS, HOLDS, Cell, Claim
 
 # Parameters that change a run's scale but not what it computes: a stored run that differs only in these
 # is the same experiment, larger or smaller.
@@ -255,3 +255,10 @@ def check_note(checks: Iterable[tuple[bool, str]]) -> str:
     if not failed:
         return "All of these checks hold on this run."
     return f"{CHECK_HEADING}\n\n" + "\n".join(f"- {words}" for words in failed)
+
+
+def checked_claim(holds: bool, claim: str, source: str, measured: str, number: str,
+                  cells: Iterable[Cell] = ()) -> Claim:
+    """A statement a theory page checks on its run, as a claims row: it holds or does not hold on this run
+    (``holds``), with what decides it (``measured``), the number and the cells."""
+    return Claim(claim, source, measured, HOLDS if holds else FAILS, number, tuple(cells))

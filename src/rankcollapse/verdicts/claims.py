@@ -11,9 +11,9 @@ effects against a baseline (:func:`effect_claim`), or from a direct comparison o
 The verdict words are :data:`rankcollapse.verdicts.rules.CLAIM_VERDICTS` (holds / holds partly / does not hold /
 cannot tell); the rules are those of :mod:`rankcollapse.verdicts.rules`, documented on the setup page.
 
-Used by: every experiment, response and decoder page's module (:mod:`rankcollapse.book.pages`), then
-:func:`markdown_table` and :func:`headline` (glued by :func:`rankcollapse.book.report.present`);
-tests/unit/test_claims.py.
+Used by: every page module that states claims (:mod:`rankcollapse.book.pages`), then
+:mod:`rankcollapse.book.claims_table` (the tables a reader sees, glued by
+:func:`rankcollapse.book.report.present`); tests/unit/test_claims.py.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankcollapse.core.stats import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, late_rates, mean_decay_rate
+from rankcollapse.core.stats import late_rates, mean_decay_rate
 from rankcollapse.verdicts import rules
-from rankcollapse.verdicts.effects import NO_INTERVAL, OUTCOMES, SAME_SCALE, Effect, Side, outcome
+from rankcollapse.verdicts.effects import Effect, Side, outcome
 
 HOLDS, PARTLY, FAILS, OPEN = rules.CLAIM_VERDICTS
 COLLAPSES, BOUNDED = rules.EXPECTATIONS
@@ -56,6 +56,8 @@ class Claim:
     # the setting the claim is decided in, as a reader knows it ("the theory's SAN: initialized, no biases",
     # "pretrained MPNet"); "" where the row's ``measured`` says it
     setting: str = ""
+    # the run's scale in words ("512 samples × 5 weight seeds, 128 tokens, 12 layers"); "": the page's own
+    scale: str = ""
 
 
 def combine(cells: Iterable[Cell]) -> str:
@@ -167,66 +169,3 @@ def mean_rate(curve: rules.CurveVerdict) -> float:
     (an ordering, never an effect: near the floor it is bounded by the floor, not measured)."""
     last = curve.floor_layer if curve.floor_layer is not None else curve.n_layers
     return mean_decay_rate(curve.ratio, last - rules.EARLY_LAYER)
-
-
-def escape(text: str) -> str:
-    """Text safe in a Markdown table cell: ``|`` escaped, line breaks as spaces.
-
-    >>> escape("mean pairwise |cos|")
-    'mean pairwise \\\\|cos\\\\|'
-    """
-    return " ".join(str(text).replace("|", "\\|").split())
-
-
-def legend(thresholds: rules.Thresholds = rules.DEFAULTS) -> str:
-    """The symbols of the claims matrices, in one line."""
-    meaning = {"holds": "holds", "holds partly": "holds partly",
-               "does not hold": "does not hold (the opposite, or the curve does not show it)",
-               "tiny": f"a tiny effect (within ×{thresholds.tiny_effect:g} of none)",
-               "no effect": f"no effect shown (the {100 * INTERVAL_LEVEL:g} % interval includes 1)",
-               "cannot tell": "cannot tell (on the rounding floor)",
-               "read": "a number the row decides on as a whole"}
-    return ("Symbols: " + " · ".join(f"{OUTCOMES[k]} {v}" for k, v in meaning.items())
-            + f". ×r [lo, hi]: an effect (a ratio against the baseline, 1 = no effect) and its "
-            f"{100 * INTERVAL_LEVEL:g} % paired bootstrap interval over samples (B = {BOOTSTRAP_RESAMPLES}); "
-            f"a ×r without [lo, hi] reads the median curves only — {NO_INTERVAL}. "
-            f"\"Same scale\": within ×{SAME_SCALE:g}. Robustness: the verdict over the thresholds' grid "
-            f"(setup page).")
-
-
-def markdown_table(claims: list[Claim]) -> str:
-    """The claims as one compact matrix (claim, verdict, robustness, one cell per mask or part: a symbol with
-    the effect or the deciding number), a legend, and the long words per claim in a collapsible block beneath.
-    Every cell is escaped (:func:`escape`), so every row has the same number of cells."""
-    columns = list(dict.fromkeys(c.column for claim in claims for c in claim.cells))
-    head = (["claim", "verdict", "robustness", *columns] if columns
-            else ["claim", "verdict", "robustness", "number"])
-    # a column's name wraps at the column's width: mask and part names' underscores read as spaces
-    lines = ["| " + " | ".join(escape(h.replace("_", " ")) for h in head) + " |", "|" + "---|" * len(head)]
-    for i, claim in enumerate(claims, start=1):
-        by_column = {c.column: f"{OUTCOMES[c.outcome]} {c.text}" for c in claim.cells}
-        if columns:
-            cells = [by_column.get(col, "·" if claim.cells
-                                   else (f"see {i}. below" if col == columns[0] else "·"))
-                     for col in columns]
-        else:
-            cells = [claim.number]
-        row = [f"{i}. {claim.claim} — {claim.measured.split(':')[0]} ({claim.source})",
-               f"**{claim.verdict}**", claim.robustness or "—", *cells]
-        lines.append("| " + " | ".join(escape(x) for x in row) + " |")
-    details = [f"{i}. **{escape(c.claim)}** ({escape(c.source)}) — {escape(c.measured)}: {escape(c.number)}"
-               + "".join(f"\n   - {escape(cell.column)}: {escape(cell.words)}" for cell in c.cells)
-               + (f"\n   - robustness: {escape(c.robustness)}" if c.robustness else "")
-               for i, c in enumerate(claims, start=1)]
-    return "\n".join(lines) + "\n\n" + legend() + "\n\n<details>\n<summary>What each row measures, " \
-        "per mask or part</summary>\n\n" + "\n".join(details) + "\n\n</details>"
-
-
-def headline(claims: list[Claim]) -> str:
-    """One sentence for a page's first paragraph: which claims do not hold (or only partly) on this run."""
-    failing = [c for c in claims if c.verdict != HOLDS]
-    if not failing:
-        return "On this run every claim below holds."
-    words = "; ".join(f"*{c.claim.strip('. ')}* ({c.measured.split(':')[0]}) — **{c.verdict}**"
-                      for c in failing)
-    return f"On this run not every claim holds: {words}."

@@ -32,11 +32,16 @@ configure = fig2_and_fig3(**_SHARED)
 _NORMS = (("unit", "the paper's D"), ("model", "LayerNorm without affine, as a fresh model has it"))
 
 
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``g1``), as :func:`show` shows it (no figures drawn)."""
+    return {"g1": claims(results["fig2"], results["fig3"])}
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scale (``g1_*``, from the Fig. 2 sweep), claims table, the figures of μ and
     μ/‖X‖_F of the Fig. 2 sweep and of μ per temperature of the Fig. 3 sweep, and the scale note."""
     fig2, fig3 = results["fig2"], results["fig3"]
-    rows = claims(fig2, fig3)
+    rows = page_claims(results, parameters)["g1"]
     return Shown(values=prefixed("g1", {"scale": scale_words(fig2), **numbers(fig2.table),
                                         "finding": verdict_words(rows)}),
                  markdown={"g1_scale_note": scale_note(fig2)},

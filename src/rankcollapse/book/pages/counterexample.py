@@ -23,10 +23,11 @@ from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
 from rankcollapse.book.plotting import counterexample as figures
-from rankcollapse.book.shown import Shown, check_note, config_figures
+from rankcollapse.book.shown import Shown, check_note, checked_claim, config_figures
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_choice, check_int, check_number, freeze_lists
 from rankcollapse.theory import counterexample as ce
+from rankcollapse.verdicts.claims import Claim
 
 
 def _point_B(fixed: list[ce.FixedPoint], v1: Tensor) -> ce.FixedPoint | None:
@@ -37,6 +38,9 @@ def _point_B(fixed: list[ce.FixedPoint], v1: Tensor) -> ce.FixedPoint | None:
     return next((q for q in fixed
                  if q.stable and abs(q.point[0] * float(v1[0]) + q.point[1] * float(v1[1])) < 1 - 1e-9),
                 None)
+
+
+SOURCE = "the paper: Fig. 1"
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,8 @@ configure = own_config(CounterexampleConfig)
 
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers (``ce_*``), its fixed-point table (``ce_fixed_point_table``), its figures (Fig. 1,
-    the basins, the rotation) and closing check (``ce_check``, :func:`check`)."""
+    the basins, the rotation), claims table (``ce``, :func:`claims`) and closing check (``ce_check``,
+    :func:`check`)."""
     config, result, _ = results["main"]
     shown = {"fig-counterexample-fig1": figures.pair_figure(result.plain, result.normed, result.ends_at_B,
                                                             result.start_arc, result.points()),
@@ -211,8 +216,62 @@ def show(results: dict, parameters: dict) -> Shown:
     fixed_points = (result.fixed_points.style.format(precision=4)
                     .format("{:.1e}", subset=["one-layer residual"]))
     return Shown(values=result.numbers, markdown={"ce_check": check(config, result)},
-                 tables={"ce_fixed_point_table": fixed_points},
+                 claims=page_claims(results, parameters), tables={"ce_fixed_point_table": fixed_points},
                  figures=config_figures(shown, config))
+
+
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``ce``: :func:`claims`)."""
+    config, result, _ = results["main"]
+    return {"ce": claims(config, result)}
+
+
+def _checked(config: CounterexampleConfig, result: CounterexampleResult) -> list[tuple[bool, Claim, str]]:
+    """The statements this page checks on its run, one entry each: whether it holds, its claims row, and
+    what the closing check says when it does not."""
+    n = result.numbers
+    full, starts = n["ce_n_full_rank_starts"], n["ce_n_starts"]
+    strip, arc = n["ce_strip_fraction"], n["ce_arc_fraction"]
+    checks = [
+        (n["ce_gap_plain"] < 1e-6, "Without LayerNorm both tokens converge to one common point", SOURCE,
+         "the pictured pairs without LayerNorm: largest distance between the two tokens at the last layer",
+         f"{n['ce_gap_plain']:.3g} after {config.n_layers} layers",
+         f"not converged at this depth (n_layers = {config.n_layers}): without LayerNorm the pictured pairs "
+         f"are still {n['ce_gap_plain']:.3g} apart"),
+        (0 < full < starts, "With LayerNorm some starts keep full rank at every depth, others collapse",
+         SOURCE, "the pictured starts of token 2 with LayerNorm: how many end at B (full rank)",
+         f"{full} of {starts} starts",
+         f"{full} of the {starts} pictured starts end at B after {config.n_layers} layers, where the picture "
+         f"shows some that do and some that do not (not converged at this depth, or starts_token2 all on one "
+         f"side of U)"),
+        (abs(strip - arc) < 2.5 / config.n_angles,
+         "The starts that keep full rank are an open arc, the basin of the stable point B",
+         f"{SOURCE} (our analysis)", "the basin map: share of the circle whose start ends at B against the "
+         "predicted arc", f"{strip:.3f} against {arc:.3f} of the circle",
+         f"not converged at this depth (basin_layers = {config.basin_layers}, n_angles = {config.n_angles}): "
+         f"the computed basin covers {strip:.3f} of the circle, the predicted arc {arc:.3f}"),
+        (n["ce_mc_low"] > 0, "The pairs that keep full rank have positive measure", SOURCE,
+         f"{config.mc_samples} Gaussian starts, {config.mc_layers} layers: share that keeps full rank, "
+         f"lower end of its 95 % interval", f"{n['ce_mc_fraction']:.3g} (≥ {n['ce_mc_low']:.3g})",
+         f"too few or too short Monte-Carlo runs (mc_samples = {config.mc_samples}, mc_layers = "
+         f"{config.mc_layers}): the full-rank fraction {n['ce_mc_fraction']:.3g} has a lower 95 % bound "
+         f"of 0"),
+        (n["ce_AZ_min_abs"] > 1e-3, "The counterexample does not rely on a zero activation of token 1",
+         "the response: W4", f"the instance rotated by {config.rotation} rad: smallest coordinate of A Z",
+         f"{n['ce_AZ_min_abs']:.2g}; the rotated run is the rotated original within "
+         f"{n['ce_rotation_gap']:.1e}",
+         f"the rotation {config.rotation} puts A Z on an axis (smallest coordinate "
+         f"{n['ce_AZ_min_abs']:.2g}), so the rotated picture shows a zero activation"),
+    ]
+    return [(bool(holds), checked_claim(bool(holds), claim, source, measured, number), words)
+            for holds, claim, source, measured, number, words in checks]
+
+
+def claims(config: CounterexampleConfig, result: CounterexampleResult) -> list[Claim]:
+    """The statements this page checks, as claims rows: without LayerNorm the pair collapses; with it some
+    starts keep full rank, on the predicted arc, with positive measure; the rotated instance has no zero
+    activation."""
+    return [claim for _, claim, _ in _checked(config, result)]
 
 
 def check(config: CounterexampleConfig, result: CounterexampleResult) -> str:
@@ -227,24 +286,4 @@ def check(config: CounterexampleConfig, result: CounterexampleResult) -> str:
         f"multipliers differ from a finite difference by {n['ce_max_multiplier_error']:.3g}"
     assert n["ce_rotation_gap"] < 1e-10, \
         f"the rotated run differs from the rotated original by {n['ce_rotation_gap']:.3g}"
-    full, starts = n["ce_n_full_rank_starts"], n["ce_n_starts"]
-    strip, arc = n["ce_strip_fraction"], n["ce_arc_fraction"]
-    return check_note([
-        (n["ce_gap_plain"] < 1e-6,
-         f"not converged at this depth (n_layers = {config.n_layers}): without LayerNorm the pictured pairs "
-         f"are still {n['ce_gap_plain']:.3g} apart"),
-        (0 < full < starts,
-         f"{full} of the {starts} pictured starts end at B after {config.n_layers} layers, where the picture "
-         f"shows some that do and some that do not (not converged at this depth, or starts_token2 all on one "
-         f"side of U)"),
-        (abs(strip - arc) < 2.5 / config.n_angles,
-         f"not converged at this depth (basin_layers = {config.basin_layers}, n_angles = {config.n_angles}): "
-         f"the computed basin covers {strip:.3f} of the circle, the predicted arc {arc:.3f}"),
-        (n["ce_mc_low"] > 0,
-         f"too few or too short Monte-Carlo runs (mc_samples = {config.mc_samples}, mc_layers = "
-         f"{config.mc_layers}): the full-rank fraction {n['ce_mc_fraction']:.3g} has a lower 95 % bound "
-         f"of 0"),
-        (n["ce_AZ_min_abs"] > 1e-3,
-         f"the rotation {config.rotation} puts A Z on an axis (smallest coordinate "
-         f"{n['ce_AZ_min_abs']:.2g}), so the rotated picture shows a zero activation"),
-    ])
+    return check_note([(holds, words) for holds, _, words in _checked(config, result)])

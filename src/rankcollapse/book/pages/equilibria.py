@@ -22,12 +22,16 @@ from torch import Tensor
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
 from rankcollapse.book.plotting import theory as figures
-from rankcollapse.book.shown import Shown, check_note, config_figures
+from rankcollapse.book.shown import Shown, check_note, checked_claim, config_figures
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_int, check_ints, check_number, check_numbers, freeze_lists
 from rankcollapse.core.stats import wilson_interval
 from rankcollapse.theory import counterexample as ce
 from rankcollapse.theory.dynamics import Trajectory
+from rankcollapse.verdicts.claims import Cell, Claim
+
+SOURCE = "the paper: equilibria of every rank"
+CONSTRUCTION = "this book's construction"  # the threshold c* is of our construction, not the paper's
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,8 @@ configure = own_config(EquilibriaConfig)
 
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers (``eq_*``), its table of constructed equilibria (``eq_equilibrium_table``), its
-    figures (the ranks reached, the threshold sweep) and closing check (``eq_check``, :func:`check`)."""
+    figures (the ranks reached, the threshold sweep), claims table (``eq``, :func:`claims`) and closing check
+    (``eq_check``, :func:`check`)."""
     config, result, _ = results["main"]
     shown = {"fig-equilibria-ranks": figures.rank_figure(result.fractions, result.steps, result.final_ranks,
                                                          result.step_floor),
@@ -168,8 +173,62 @@ def show(results: dict, parameters: dict) -> Shown:
     equilibria = result.equilibria.style.format({"one-layer residual": "{:.1e}",
                                                  "distance moved after the kick": "{:.1e}"})
     return Shown(values=result.numbers, markdown={"eq_check": check(config, result)},
-                 tables={"eq_equilibrium_table": equilibria},
+                 claims=page_claims(results, parameters), tables={"eq_equilibrium_table": equilibria},
                  figures=config_figures(shown, config))
+
+
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``eq``: :func:`claims`)."""
+    config, result, _ = results["main"]
+    return {"eq": claims(config, result)}
+
+
+def _checked(config: EquilibriaConfig, result: EquilibriaResult) -> list[tuple[bool, Claim, str]]:
+    """The statements this page checks on its run, one entry each: whether it holds, its claims row, and
+    what the closing check says when it does not."""
+    eq, n = result.equilibria, result.numbers
+    kicked = eq[eq["rank after a kick"] != eq.index]
+    missing = result.fractions.index[result.fractions["low"] <= 0].tolist()
+    top = result.sweep[result.sweep["c / c*"] == result.sweep["c / c*"].max()]
+    sweep_none = top.loc[top["fraction"] == 0, "d"].tolist()
+    ranks = [Cell(f"rank {k}", "holds" if row["low"] > 0 else "does not hold",
+                  f"{row['fraction']:.3g} (≥ {row['low']:.2g})",
+                  f"{row['fraction']:.3g} of the settled starts, 95 % interval from {row['low']:.2g}")
+             for k, row in result.fractions.iterrows()]
+    checks = [
+        (kicked.empty, "LayerNorm dynamics can have equilibria of every rank, each keeping its rank", SOURCE,
+         f"the constructed equilibria of ranks 1 to {n['eq_max_rank']}: one-layer residual, and the rank "
+         f"after a kick of {config.perturbation:g}", f"{len(eq) - len(kicked)} of {len(eq)} keep their rank; "
+         f"residual ≤ {n['eq_max_residual']:.1e}", (),
+         f"not converged at this depth (n_layers = {config.n_layers}): after a kick of "
+         f"{config.perturbation:g} the "
+         + ", ".join(f"rank-{k} equilibrium has rank {r}" for k, r in kicked["rank after a kick"].items())),
+        (not missing, "Each rank is reached from a set of initial conditions of positive measure", SOURCE,
+         f"{config.n_samples} Gaussian starts, {config.n_layers} layers: share settling at each rank, with "
+         f"the lower end of its 95 % interval", f"{len(ranks) - len(missing)} of {len(ranks)} ranks reached; "
+         f"{n['eq_n_unsettled']} starts still moving", ranks,
+         f"not every rank was reached (n_samples = {config.n_samples}, n_layers = {config.n_layers}, "
+         f"{n['eq_n_unsettled']} starts still moving): no settled start of rank "
+         f"{', '.join(map(str, missing))}"),
+        (n["eq_sweep_max_below"] == 0, "Below the threshold c* every start collapses", CONSTRUCTION,
+         f"sweep of c / c*, {config.sweep_layers} layers: largest share of starts apart below c*",
+         f"{n['eq_sweep_max_below']:.3f}", (),
+         f"not converged at this depth (sweep_layers = {config.sweep_layers}): below c* a fraction "
+         f"{n['eq_sweep_max_below']:.3f} of the starts has not collapsed yet"),
+        (n["eq_sweep_min_above"] > 0, "Above the threshold c* some starts stay apart, for every width d",
+         CONSTRUCTION, f"sweep of c / c*, {config.sweep_samples} starts: smallest share apart over d at "
+         f"c / c* = {result.sweep['c / c*'].max():g}", f"{n['eq_sweep_min_above']:.3f}", (),
+         f"too few samples (sweep_samples = {config.sweep_samples}): at the sweep's largest c / c* some "
+         f"width d has no start that stays apart: " + ", ".join(f"d = {d}" for d in sweep_none)),
+    ]
+    return [(bool(holds), checked_claim(bool(holds), claim, source, measured, number, cells), words)
+            for holds, claim, source, measured, number, cells, words in checks]
+
+
+def claims(config: EquilibriaConfig, result: EquilibriaResult) -> list[Claim]:
+    """The statements this page checks, as claims rows: every rank has an equilibrium that keeps its rank and
+    is reached with positive probability; the threshold c* of this book's construction."""
+    return [claim for _, claim, _ in _checked(config, result)]
 
 
 def check(config: EquilibriaConfig, result: EquilibriaResult) -> str:
@@ -178,27 +237,8 @@ def check(config: EquilibriaConfig, result: EquilibriaResult) -> str:
     :func:`~rankcollapse.book.shown.check_note`) on what holds only at enough depth or samples: every
     equilibrium keeps its rank after a kick, every rank has positive probability, below c* no start stays
     apart and at the sweep's largest c some do, for every d."""
-    eq, n = result.equilibria, result.numbers
+    eq = result.equilibria
     assert (eq["one-layer residual"] < config.fixed_point_tol).all(), \
         (f"an equilibrium moves by {eq['one-layer residual'].max():.3g} in one layer "
          f"(fixed_point_tol = {config.fixed_point_tol:g})")
-    kicked = eq[eq["rank after a kick"] != eq.index]
-    missing = result.fractions.index[result.fractions["low"] <= 0].tolist()
-    top = result.sweep[result.sweep["c / c*"] == result.sweep["c / c*"].max()]
-    sweep_none = top.loc[top["fraction"] == 0, "d"].tolist()
-    return check_note([
-        (kicked.empty,
-         f"not converged at this depth (n_layers = {config.n_layers}): after a kick of "
-         f"{config.perturbation:g} the "
-         + ", ".join(f"rank-{k} equilibrium has rank {r}" for k, r in kicked["rank after a kick"].items())),
-        (not missing,
-         f"not every rank was reached (n_samples = {config.n_samples}, n_layers = {config.n_layers}, "
-         f"{n['eq_n_unsettled']} starts still moving): no settled start of rank "
-         f"{', '.join(map(str, missing))}"),
-        (n["eq_sweep_max_below"] == 0,
-         f"not converged at this depth (sweep_layers = {config.sweep_layers}): below c* a fraction "
-         f"{n['eq_sweep_max_below']:.3f} of the starts has not collapsed yet"),
-        (n["eq_sweep_min_above"] > 0,
-         f"too few samples (sweep_samples = {config.sweep_samples}): at the sweep's largest c / c* some "
-         f"width d has no start that stays apart: " + ", ".join(f"d = {d}" for d in sweep_none)),
-    ])
+    return check_note([(holds, words) for holds, _, words in _checked(config, result)])

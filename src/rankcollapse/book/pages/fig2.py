@@ -87,6 +87,13 @@ def configure(parameters: dict) -> dict[str, Run]:
     return runs
 
 
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's three claims tables (``fig2``, ``fig2_controls``, ``fig2_decomp``), as :func:`show` shows
+    them (no figures drawn)."""
+    return {"fig2": claims(results), "fig2_controls": control_claims(results),
+            "fig2_decomp": decomposition_claims(decomposition(results["decomposition"])[0], DECOMPOSED_WORDS)}
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scales (``fig2_*``), its three claims tables (``fig2``, ``fig2_controls``,
     ``fig2_decomp``), the clauses of its first paragraph (which verdicts differ by setting), the
@@ -95,14 +102,14 @@ def show(results: dict, parameters: dict) -> Shown:
     result, controls, decomposed = results["main"], results["controls"], results["decomposition"]
     frame, shares = decomposition(decomposed)
     decomposition_fig = decomposition_shown(decomposed, frame, "fig-fig2-decomposition", DECOMPOSED_WORDS)
-    rows = claims(results)
+    tables = page_claims(results, parameters)
+    rows = tables["fig2"]
     values = {"scale": scale_words(result), **numbers(result.table), "controls_scale": scale_words(controls),
               "n_seeds": len(seed_results(results)), "decomp_scale": scale_words(decomposed),
               **setting_clauses(rows), **finding_clauses(rows, controls.provenance["parameters"]["n_layers"]),
               **decomposition_clauses(shares)}
     return Shown(values=prefixed("fig2", values), markdown={"fig2_scale_note": scale_note(result)},
-                 claims={"fig2": rows, "fig2_controls": control_claims(results),
-                         "fig2_decomp": decomposition_claims(frame, DECOMPOSED_WORDS)},
+                 claims=tables,
                  figures=[layer_figure(result, "mu", "fig-fig2-mu"),
                           layer_figure(result, "relative_mu", "fig-fig2-relative"),
                           controls_figure(controls, "relative_mu", "fig-fig2-controls",

@@ -53,11 +53,16 @@ def configure(parameters: dict) -> dict[str, Run]:
     return runs
 
 
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``fig3``), as :func:`show` shows it (no figures drawn)."""
+    return {"fig3": claims(results)}
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scale (``fig3_*``), claims table, the figures of μ and μ/‖X‖_F per
     temperature and the scale note."""
     result = results["main"]
-    rows = claims(results)
+    rows = page_claims(results, parameters)["fig3"]
     return Shown(values=prefixed("fig3", {"scale": scale_words(result), **numbers(result.table),
                                           "seeds_scale": scale_words(results["seed_0"]),
                                           "n_seeds": len(_seeds(results)), **finding_clauses(rows)}),

@@ -26,11 +26,16 @@ configure = experiment(FIXED)
 _PART = "pretrained full transformer"  # what every claim of the caption is read on
 
 
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``fig4``), as :func:`show` shows it (no figures drawn)."""
+    return {"fig4": claims(results["main"].table)}
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scale (``fig4_*``), claims table, geometry figure and scale note."""
     result = results["main"]
     return Shown(values=prefixed("fig4", {"scale": scale_words(result), **numbers(result.table)}),
-                 markdown={"fig4_scale_note": scale_note(result)}, claims={"fig4": claims(result.table)},
+                 markdown={"fig4_scale_note": scale_note(result)}, claims=page_claims(results, parameters),
                  figures=[geometry_figure(result, "fig-fig4-geometry")])
 
 

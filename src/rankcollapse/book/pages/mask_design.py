@@ -41,6 +41,7 @@ from rankcollapse.core.stats import fit_decay_rate, rank_correlation
 from rankcollapse.experiments.config import MAX_TOKENS, experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
+from rankcollapse.verdicts.claims import Claim
 from rankcollapse.verdicts.tables import table_verdicts
 from rankcollapse.verdicts.rules import COLLAPSE_RATE
 
@@ -119,6 +120,12 @@ def decomposition_results(parameters: dict) -> dict[str, StoredResult]:
     return largest_stored(results) if parameters["show_largest_stored"] else results
 
 
+def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``mask_design_decomp``, on the decomposition runs), as :func:`show` shows it
+    (no figures drawn, the zoo not read)."""
+    return {"mask_design_decomp": decomposition_claims(decomposition(decomposition_results(parameters)))}
+
+
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     """What the page shows. The zoo (``results``, part -> result as :func:`configure` names them): its scale
     and :func:`numbers` (``mask_design_*``, pretrained ``mask_design_pre_*``; ``collapse_words`` the clause on
@@ -137,7 +144,7 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
         values={**prefixed("mask_design", {"scale": scale_words(results["complete"]), **found}),
                 **prefixed("mask_design_pre", found_pre), **prefixed("mask_design_decomp", decomp)},
         markdown={"mask_design_scale_note": scale_note(results["complete"])},
-        claims={"mask_design_decomp": decomposition_claims(frame)},
+        claims=page_claims(results, parameters),
         tables={"mask_design_table": SortableTable(table),
                 "mask_design_decomp_table": SortableTable(attention_table(frame))},
         figures=[ShownFigure("fig-mask-design-rates", rate_radius_figure(table, _KINDS),

@@ -28,6 +28,11 @@ FIXED = {"fig2": FIG2, "fig3": FIG3}
 configure = fig2_and_fig3(stored_as_figures=True)
 
 
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``panels``), as :func:`show` shows it (no figures drawn)."""
+    return {"panels": claims(results["fig3"].table, results["fig3"].samples)}
+
+
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers and scale (``panels_*``), claims table, the figures of μ and μ/‖X‖_F of both
     sweeps with the weights named, and the scale note; asserts that the pretrained row is not the
@@ -41,7 +46,7 @@ def show(results: dict, parameters: dict) -> Shown:
                layer_figure(fig2_pre, "relative_mu", "fig-pretrained-panels-fig2-relative"),
                layer_figure(fig3_pre, "mu", "fig-pretrained-panels-fig3", hue="temperature"),
                layer_figure(fig3_pre, "relative_mu", "fig-pretrained-panels-fig3-relative", hue="temperature")]
-    rows = claims(fig3.table, fig3.samples)
+    rows = page_claims(results, parameters)["panels"]
     return Shown(values=prefixed("panels", {"scale": scale_words(fig2), **gaps, "finding": verdict_words(rows)}),
                  markdown={"panels_scale_note": scale_note(fig2)},
                  claims={"panels": rows}, figures=figures)

@@ -20,6 +20,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
+from rankcollapse.book.claims_table import claims_markdown
 from rankcollapse.book.pages import sample_size
 from rankcollapse.book.pages._common import FIG2, FIG3, FIG4
 from rankcollapse.book.pages._reviewers_sweeps import (PAPER_SAMPLES, limit_numbers, limits, local_or_causal,
@@ -32,7 +33,7 @@ from rankcollapse.book.shown import largest_stored
 from rankcollapse.experiments.config import experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.theory import rates
-from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim, markdown_table
+from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Claim
 
 FIG2_PREFIX = "fig2_"  # the page's parameters of the Fig. 2 sweep it reads (Q1) carry this prefix
 FIG2_DISPLAY = "fig2_show_largest"  # display only: show the largest stored Fig. 2 run of these parameters
@@ -53,18 +54,32 @@ def configure(parameters: dict) -> dict[str, object]:
             "fig4": Run(experiment_config(fig2, **FIG4), "fig4")}
 
 
+def _read(results: Mapping[str, object], parameters: Mapping[str, object]) -> tuple:
+    """The Fig. 2-4 sweeps the page reads (at their largest stored scale when ``fig2_show_largest`` is true)
+    and what its claims read of them: Q1's limit table, the temperature alignment, local against causal."""
+    fig2, fig3, fig4 = (largest_stored({part: results[part]})[part] if parameters[FIG2_DISPLAY]
+                        else results[part] for part in ("fig2", "fig3", "fig4"))
+    return (fig2, fig3, fig4, limits(fig2.table, fig2.provenance["parameters"]["dtype"]),
+            temperature_alignment(fig3.table, fig4.table), local_or_causal(fig2.table))
+
+
+def page_claims(results: Mapping[str, object], parameters: Mapping[str, object]) -> dict[str, list[Claim]]:
+    """The page's claims table (``rv``: one row per question, :func:`claims`), as :func:`show` shows it (no
+    figures drawn)."""
+    _, _, _, limit_table, alignment, local = _read(results, parameters)
+    _, result, _ = results["main"]
+    rows = claims(result, limit_table, temperature_numbers(alignment), local)
+    return {"rv": list(rows.values())}
+
+
 def show(results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:
     """What the page shows: its numbers (``rv_*``), the claims table with one row per question (``rv``) and
     each row alone (``rv_claim_<question>``, Markdown), its tables (:func:`_tables`) and its nine figures
     (``fig-reviewers-<question>``, each citing the parameters it draws: the page's own or a stored sweep's).
     The Fig. 2-4 sweeps are read at their largest stored scale when ``fig2_show_largest`` is true."""
     config, result, _ = results["main"]
-    fig2, fig3, fig4 = (largest_stored({part: results[part]})[part] if parameters[FIG2_DISPLAY]
-                        else results[part] for part in ("fig2", "fig3", "fig4"))
-    limit_table = limits(fig2.table, fig2.provenance["parameters"]["dtype"])
-    alignment = temperature_alignment(fig3.table, fig4.table)
+    fig2, fig3, fig4, limit_table, alignment, local = _read(results, parameters)
     temperature = temperature_numbers(alignment)
-    local = local_or_causal(fig2.table)
     rows = claims(result, limit_table, temperature, local)
     samples = sample_pair(fig2)
     fig2_parameters = fig2.provenance["parameters"]
@@ -73,7 +88,7 @@ def show(results: Mapping[str, object], parameters: Mapping[str, object]) -> Sho
               "fig2_tokens": fig2_parameters["n_tokens"], "fig2_model": fig2_parameters["model"],
               **limit_numbers(limit_table), "paper_samples": PAPER_SAMPLES}
     samples_row = ("No run of 32 samples is stored beside this one." if samples is None else
-                   markdown_table(sample_size.claims(sample_size.numbers(samples.table))))
+                   claims_markdown(sample_size.claims(sample_size.numbers(samples.table))))
     own = asdict(config)
     plots = {
         "limits": (figures.limits_figure(fig2.table, limit_table), fig2_parameters),
@@ -89,7 +104,7 @@ def show(results: Mapping[str, object], parameters: Mapping[str, object]) -> Sho
                     fig2_parameters),
     }
     return Shown(values=prefixed("rv", values), claims={"rv": list(rows.values())},
-                 markdown={**{f"rv_claim_{key}": markdown_table([claim]) for key, claim in rows.items()},
+                 markdown={**{f"rv_claim_{key}": claims_markdown([claim]) for key, claim in rows.items()},
                            "rv_claim_samples": samples_row},
                  tables=_tables(limit_table, result, local),
                  figures=[ShownFigure(f"fig-reviewers-{what}", fig, cited)

@@ -37,8 +37,8 @@ from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Cell, Claim, mean
 from rankcollapse.verdicts.rules import curve_verdict
 from rankcollapse.verdicts.robustness import robust
 
-__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "show",
-           "window_part"]
+__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "page_claims", "rate_table",
+           "show", "window_part"]
 
 _SWEEP = dict(norms=("none", "rms", "model"), skips=(False, True))  # the comparisons the page is about
 FIXED = {"masks": (CAUSAL, "causal_sliding_window"), **_SWEEP}
@@ -83,13 +83,18 @@ def configure(parameters: dict) -> dict[str, Run]:
     return runs
 
 
+def page_claims(results: dict[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``rmsnorm_decoders``), as :func:`show` shows it (no figures drawn)."""
+    return {"rmsnorm_decoders": claims(results, rate_table(results))}
+
+
 def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
     """The causal sweep's scale and :func:`numbers` (``rmsnorm_decoders_*``), the claims table, its scale
     note, the sortable rate table (``rmsnorm_decoders_table``: one row per configuration, RATE_COLUMNS) and
     its layer figures of μ/‖X‖_F and μ."""
     result = results[CAUSAL]
     rates = rate_table(results)
-    rows = claims(results, rates)
+    rows = page_claims(results, parameters)["rmsnorm_decoders"]
     found = {"scale": scale_words(result), **numbers(rates, result.table), "finding": verdict_words(rows)}
     return Shown(values=prefixed("rmsnorm_decoders", found),
                  markdown={"rmsnorm_decoders_scale_note": scale_note(result)},

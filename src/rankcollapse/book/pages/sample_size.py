@@ -41,6 +41,11 @@ def configure(parameters: dict) -> dict[str, Run]:
     return {"large": Run(large, "fig2"), "small": Run(replace(large, n_samples=small), "fig2")}
 
 
+def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``sample_size``), as :func:`show` shows it (no figures drawn)."""
+    return {"sample_size": claims(numbers(pair(results).table))}
+
+
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     """The page's numbers and scale (``sample_size_*``), claims table, the μ figure of both samples, the
     ratio figure of their means and the scale note."""
@@ -48,7 +53,7 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     found = numbers(result.table)
     return Shown(values=prefixed("sample_size", {"scale": scale_words(result), **found}),
                  markdown={"sample_size_scale_note": scale_note(result)},
-                 claims={"sample_size": claims(found)},
+                 claims=page_claims(results, parameters),
                  figures=[layer_figure(result, "mu", "fig-sample-size-mu", hue="n_samples"),
                           layer_figure(mean_ratio_result(result), "mean_ratio", "fig-sample-size-ratio",
                                        ratio=True)])

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
+from pandas.io.formats.style import Styler
 from torch import Tensor
 
 from rankcollapse.book.labels import MASK_LABELS
@@ -90,9 +91,17 @@ def compute(config: SetupConfig) -> SetupResult:
 configure = own_config(SetupConfig)
 
 
+def radius_table(radii: pd.DataFrame) -> Styler:
+    """The radius table as the page shows it: a row per N (``N = 8``), the masks as column groups over their
+    windows (``w = 1``), no index or level names in the header."""
+    shown = radii.rename(columns=lambda w: f"w = {w}", level="w").rename(index=lambda n: f"N = {n}")
+    return (shown.style.format("{:.0f}", na_rep="—").hide(names=True, axis="columns")
+            .hide(names=True, axis="index"))
+
+
 def show(results: dict[str, tuple], parameters: dict) -> Shown:
     """The page's numbers (``setup_*``), the thresholds of the verdict rules (``verdicts_*``) and of the
-    effects (``effects_*``), the radius table (``setup_radii``: index N, columns (mask, w)) and the masks
+    effects (``effects_*``), the radius table (``setup_radii``: :func:`radius_table`) and the masks
     figure; first its self-checks (the complete mask has radius 1, the causal mask token 0 as its only
     centre, the uni-directional window radius ceil((N - 1) / w)). ``results``: ``{"main": Computed(config,
     SetupResult, seconds)}`` (:class:`rankcollapse.book.registry.Computed`)."""
@@ -102,5 +111,5 @@ def show(results: dict[str, tuple], parameters: dict) -> Shown:
     assert result.numbers["setup_radius_uni"] == radius_uni
     rules = prefixed("verdicts", {**rule_numbers(), **robustness.grid_words()})
     return Shown(values={**result.numbers, **rules, **prefixed("effects", effects.effect_numbers())},
-                 tables={"setup_radii": result.radii.style.format("{:.0f}", na_rep="—")},
+                 tables={"setup_radii": radius_table(result.radii)},
                  figures=config_figures({"fig-setup-masks": mask_grid(result.masks)}, config))

@@ -57,12 +57,17 @@ def configure(parameters: dict) -> dict[str, Run]:
     return runs
 
 
+def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``skip``), as :func:`show` shows it (no figures drawn)."""
+    return {"skip": claims(results, numbers(results["shallow"].table, results["deep"].table))}
+
+
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     """The page's numbers and scale (``skip_*``), claims table, the figures of μ and ‖X‖_F (shallow) and
     of μ (deep), and the scale notes of both sweeps."""
     shallow, deep = results["shallow"], results["deep"]
     found = numbers(shallow.table, deep.table)
-    rows = claims(results, found)
+    rows = page_claims(results, parameters)["skip"]
     return Shown(values=prefixed("skip", {"scale": scale_words(shallow), **found, "finding": verdict_words(rows)}),
                  markdown={"skip_scale_note": scale_note(shallow) + "\n\n" + scale_note(deep)},
                  claims={"skip": rows},

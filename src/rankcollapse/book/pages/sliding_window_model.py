@@ -27,7 +27,7 @@ from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import Claim
 
-__all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "rate_table", "show"]
+__all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "page_claims", "rate_table", "show"]
 
 _PARTS = ("as_trained", "all_global", "all_local")  # the model's own windows, none, every layer local
 _SWEEP = dict(weights=("pretrained",), norms=("none", "model"), skips=(False, True))
@@ -50,13 +50,18 @@ def configure(parameters: dict) -> dict[str, Run]:
                                                **{k: v for k, v in causal.items() if k != "masks"}))}
 
 
+def page_claims(results: dict[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``sliding_window_model``), as :func:`show` shows it (no figures drawn)."""
+    return {"sliding_window_model": claims(results)}
+
+
 def show(results: dict[str, StoredResult], parameters: dict) -> Shown:
     """The as-trained run's scale and :func:`numbers` (``sliding_window_model_*``), the claims table, its
     scale note, the sortable rate table (``sliding_window_model_table``: one row per configuration of the
     three runs, their part and RATE_COLUMNS) and its layer figure of μ/‖X‖_F."""
     result = results["as_trained"]
     rates = rate_table(results)
-    rows = claims(results)
+    rows = page_claims(results, parameters)["sliding_window_model"]
     return Shown(values=prefixed("sliding_window_model", {"scale": scale_words(result), **numbers(result),
                                                           "finding": verdict_words(rows)}),
                  markdown={"sliding_window_model_scale_note": scale_note(result)},

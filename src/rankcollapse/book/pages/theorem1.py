@@ -22,7 +22,8 @@ from torch import Tensor
 from rankcollapse.book.pages._common import MAX_SEED, check_system, own_config
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.plotting.reviewers import decay_shape_figure
-from rankcollapse.book.shown import Shown, check_note, config_figures
+from rankcollapse.book.labels import mask_label
+from rankcollapse.book.shown import Shown, check_note, checked_claim, config_figures
 from rankcollapse.core import masks
 from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_ints, check_number,
                                       check_numbers, check_temperature, freeze_lists)
@@ -32,9 +33,12 @@ from rankcollapse.theory.rates import complete_mask_log_mu, decay_shape, loglog_
 from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig,
                                           linear_rate, log10_bound_rate, sample_system, summarize_collapse,
                                           theorem1_bound)
+from rankcollapse.verdicts.claims import Cell, Claim
 
 
 SHAPE_LAYERS = 10  # layers of the complete mask's exact track beside the linear case (log mu ~ -3^t after)
+BOUND_HOLDS, BOUND_VIOLATED = "holds at every layer", "VIOLATED"  # a mask's "Theorem 1 bound" where checked
+SOURCE = "the paper: Theorem 1"
 
 
 def faster_or_slower(rate: float, other: float) -> str:
@@ -129,7 +133,7 @@ def _bound_note(summary: CollapseSummary, X0: Tensor, config: Theorem1Config) ->
     if not summary.epsilon > 0:
         return "not checked: an attention weight underflowed to 0"
     bound = theorem1_bound(X0, summary.epsilon, summary.radius, config.n_layers)  # [sample, layer + 1]
-    return "holds at every layer" if bool((summary.mu_exact <= bound * (1 + 1e-9)).all()) else "VIOLATED"
+    return BOUND_HOLDS if bool((summary.mu_exact <= bound * (1 + 1e-9)).all()) else BOUND_VIOLATED
 
 
 def compute(config: Theorem1Config) -> Theorem1Result:
@@ -221,8 +225,8 @@ configure = own_config(Theorem1Config)
 
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers (``thm1_*``), its figures (the masks' bands, the rates, the linear case and the
-    decay shape), its temperature table (``thm1_temperature_table``), per-mask table (``thm1_mask_table``)
-    and closing check (``thm1_check``, :func:`check`)."""
+    decay shape), its temperature table (``thm1_temperature_table``), per-mask table (``thm1_mask_table``),
+    claims table (``thm1``, :func:`claims`) and closing check (``thm1_check``, :func:`check`)."""
     config, result, _ = results["main"]
     shown = {"fig-theorem1-masks": figures.summary_bands(result.panels, exact=True, y_min=config.y_min,
                                                          norms=dict.fromkeys(result.panels, "none")),
@@ -236,8 +240,65 @@ def show(results: dict, parameters: dict) -> Shown:
                                              "rate 10%": "{:.3f}", "rate 90%": "{:.3f}",
                                              "log10 bound rate": "{:.1f}"}, na_rep="—")
     return Shown(values=result.numbers, markdown={"thm1_check": check(config, result)},
+                 claims=page_claims(results, parameters),
                  tables={"thm1_temperature_table": temperatures, "thm1_mask_table": masks_table},
                  figures=config_figures(shown, config))
+
+
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``thm1``: :func:`claims`)."""
+    config, result, _ = results["main"]
+    return {"thm1": claims(config, result)}
+
+
+def _checked(config: Theorem1Config, result: Theorem1Result) -> list[tuple[bool, Claim, str]]:
+    """The paper's statements this page checks on its run: whether each holds, its claims row, and what the
+    closing check says when it does not ("": an assert of :func:`check` guards it)."""
+    n, depth = result.numbers, f"n_layers = {config.n_layers}, N = {config.n_tokens}"
+    wide, narrow = n["thm1_sweep_rate_wide"], n["thm1_sweep_rate_narrow"]
+    linear = n["thm1_linear_rate_causal"]
+    table = result.table
+    checked = table[table["Theorem 1 bound"].isin((BOUND_HOLDS, BOUND_VIOLATED))]
+    cells = [Cell(mask, "holds" if row["Theorem 1 bound"] == BOUND_HOLDS else "does not hold",
+                  f"rate {row['rate']:.3f}", f"the bound {row['Theorem 1 bound']}; median rate "
+                  f"{row['rate']:.3f} per layer, the bound's rate 10^{row['log10 bound rate']:.1f}")
+             for mask, row in checked.iterrows()]
+    others = ", ".join(f"{mask_label(m)} ({note})" for m, note in table["Theorem 1 bound"].items()
+                       if m not in checked.index)
+    bound_holds = bool(not checked.empty and (checked["Theorem 1 bound"] == BOUND_HOLDS).all())
+    bound = checked_claim(
+        bound_holds, "Pure masked attention collapses at least exponentially under every mask with a center "
+        "node", SOURCE, "the theory's SAN, orthogonal W_V: μ against the theorem's explicit bound at every "
+        "layer of every seed, per mask with a center",
+        f"{(checked['Theorem 1 bound'] == BOUND_HOLDS).sum()} of {len(checked)} masks checked: μ below the "
+        f"bound at every layer" + (f"; not checked: {others}" if others else ""), cells)
+    linear_holds = abs(linear / math.log(2) - 1) < 1e-2  # |lambda_2| = 1/2
+    return [
+        (bound_holds, bound, ""),
+        (wide > narrow,
+         checked_claim(wide > narrow, "The rate is set by the mask's radius: a wider window (smaller radius) "
+                       "collapses faster", SOURCE, "the theory's SAN, sliding windows of every width: median "
+                       "rate per layer at the smallest and the largest radius",
+                       f"radius {n['thm1_sweep_radius_wide']}: {wide:.3f} per layer; radius "
+                       f"{n['thm1_sweep_radius_narrow']}: {narrow:.3f} per layer"),
+         f"not converged at this depth ({depth}): the widest window collapses at {wide:.3f} per layer, not "
+         f"faster than the narrowest ({narrow:.3f}); more layers separate them"),
+        (linear_holds,
+         checked_claim(linear_holds, "The exponential rate cannot be improved in general: the linear case "
+                       "decays at exactly −log |λ₂|", f"{SOURCE} (the linear case)",
+                       "W_Q = W_K = 0, W_V = I, causal mask: rate per layer over the last half of the layers "
+                       "against log 2 (|λ₂| = 1/2)",
+                       f"{linear:.4f} per layer against log 2 = {math.log(2):.4f}"),
+         f"not converged at this depth ({depth}): the linear causal case decays at {linear:.4f} per layer "
+         f"over the last half of the layers, not yet within 1 % of log 2 = {math.log(2):.4f} "
+         f"(|λ₂| = 1/2); more layers bring it there"),
+    ]
+
+
+def claims(config: Theorem1Config, result: Theorem1Result) -> list[Claim]:
+    """The paper's statements this page checks, as claims rows: the explicit bound per mask with a center, the
+    radius ordering the sliding windows' rates, the linear case's rate."""
+    return [claim for _, claim, _ in _checked(config, result)]
 
 
 def check(config: Theorem1Config, result: Theorem1Result) -> str:
@@ -247,16 +308,5 @@ def check(config: Theorem1Config, result: Theorem1Result) -> str:
     collapses faster than the narrowest, the linear causal case decays at log 2."""
     assert result.exact_gap < 10, \
         f"exact and direct mu differ by {result.exact_gap:.3g} rounding floors above the floor"
-    assert not result.table["Theorem 1 bound"].eq("VIOLATED").any(), result.table["Theorem 1 bound"]
-    n, depth = result.numbers, f"n_layers = {config.n_layers}, N = {config.n_tokens}"
-    wide, narrow = n["thm1_sweep_rate_wide"], n["thm1_sweep_rate_narrow"]
-    linear = n["thm1_linear_rate_causal"]
-    return check_note([
-        (wide > narrow,
-         f"not converged at this depth ({depth}): the widest window collapses at {wide:.3f} per layer, not "
-         f"faster than the narrowest ({narrow:.3f}); more layers separate them"),
-        (abs(linear / math.log(2) - 1) < 1e-2,  # |lambda_2| = 1/2
-         f"not converged at this depth ({depth}): the linear causal case decays at {linear:.4f} per layer "
-         f"over the last half of the layers, not yet within 1 % of log 2 = {math.log(2):.4f} "
-         f"(|λ₂| = 1/2); more layers bring it there"),
-    ])
+    assert not result.table["Theorem 1 bound"].eq(BOUND_VIOLATED).any(), result.table["Theorem 1 bound"]
+    return check_note([(holds, words) for holds, _, words in _checked(config, result) if words])

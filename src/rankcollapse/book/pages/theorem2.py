@@ -19,7 +19,8 @@ import torch
 
 from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SYSTEM_TOKENS, check_system, own_config
 from rankcollapse.book.plotting import theory as figures
-from rankcollapse.book.shown import Shown, check_note, config_figures
+from rankcollapse.book.labels import mask_label
+from rankcollapse.book.shown import Shown, check_note, checked_claim, config_figures
 from rankcollapse.core import masks, metrics
 from rankcollapse.core.checks import (check_choice, check_choices, check_int, check_number, check_temperature,
                                       freeze_lists)
@@ -27,6 +28,7 @@ from rankcollapse.core.masks import PAPER_MASKS
 from rankcollapse.core.stats import wilson_interval
 from rankcollapse.theory.dynamics import (WEIGHT_LAWS, CollapseSummary, DynamicsConfig, SystemConfig,
                                           run_system, summarize_collapse)
+from rankcollapse.verdicts.claims import Cell, Claim
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class Theorem2Config:
 _NORM_WORDS = {"unit": "LayerNorm D (unit norm, the paper's)", "rms": "RMSNorm (norm √d)",
               "layernorm": "LayerNorm without affine (norm ≈ √d)"}  # panel titles of the Theorem 2 page
 _CONTRAST_LAWS = ("orthogonal", "gaussian", "uniform")  # the value-matrix laws of the Theorem 2 contrast
+SOURCE = "the paper: Theorem 2"
 
 
 @dataclass(frozen=True)
@@ -148,15 +151,65 @@ configure = own_config(Theorem2Config)
 
 def show(results: dict, parameters: dict) -> Shown:
     """The page's numbers (``thm2_*``), its figures (orthogonal W_V per norm and mask, the contrast), its rate
-    table (``thm2_rate_table``) and closing check (``thm2_check``, :func:`check`)."""
+    table (``thm2_rate_table``), claims table (``thm2``, :func:`claims`) and closing check (``thm2_check``,
+    :func:`check`)."""
     config, result, _ = results["main"]
     norms = {words: norm for norm, words in _NORM_WORDS.items()}  # each panel's norm, for its line style
     shown = {"fig-theorem2-orthogonal": figures.summary_bands(result.panels, exact=False, norms=norms),
              "fig-theorem2-random": figures.contrast_figure(result.contrast, config.collapse_tol,
                                                             config.contrast_layers)}
     return Shown(values=result.numbers, markdown={"thm2_check": check(config, result)},
+                 claims=page_claims(results, parameters),
                  tables={"thm2_rate_table": result.rates.style.format(precision=3)},
                  figures=config_figures(shown, config))
+
+
+def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims table (``thm2``: :func:`claims`)."""
+    config, result, _ = results["main"]
+    return {"thm2": claims(config, result)}
+
+
+def _checked(config: Theorem2Config, result: Theorem2Result) -> list[tuple[bool, Claim, str]]:
+    """The paper's statements this page checks on its run: whether each holds, its claims row, and what the
+    closing check says when it does not."""
+    slowest = result.rates.loc["unit"]["slowest rate"]
+    orthogonal = result.contrast.query("W_V == 'orthogonal'").set_index("mask")["not collapsed"]
+    every_seed = bool((slowest > 0).all())
+    none_alive = bool((orthogonal == 0).all())
+    collapse = checked_claim(
+        every_seed, "With LayerNorm and orthogonal value matrices tokens still collapse, under every mask",
+        SOURCE, "the paper's D, a fresh orthogonal W_V per layer: the slowest seed's rate per layer, per "
+        "mask",
+        f"slowest rate {slowest.min():.3g} per layer ({mask_label(slowest.idxmin())})",
+        [Cell(m, "holds" if v > 0 else "does not hold", f"slowest {v:.3g}",
+              f"the slowest of {config.n_samples} seeds collapses at {v:.3g} per layer")
+         for m, v in slowest.items()])
+    contrast = checked_claim(
+        none_alive, "With one fixed orthogonal W_V every seed collapses", SOURCE,
+        f"the paper's D, one orthogonal W_V per seed, N = {config.contrast_n_tokens}, d = "
+        f"{config.contrast_d_model}: share of the {config.contrast_samples} seeds not collapsed after "
+        f"{config.contrast_layers} layers, per mask",
+        ", ".join(f"{mask_label(m)}: {100 * v:.1f} %" for m, v in orthogonal.items()),
+        [Cell(m, "holds" if v == 0 else "does not hold", f"{100 * v:.1f} % apart",
+              f"{100 * v:.1f} % of the seeds keep μ above {config.collapse_tol:g}")
+         for m, v in orthogonal.items()])
+    return [
+        (every_seed, collapse,
+         f"not converged at this depth (n_layers = {config.n_layers}): the slowest seed's rate is "
+         f"{slowest.min():.3g} per layer (mask {slowest.idxmin()}), not yet positive"),
+        (none_alive, contrast,
+         f"not converged at this depth (contrast_layers = {config.contrast_layers}): with an orthogonal W_V, "
+         + ", ".join(f"{100 * v:.1f} % of the {m} seeds" for m, v in orthogonal.items() if v > 0)
+         + f" have not collapsed yet (μ above {config.collapse_tol:g}); Theorem 2 says they do, given more "
+           f"layers"),
+    ]
+
+
+def claims(config: Theorem2Config, result: Theorem2Result) -> list[Claim]:
+    """The paper's statements this page checks, as claims rows: every seed of every mask collapses with the
+    paper's D, and none survives with one fixed orthogonal W_V."""
+    return [claim for _, claim, _ in _checked(config, result)]
 
 
 def check(config: Theorem2Config, result: Theorem2Result) -> str:
@@ -164,15 +217,4 @@ def check(config: Theorem2Config, result: Theorem2Result) -> str:
     :func:`~rankcollapse.book.shown.check_note`) on what holds only at enough depth: with the paper's D every
     seed of every mask collapses at a positive rate, and no seed with an orthogonal W_V survives the
     contrast."""
-    slowest = result.rates.loc["unit"]["slowest rate"]
-    orthogonal = result.contrast.query("W_V == 'orthogonal'").set_index("mask")["not collapsed"]
-    return check_note([
-        ((slowest > 0).all(),
-         f"not converged at this depth (n_layers = {config.n_layers}): the slowest seed's rate is "
-         f"{slowest.min():.3g} per layer (mask {slowest.idxmin()}), not yet positive"),
-        ((orthogonal == 0).all(),
-         f"not converged at this depth (contrast_layers = {config.contrast_layers}): with an orthogonal W_V, "
-         + ", ".join(f"{100 * v:.1f} % of the {m} seeds" for m, v in orthogonal.items() if v > 0)
-         + f" have not collapsed yet (μ above {config.collapse_tol:g}); Theorem 2 says they do, given more "
-           f"layers"),
-    ])
+    return check_note([(holds, words) for holds, _, words in _checked(config, result)])
