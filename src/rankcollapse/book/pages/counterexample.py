@@ -189,6 +189,7 @@ def compute(config: CounterexampleConfig) -> CounterexampleResult:
         "ce_rotation": config.rotation,
         "ce_rotation_gap": ce.rotation_invariance_gap(X0, W, Z, config.n_layers),
         "ce_AZ_x": A_Z[0], "ce_AZ_y": A_Z[1], "ce_AZ_min_abs": min(abs(a) for a in A_Z),
+        **_zero_activation_numbers(),
         "ce_max_residual": max(r["one-layer residual"] for r in rows),
         "ce_max_multiplier_error": max(abs(r["finite difference"] - r["multiplier"])
                                        / max(1.0, abs(r["multiplier"])) for r in rows),
@@ -224,6 +225,20 @@ def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
     """The page's claims table (``ce``: :func:`claims`)."""
     config, result, _ = results["main"]
     return {"ce": claims(config, result)}
+
+
+ZERO_LAYERS = 200  # depth of the response's zero-activation example (W4): μ falls about ½ per layer
+
+
+def _zero_activation_numbers() -> dict[str, float | bool]:
+    """The response's second zero-activation example (W4), measured
+    (:func:`rankcollapse.theory.counterexample.zero_activation_run`: causal mask, W_V = I, no LayerNorm, a
+    zero in token 1): token 1's drift, its zero kept, μ over its start at the last layer, the other tokens'
+    distance to token 1 there."""
+    run = ce.zero_activation_run(n_layers=ZERO_LAYERS)
+    log_drop = float((run.log_mu[:, -1] - run.log_mu[:, 0]).max())  # the least drop over the samples
+    return {"ce_zero_drift": run.token1_drift, "ce_zero_kept": run.zero_kept,
+            "ce_zero_log10_drop": log_drop / math.log(10), "ce_zero_spread": run.others_to_token1}
 
 
 def _checked(config: CounterexampleConfig, result: CounterexampleResult) -> list[tuple[bool, Claim, str]]:
@@ -263,6 +278,14 @@ def _checked(config: CounterexampleConfig, result: CounterexampleResult) -> list
          f"the rotation {config.rotation} puts A Z on an axis (smallest coordinate "
          f"{n['ce_AZ_min_abs']:.2g}), so the rotated picture shows a zero activation"),
     ]
+    zero = (n["ce_zero_drift"] == 0 and n["ce_zero_kept"] and n["ce_zero_log10_drop"] < -12
+            and n["ce_zero_spread"] < 1e-6)
+    checks.append((zero, "A zero activation in the centre token does not stop rank collapse (without LayerNorm)",
+                   "the response: W4", f"causal mask, W_V = I, no LayerNorm, token 1 with a zero coordinate, "
+                   f"{ZERO_LAYERS} layers: token 1's drift, μ at the last layer over μ at X(0), the other tokens' "
+                   "distance to token 1", f"token 1 moves by {n['ce_zero_drift']:.1g} and keeps its zero; μ falls "
+                   f"by 10^{n['ce_zero_log10_drop']:.0f}; the others end within {n['ce_zero_spread']:.1g} of it",
+                   "the zero-activation example did not collapse onto token 1 in its layers"))
     return [(bool(holds), checked_claim(bool(holds), claim, source, measured, number), words)
             for holds, claim, source, measured, number, words in checks]
 
