@@ -21,6 +21,17 @@ def _claim(text: str, source: str, verdict: str = "holds", robustness: str = "ro
                  (Cell("causal_sliding_window", "holds", "rate 0.5", "w"),), robustness)
 
 
+def _theory_page() -> verdicts.PageClaims:
+    """The page the intro's headlines point at (:data:`rankcollapse.book.pages.verdicts.HEADLINES`)."""
+    theory_rows = [_claim("Pure masked attention collapses under every mask", "the paper: Theorem 1"),
+                   *(_claim(f"row {k}", "the paper: Theorem 1") for k in range(2, 4)),
+                   _claim("A larger radius slows collapse", "the paper: Theorem 1", "holds partly"),
+                   *(_claim(f"row {k}", "the paper: Theorem 1") for k in range(5, 7)),
+                   _claim("LayerNorm stops it", "the paper: Fig. 2", "does not hold")]
+    return verdicts.PageClaims("theory_san", "book/experiments/theory_san.md", "The theory's SAN at depth",
+                               {"theory_san": theory_rows}, False, 0.1)
+
+
 def _pages() -> list[verdicts.PageClaims]:
     fig2 = verdicts.PageClaims("fig2", "book/experiments/fig2.md", "Fig. 2: masks and LayerNorm", {
         "fig2": [_claim("Pure masked attention collapses", "Fig. 2 caption"),
@@ -111,15 +122,15 @@ def test_counts_read_any_verdict_word_in_the_rules_order():
 
 
 def test_headline_findings_are_chosen_by_the_verdicts_of_their_rows():
-    rows = verdicts.rows_of(_pages())
+    rows = verdicts.rows_of([_theory_page(), *_pages()])
     found = verdicts.findings(rows, "book/intro.md")
     for key, page, prefix, n in verdicts.HEADLINES:
         row = next(r for r in rows if (r.page.name, r.prefix, r.n) == (page, prefix, n))
         assert found[key].startswith(f"**{claims_table.reader_html(row.claim.verdict)}** — ")
-        assert f'href="experiments/fig2.html#{row.anchor}"' in found[key]
-    flipped = _pages()
-    flipped[0].claims["fig2"][0] = _claim("Pure masked attention collapses", "Fig. 2 caption",
-                                          "does not hold")
+        assert f'href="experiments/theory_san.html#{row.anchor}"' in found[key]
+    flipped = [_theory_page(), *_pages()]
+    flipped[0].claims["theory_san"][0] = _claim("Pure masked attention collapses", "the paper: Theorem 1",
+                                                "does not hold")
     assert verdicts.findings(verdicts.rows_of(flipped))["collapse"].startswith("**does not hold** — ")
 
 
