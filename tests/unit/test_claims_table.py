@@ -112,12 +112,13 @@ def test_anchors_must_name_every_row():
 
 
 def test_every_stored_claims_table_has_one_anchored_row_per_claim_and_no_code_names():
-    for page, rows in page_claims().items():
-        text = ct.claims_markdown(rows, ct.page_anchors(page, page, rows))
-        table = _Table(text)
-        assert [r[0] for r in table.rows[1:]] == ct.page_anchors(page, page, rows), page
-        assert {len(cells) for _, cells in table.rows} == {3}, page
-        assert [cells[1].removesuffix(" borderline") for _, cells in table.rows[1:]] == [
-            r.verdict for r in rows], page
-        visible = re.sub(r"<[^>]+>", "", text)
-        assert not re.search(r"\b(causal_sliding_window|sliding_window|relative_mu)\b", visible), page
+    for page, tables in page_claims().items():
+        for prefix, rows in tables.items():
+            text = ct.claims_markdown(rows, ct.page_anchors(page, prefix, rows))
+            table = _Table(text)
+            assert [r[0] for r in table.rows[1:]] == ct.page_anchors(page, prefix, rows), page
+            assert {len(cells) for _, cells in table.rows} == {3}, page
+            assert [cells[1].removesuffix(" borderline") for _, cells in table.rows[1:]] == [
+                r.verdict for r in rows], page
+            visible = re.sub(r"<[^>]+>", "", text)
+            assert not re.search(r"\b(causal_sliding_window|sliding_window|relative_mu)\b", visible), page

@@ -19,6 +19,9 @@ def _store(store: ResultStore, config, page: str = "fig2"):
     rows = [dict(weights=w, variant="SAN", mask=m, window=config.window, temperature=None, norm=n, skip=s,
                  layer=0, metric="mu", **{k: 1.0 for k in STATISTICS}, n_samples=config.n_samples)
             for w in config.weights for m in config.masks for n in config.norms for s in config.skips]
+    rows += [dict(weights=w, variant="full transformer", mask="model", window=None, temperature=None,
+                  norm="model", skip=True, layer=0, metric="mu", **{k: 1.0 for k in STATISTICS},
+                  n_samples=config.n_samples) for w in config.weights if config.full_transformer]
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     return store.save(page, parameters, table, {"model_layers": 12})
 

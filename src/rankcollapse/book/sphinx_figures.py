@@ -1,22 +1,17 @@
 """Sphinx extension: every ``fig-*`` figure of the book can be read, downloaded and cited; every page can be
 cited too.
 
-For each figure whose label starts with ``fig-`` (a ``{glue:figure}`` with ``:name: fig-...``), in the
-HTML output:
-
+For each figure whose label starts with ``fig-`` (a ``{glue:figure}`` with ``:name: fig-...``), in the HTML:
 * the image's alt text is the caption's text, and a click on it opens the full-size PNG;
 * below it: downloads of the PNG, SVG, PDF, JSON provenance and CSV of the points it draws exported by
   :func:`rankcollapse.book.plotting.common.export_figure` (copied from ``<book>/_build/figures/<label>.*`` to
   ``_figures/`` in the site), and a collapsible "Cite this figure" block (BibTeX and plain text with the
   book's version, the git commit, the figure's anchor URL and the parameters from its JSON);
 * a figure whose exported files are missing is a build warning (an error under ``-W``).
-
 Every page gets Highwire Press ``citation_*`` meta tags (Zotero, Google Scholar) and the footer shows the
 book's version and commit. The ``figure-gallery`` directive lists every figure of the book, in table of
-contents order, with its thumbnail, caption, page, downloads and citation.
-
-Register with ``sphinx: extra_extensions: [rankcollapse.book.sphinx_figures]`` in ``_config.yml``. The site's
-base URL is ``html_baseurl`` when set, else the GitHub Pages URL of the repository.
+contents order, with its thumbnail, caption, page, downloads and citation. Registered in ``_config.yml``'s ``extra_extensions``; the site's base URL is ``html_baseurl`` when set, else
+the GitHub Pages URL of the repository.
 """
 
 from __future__ import annotations
