@@ -99,6 +99,15 @@ def predictions(result: StoredResult) -> dict[str, np.ndarray]:
             for m, w in configurations(result)}
 
 
+def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
+    """The page's claims tables (``theory_san``: the theory's SAN; ``theory_san_settings``: the beside
+    settings), as :func:`show` shows them (no figures drawn)."""
+    seeds = _parts(results, "seed")
+    pure = _sides(seeds, "initialized_nobias", "none", "pure attention")
+    return {"theory_san": claims(seeds, pure, predictions(seeds[0])),
+            "theory_san_settings": setting_claims(results)}
+
+
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     """The page's numbers and scale (``theory_san_*``), its claims tables (``theory_san``: the theory's SAN;
     ``theory_san_settings``: the beside settings), the figures of μ/‖X‖_F per mask against the prediction and
@@ -107,7 +116,8 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     first = seeds[0]
     pure = _sides(seeds, "initialized_nobias", "none", "pure attention")
     predicted = predictions(first)
-    rows = claims(seeds, pure, predicted)
+    tables = page_claims(results, parameters)
+    rows = tables["theory_san"]
     table = factor_table(first, pure, predicted)
     values = {"scale": scale_words(first), "n_seeds": len(seeds), "n_layers": int(first.table["layer"].max()),
               **finding_clauses(rows, table)}
@@ -117,7 +127,7 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
                ShownFigure("fig-theory-san-factors", factor_figure(table), combined_parameters(seeds),
                            figure_data(seeds))]
     return Shown(values=prefixed("theory_san", values), markdown={"theory_san_scale_note": scale_note(first)},
-                 claims={"theory_san": rows, "theory_san_settings": setting_claims(results)}, figures=figures)
+                 claims=tables, figures=figures)
 
 
 def claims(seeds: list[StoredResult], pure: dict[str, Side], predicted: dict[str, np.ndarray]) -> list[Claim]:
