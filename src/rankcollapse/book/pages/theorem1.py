@@ -4,8 +4,9 @@ explicit bound, the sliding-window sweep, the temperature table and the linear s
 :class:`Theorem1Config` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
 and is validated once in ``__post_init__`` (one ValueError naming the parameter and the allowed values);
 :func:`configure` builds it from a reader's parameters, :func:`compute` gives what the page shows, its
-``numbers`` the values its prose glues; :func:`show` is what the page shows of it: those numbers, its four
-figures, the temperature and per-mask tables and its closing check (:func:`check`).
+``numbers`` the values its prose glues; :func:`show` is what the page shows of it: those numbers, the
+clauses of its finding (:func:`finding_clauses`), its four figures, the temperature and per-mask tables and
+its closing check (:func:`check`).
 
 Used by: book/theory/theorem1.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 from torch import Tensor
 
-from rankcollapse.book.pages._common import MAX_SEED, check_system, own_config
+from rankcollapse.book.pages._common import MAX_SEED, check_system, own_config, verdict_clauses
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.plotting.reviewers import decay_shape_figure
 from rankcollapse.book.labels import mask_label
@@ -239,10 +240,20 @@ def show(results: dict, parameters: dict) -> Shown:
     masks_table = result.table.style.format({"radius": "{:.0f}", "epsilon": "{:.2e}", "rate": "{:.3f}",
                                              "rate 10%": "{:.3f}", "rate 90%": "{:.3f}",
                                              "log10 bound rate": "{:.1f}"}, na_rep="—")
-    return Shown(values=result.numbers, markdown={"thm1_check": check(config, result)},
-                 claims=page_claims(results, parameters),
+    tables = page_claims(results, parameters)
+    return Shown(values={**result.numbers, **finding_clauses(tables["thm1"])},
+                 markdown={"thm1_check": check(config, result)}, claims=tables,
                  tables={"thm1_temperature_table": temperatures, "thm1_mask_table": masks_table},
                  figures=config_figures(shown, config))
+
+
+def finding_clauses(rows: list[Claim]) -> dict[str, str]:
+    """The page's finding as the clauses its first paragraph pastes: the verdict and number of the bound
+    (``thm1_finding_bound``), of the radius ordering the rates (``thm1_finding_radius``) and of the linear
+    case's rate (``thm1_finding_linear``)."""
+    return verdict_clauses(rows, {"thm1_finding_bound": "Pure masked attention collapses at least",
+                                  "thm1_finding_radius": "The rate is set by the mask's radius",
+                                  "thm1_finding_linear": "The exponential rate cannot be improved"})
 
 
 def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
