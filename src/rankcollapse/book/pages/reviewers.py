@@ -22,7 +22,7 @@ import pandas as pd
 
 from rankcollapse.book.claims_table import claims_markdown
 from rankcollapse.book.pages import sample_size
-from rankcollapse.book.pages._common import FIG2, FIG3, FIG4
+from rankcollapse.book.pages._common import FIG2, FIG3, FIG4, tally_clause
 from rankcollapse.book.pages._reviewers_sweeps import (PAPER_SAMPLES, limit_numbers, limits, local_or_causal,
                                                        sample_pair, temperature_alignment,
                                                        temperature_numbers)
@@ -73,10 +73,12 @@ def page_claims(results: Mapping[str, object], parameters: Mapping[str, object])
 
 
 def show(results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:
-    """What the page shows: its numbers (``rv_*``), the claims table with one row per question (``rv``) and
-    each row alone (``rv_claim_<question>``, Markdown), its tables (:func:`_tables`) and its nine figures
-    (``fig-reviewers-<question>``, each citing the parameters it draws: the page's own or a stored sweep's).
-    The Fig. 2-4 sweeps are read at their largest stored scale when ``fig2_show_largest`` is true."""
+    """What the page shows: its numbers (``rv_*``; ``rv_finding``: how many of the authors' answers hold, and
+    each that does not, :func:`rankcollapse.book.pages._common.tally_clause`), the claims table with one row
+    per question (``rv``) and each row alone (``rv_claim_<question>``, Markdown), its tables
+    (:func:`_tables`) and its nine figures (``fig-reviewers-<question>``, each citing the parameters it draws:
+    the page's own or a stored sweep's). The Fig. 2-4 sweeps are read at their largest stored scale when
+    ``fig2_show_largest`` is true."""
     config, result, _ = results["main"]
     fig2, fig3, fig4, limit_table, alignment, local = _read(results, parameters)
     temperature = temperature_numbers(alignment)
@@ -86,7 +88,8 @@ def show(results: Mapping[str, object], parameters: Mapping[str, object]) -> Sho
     values = {**temperature, "fig3_scale": scale_words(fig3), "fig4_scale": scale_words(fig4),
               **result.numbers, "fig2_samples": fig2_parameters["n_samples"],
               "fig2_tokens": fig2_parameters["n_tokens"], "fig2_model": fig2_parameters["model"],
-              **limit_numbers(limit_table), "paper_samples": PAPER_SAMPLES}
+              **limit_numbers(limit_table), "paper_samples": PAPER_SAMPLES,
+              "finding": tally_clause(list(rows.values()))}
     samples_row = ("No run of 32 samples is stored beside this one." if samples is None else
                    claims_markdown(sample_size.claims(sample_size.numbers(samples.table))))
     own = asdict(config)
