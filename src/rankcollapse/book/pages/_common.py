@@ -265,8 +265,8 @@ def with_setting(claim: Claim, setting: str) -> Claim:
 @functools.lru_cache(maxsize=256)
 def linear_prediction(mask: str, n_tokens: int, window: int | None, n_layers: int) -> np.ndarray:
     """The linear case's μ/‖X‖_F over ``n_layers`` layers for a mask
-    (:func:`rankcollapse.theory.dynamics.linear_curve`): what the theory predicts for the bias-free initialized
-    SAN, whose attention becomes uniform as X shrinks. Shapes: -> [layer + 1]."""
+    (:func:`rankcollapse.theory.dynamics.linear_curve`): what the theory predicts for the bias-free
+    initialized SAN, whose attention becomes uniform as X shrinks. Shapes: -> [layer + 1]."""
     return linear_curve(rc_masks.build_mask(mask, n_tokens, window), n_layers).numpy()
 
 
@@ -281,8 +281,9 @@ def curves_claim(claim: str, source: str, measured: str, sides: Mapping[str, Sid
 
 def stops_claim(claim: str, source: str, measured: str, pairs: Mapping[str, tuple[Side, Side]],
                 setting: str = "") -> Claim:
-    """The configuration stops the collapse of its baseline (:func:`rankcollapse.verdicts.claims.bounded_claim`),
-    one cell per key, robust or not over the thresholds' grid."""
+    """The configuration stops the collapse of its baseline
+    (:func:`rankcollapse.verdicts.claims.bounded_claim`), one cell per key, robust or not over the thresholds'
+    grid."""
     return robust(lambda t: bounded_claim(claim, source, measured, dict(pairs), t, setting))
 
 

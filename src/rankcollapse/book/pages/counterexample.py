@@ -295,11 +295,13 @@ def _checked(config: CounterexampleConfig, result: CounterexampleResult) -> list
     ]
     zero = (n["ce_zero_drift"] == 0 and n["ce_zero_kept"] and n["ce_zero_log10_drop"] < -12
             and n["ce_zero_spread"] < 1e-6)
-    checks.append((zero, "A zero activation in the centre token does not stop rank collapse (without LayerNorm)",
+    checks.append((zero,
+                   "A zero activation in the centre token does not stop rank collapse (without LayerNorm)",
                    "the response: W4", f"causal mask, W_V = I, no LayerNorm, token 1 with a zero coordinate, "
-                   f"{ZERO_LAYERS} layers: token 1's drift, μ at the last layer over μ at X(0), the other tokens' "
-                   "distance to token 1", f"token 1 moves by {n['ce_zero_drift']:.1g} and keeps its zero; μ falls "
-                   f"by 10^{n['ce_zero_log10_drop']:.0f}; the others end within {n['ce_zero_spread']:.1g} of it",
+                   f"{ZERO_LAYERS} layers: token 1's drift, μ at the last layer over μ at X(0), the other "
+                   "tokens' distance to token 1",
+                   f"token 1 moves by {n['ce_zero_drift']:.1g} and keeps its zero; μ falls by "
+                   f"10^{n['ce_zero_log10_drop']:.0f}; the others end within {n['ce_zero_spread']:.1g} of it",
                    "the zero-activation example did not collapse onto token 1 in its layers"))
     return [(bool(holds), checked_claim(bool(holds), claim, source, measured, number), words)
             for holds, claim, source, measured, number, words in checks]
