@@ -37,9 +37,6 @@ from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Cell, Claim, mean
 from rankcollapse.verdicts.rules import curve_verdict
 from rankcollapse.verdicts.robustness import robust
 
-__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "page_claims", "rate_table",
-           "show", "window_part"]
-
 _SWEEP = dict(norms=("none", "rms", "model"), skips=(False, True))  # the comparisons the page is about
 FIXED = {"masks": (CAUSAL, "causal_sliding_window"), **_SWEEP}
 

@@ -27,8 +27,6 @@ from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import Claim
 
-__all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "page_claims", "rate_table", "show"]
-
 _PARTS = ("as_trained", "all_global", "all_local")  # the model's own windows, none, every layer local
 _SWEEP = dict(weights=("pretrained",), norms=("none", "model"), skips=(False, True))
 FIXED = {"parts": _PARTS, **_SWEEP}
