@@ -5,7 +5,7 @@ a Monte-Carlo fraction and the rotation invariance.
 :class:`CounterexampleConfig` has exactly the fields of the page's ``parameters`` cell, with the same
 defaults, and is validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters,
 :func:`compute` gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what
-the page shows of it: those numbers, the clauses of its finding (:func:`finding_clauses`), the fixed-point
+the page shows of it: those numbers, the clauses of its finding (:data:`FINDING`), the fixed-point
 table, its three figures and its closing check (:func:`check`).
 
 Used by: book/theory/counterexample.md (through the page registry, :mod:`rankcollapse.book.registry`),
@@ -41,6 +41,14 @@ def _point_B(fixed: list[ce.FixedPoint], v1: Tensor) -> ce.FixedPoint | None:
 
 
 SOURCE = "the paper: Fig. 1"
+# the clauses of the page's finding (its first paragraph): glue name -> the first words of the claim whose
+# verdict and number it pastes (:func:`rankcollapse.book.pages._common.verdict_clauses`)
+FINDING = {"ce_finding_plain": "Without LayerNorm both tokens",
+           "ce_finding_full_rank": "With LayerNorm some starts",
+           "ce_finding_arc": "The starts that keep full rank are an open arc",
+           "ce_finding_measure": "The pairs that keep full rank",
+           "ce_finding_rotation": "The counterexample does not rely",
+           "ce_finding_zero": "A zero activation in the centre token"}
 
 
 @dataclass(frozen=True)
@@ -217,23 +225,10 @@ def show(results: dict, parameters: dict) -> Shown:
     fixed_points = (result.fixed_points.style.format(precision=4)
                     .format("{:.1e}", subset=["one-layer residual"]))
     tables = page_claims(results, parameters)
-    return Shown(values={**result.numbers, **finding_clauses(tables["ce"])},
+    return Shown(values={**result.numbers, **verdict_clauses(tables["ce"], FINDING)},
                  markdown={"ce_check": check(config, result)}, claims=tables,
                  tables={"ce_fixed_point_table": fixed_points},
                  figures=config_figures(shown, config))
-
-
-def finding_clauses(rows: list[Claim]) -> dict[str, str]:
-    """The page's finding as the clauses its first paragraph pastes, each claim's verdict and number: the pair
-    without LayerNorm (``ce_finding_plain``), the starts that keep full rank (``ce_finding_full_rank``), their
-    arc (``ce_finding_arc``) and measure (``ce_finding_measure``), the rotated instance
-    (``ce_finding_rotation``) and the zero in the centre token (``ce_finding_zero``)."""
-    return verdict_clauses(rows, {"ce_finding_plain": "Without LayerNorm both tokens",
-                                  "ce_finding_full_rank": "With LayerNorm some starts",
-                                  "ce_finding_arc": "The starts that keep full rank are an open arc",
-                                  "ce_finding_measure": "The pairs that keep full rank",
-                                  "ce_finding_rotation": "The counterexample does not rely",
-                                  "ce_finding_zero": "A zero activation in the centre token"})
 
 
 def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:

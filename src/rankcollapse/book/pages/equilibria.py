@@ -4,7 +4,7 @@ every rank, the ranks random starts reach, and the threshold c* above which they
 :class:`EquilibriaConfig` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
 and is validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters,
 :func:`compute` gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what
-the page shows of it: those numbers, the clauses of its finding (:func:`finding_clauses`), the table of
+the page shows of it: those numbers, the clauses of its finding (:data:`FINDING`), the table of
 constructed equilibria, its two figures and its closing check (:func:`check`).
 
 Used by: book/theory/equilibria.md (through the page registry, :mod:`rankcollapse.book.registry`),
@@ -32,6 +32,11 @@ from rankcollapse.verdicts.claims import Cell, Claim
 
 SOURCE = "the paper: equilibria of every rank"
 CONSTRUCTION = "this book's construction"  # the threshold c* is of our construction, not the paper's
+# the clauses of the page's finding (its first paragraph): glue name -> the first words of the claim whose
+# verdict and number it pastes (:func:`rankcollapse.book.pages._common.verdict_clauses`)
+FINDING = {"eq_finding_equilibria": "LayerNorm dynamics can have equilibria",
+           "eq_finding_ranks": "Each rank is reached",
+           "eq_finding_below": "Below the threshold c*", "eq_finding_above": "Above the threshold c*"}
 
 
 @dataclass(frozen=True)
@@ -173,20 +178,10 @@ def show(results: dict, parameters: dict) -> Shown:
     equilibria = result.equilibria.style.format({"one-layer residual": "{:.1e}",
                                                  "distance moved after the kick": "{:.1e}"})
     tables = page_claims(results, parameters)
-    return Shown(values={**result.numbers, **finding_clauses(tables["eq"])},
+    return Shown(values={**result.numbers, **verdict_clauses(tables["eq"], FINDING)},
                  markdown={"eq_check": check(config, result)}, claims=tables,
                  tables={"eq_equilibrium_table": equilibria},
                  figures=config_figures(shown, config))
-
-
-def finding_clauses(rows: list[Claim]) -> dict[str, str]:
-    """The page's finding as the clauses its first paragraph pastes, each claim's verdict and number: the
-    equilibria of every rank (``eq_finding_equilibria``), the ranks random starts reach (``eq_finding_ranks``)
-    and the threshold c* from below and above (``eq_finding_below``, ``eq_finding_above``)."""
-    return verdict_clauses(rows, {"eq_finding_equilibria": "LayerNorm dynamics can have equilibria",
-                                  "eq_finding_ranks": "Each rank is reached",
-                                  "eq_finding_below": "Below the threshold c*",
-                                  "eq_finding_above": "Above the threshold c*"})
 
 
 def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
