@@ -24,8 +24,9 @@ def test_layernorm_stops_a_collapse_only_where_pure_attention_collapses():
     pure, flat_pure = _side("pure", FAST), _side("pure", FLAT)
     ln_flat, ln_decaying = _side("LN", FLAT), _side("LN", 0.5 * np.exp(-0.5 * LAYERS))
     ln_floor = _side("LN", np.full(13, 2 * EPS))
-    claim = claims.bounded_claim("LN stops it", "test", "m", {"a": (ln_flat, pure), "b": (ln_decaying, pure),
-                                                              "c": (ln_floor, pure), "d": (ln_flat, flat_pure)})
+    claim = claims.bounded_claim("LN stops it", "test", "m",
+                                 {"a": (ln_flat, pure), "b": (ln_decaying, pure), "c": (ln_floor, pure),
+                                  "d": (ln_flat, flat_pure)})
     assert [c.outcome for c in claim.cells] == ["holds", "does not hold", "cannot tell", "cannot tell"]
     assert claim.verdict == "holds partly" and claim.number == "1 of 2 stop the collapse; cannot tell: c, d"
     # never "stable" from a short stack: with pure attention not collapsing there is nothing to stop
@@ -35,7 +36,8 @@ def test_layernorm_stops_a_collapse_only_where_pure_attention_collapses():
 
 def test_every_curve_collapses_beside_the_prediction():
     slow = _side("window", 0.5 * np.exp(-0.001 * LAYERS))
-    claim = claims.collapse_claim("It collapses", "test", "m", {"fast": _side("complete", FAST), "slow": slow})
+    claim = claims.collapse_claim("It collapses", "test", "m",
+                                  {"fast": _side("complete", FAST), "slow": slow})
     assert [c.outcome for c in claim.cells] == ["holds", "cannot tell"] and claim.verdict == "holds"
     # the linear case predicts a collapse of 0.5 per layer over the same layers: the flat curve contradicts it
     predicted = {"slow": 0.5 ** LAYERS.astype(float)}
@@ -56,8 +58,8 @@ def test_every_verdict_is_one_of_the_published_words_and_names_its_setting(store
         for rows in tables.values():
             for row in rows:
                 assert row.verdict in rules.CLAIM_VERDICTS, (page, row.claim)
-                assert "issue" not in row.source and row.source.startswith(("the paper", "the response",
-                                                                            "this book's control")), row.source
+                assert "issue" not in row.source and row.source.startswith(
+                    ("the paper", "the response", "this book's control")), row.source
 
 
 @pytest.mark.parametrize("ratio, verdict", [(1.5, "holds"), (4.0, "holds partly"), (20.0, "does not hold")])

@@ -119,12 +119,13 @@ def test_no_effect_is_computed_from_a_fit_window_that_reaches_the_band():
 
 
 def _slow_decay_claim(ratio: float) -> claims.Claim:
-    """A claim "the curve collapses" on a curve that ends at ``ratio`` of its layer-1 value, without per-sample
-    values (so the published COLLAPSE_RATE decides: a factor below e^-0.05 collapses)."""
+    """A claim "the curve collapses" on a curve that ends at ``ratio`` of its layer-1 value, without
+    per-sample values (so the published COLLAPSE_RATE decides: a factor below e^-0.05 collapses)."""
     rate = -math.log(ratio) / 11
     table, _ = _result({"model": np.repeat((0.5 * np.exp(-rate * (LAYERS - 1)))[:, None], 3, axis=1)})
     curve = effects.side(table, None, "LN", norm="model")
-    return robustness.robust(lambda t: claims.collapse_claim("it collapses", "test", "m", {"causal": curve}, t))
+    return robustness.robust(lambda t: claims.collapse_claim("it collapses", "test", "m", {"causal": curve},
+                                                             t))
 
 
 def test_moving_one_threshold_flips_a_synthetic_verdict_and_the_table_says_borderline():
@@ -169,15 +170,16 @@ def test_weight_seeds_are_the_outer_level_of_the_interval():
     own = [claims.side_verdict(effects.side(r, label="s", norm="none")).factor for r in results]
     assert pooled.low < np.median(own) < pooled.high
     with pytest.raises(ValueError, match="the same samples"):
-        effects.side([results[0], type(results[1])(results[1].table, {"sample_ids_sha256": "other"}, None, True,
-                                                    results[1].samples)], norm="none")
+        effects.side([results[0], type(results[1])(results[1].table, {"sample_ids_sha256": "other"}, None,
+                                                    True, results[1].samples)], norm="none")
 
 
 def test_articles_not_samples_are_resampled():
     """Four samples cut from each article share its curve: resampled as articles the interval is that of
     the articles' spread (wider than if the 4 x 10 samples were independent)."""
     rng = np.random.default_rng(3)
-    per_article = 0.5 * np.exp(-(0.2 + 0.05 * rng.normal(size=10))[None, :] * LAYERS[:, None])  # [layer, article]
+    # [layer, article]
+    per_article = 0.5 * np.exp(-(0.2 + 0.05 * rng.normal(size=10))[None, :] * LAYERS[:, None])
     curves = np.repeat(per_article, 4, axis=1)  # [layer + 1, 40 samples], 4 per article
     groups = np.repeat(np.arange(10), 4)
     as_samples = stats.resampled_medians(curves)

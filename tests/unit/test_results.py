@@ -418,8 +418,8 @@ def test_per_sample_values_stored_without_articles_get_them_recorded_in_place(tm
     from rankcollapse.experiments.store_upgrade import record_article_groups
 
     store = ResultStore(tmp_path)
-    config = ExperimentConfig(n_samples=6, n_tokens=32, n_layers=2, masks=("causal",), weights=("initialized",),
-                              overlap="sentence_starts")
+    config = ExperimentConfig(n_samples=6, n_tokens=32, n_layers=2, masks=("causal",),
+                              weights=("initialized",), overlap="sentence_starts")
     result = sweep.run_experiment("fig2", config, store)
     stripped = sample_values.SampleValues(result.samples.labels, result.samples.values, None)
     samples_path = result.table_path.with_name(result.key + sample_values.SAMPLES_SUFFIX)

@@ -62,9 +62,10 @@ def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
 def record_article_groups(store: ResultStore) -> list[Path]:
     """Give every stored result whose per-sample values lack each sample's article (stored before
     :func:`rankcollapse.experiments.sample_values.article_groups` was recorded) its groups, in place: the
-    samples are drawn again with the result's own parameters (the model's tokenizer is needed), checked against
-    the recorded ``sample_ids_sha256``, and the values rewritten with their groups (its SHA-256 recorded anew);
-    a result whose draw cannot be checked is left alone. Returns the per-sample files written.
+    samples are drawn again with the result's own parameters (the model's tokenizer is needed), checked
+    against the recorded ``sample_ids_sha256``, and the values rewritten with their groups (its SHA-256
+    recorded anew); a result whose draw cannot be checked is left alone. Returns the per-sample files
+    written.
     """
     from rankcollapse.experiments.models import text_samples
     from rankcollapse.experiments import sample_values
@@ -82,11 +83,12 @@ def record_article_groups(store: ResultStore) -> list[Path]:
                     result.provenance.get("sample_ids_sha256"):
                 continue  # another tokenizer or corpus than the one it was computed with
             groups = sample_values.article_groups(drawn.sample_ids)
-            packed = sample_values.to_bytes(sample_values.SampleValues(result.samples.labels, result.samples.values,
-                                                                       groups))
+            packed = sample_values.to_bytes(sample_values.SampleValues(result.samples.labels,
+                                                                       result.samples.values, groups))
             samples_path = result.table_path.with_name(key + sample_values.SAMPLES_SUFFIX)
             json_path = store.files(page, key)[1]
-            record = {**json.loads(json_path.read_text()), "samples_sha256": hashlib.sha256(packed).hexdigest()}
+            record = {**json.loads(json_path.read_text()),
+                      "samples_sha256": hashlib.sha256(packed).hexdigest()}
             atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
             text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
             atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))

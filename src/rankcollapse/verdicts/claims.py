@@ -8,8 +8,8 @@ from :class:`rankcollapse.verdicts.effects.Side` curves (:func:`side_verdict`): 
 curve collapses", each measured factor beside the theory's prediction where one is given),
 :func:`bounded_claim` ("LayerNorm stops the collapse": decided against the collapse it would stop), or from
 effects against a baseline (:func:`effect_claim`), or from a direct comparison of numbers (stated in the row).
-The verdict words are :data:`rankcollapse.verdicts.rules.CLAIM_VERDICTS` (holds / holds partly / does not hold /
-cannot tell); the rules are those of :mod:`rankcollapse.verdicts.rules`, documented on the setup page.
+The verdict words are :data:`rankcollapse.verdicts.rules.CLAIM_VERDICTS` (holds / holds partly / does not
+hold / cannot tell); the rules are those of :mod:`rankcollapse.verdicts.rules`, documented on the setup page.
 
 Used by: every page module that states claims (:mod:`rankcollapse.book.pages`), then
 :mod:`rankcollapse.book.claims_table` (the tables a reader sees, glued by
@@ -88,8 +88,9 @@ def side_verdict(curve: Side, thresholds: rules.Thresholds = rules.DEFAULTS,
 
 def predicted_factor(curve: np.ndarray | None, verdict: rules.CurveVerdict) -> float | None:
     """The theory's per-layer factor over the layers the measured curve was fitted on: the same fit of
-    ``-log`` on the predicted curve (the linear case's μ/‖X‖_F, :func:`rankcollapse.theory.dynamics.linear_curve`);
-    0 where the prediction fell to exactly 0 there; None without a prediction or a fit.
+    ``-log`` on the predicted curve (the linear case's μ/‖X‖_F,
+    :func:`rankcollapse.theory.dynamics.linear_curve`); 0 where the prediction fell to exactly 0 there; None
+    without a prediction or a fit.
 
     Shapes: curve [layer + 1] or None.
     """

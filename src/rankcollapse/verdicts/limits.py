@@ -6,8 +6,8 @@ when the run recorded it, the mean |cosine| between tokens), each read with the 
 :mod:`rankcollapse.verdicts.rules` (:func:`~rankcollapse.verdicts.rules.curve_verdict`, the same thresholds):
 
 * **collapse to zero** — ‖X‖_F itself *collapses* (its per-layer factor below ``exp(-COLLAPSE_RATE)``: these
-  are median curves without an interval; or it reaches its floor, the dtype's smallest normal number): μ ≤ ‖X‖_F
-  goes to 0 with it, whether or not the tokens align — the reviewer's "trivial case".
+  are median curves without an interval; or it reaches its floor, the dtype's smallest normal number):
+  μ ≤ ‖X‖_F goes to 0 with it, whether or not the tokens align — the reviewer's "trivial case".
 * **collapse to a common nonzero vector** — ‖X‖_F does not collapse while μ/‖X‖_F *collapses*: the tokens
   become equal at a point of nonzero norm (their cosines go to 1).
 * **no collapse** — neither collapses: no collapse of μ/‖X‖_F is resolved at this depth.

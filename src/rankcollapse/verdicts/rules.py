@@ -59,7 +59,8 @@ MIN_FIT_LAYERS = 3  # fewer layers above the band than this: no factor is fitted
 MAJORITY = 0.5  # a claim read as a share of samples (full rank) "holds partly" from this share on
 # an effect (a ratio) within this factor of 1 is tiny (for per-layer factors: a rate gap < 0.049)
 TINY_EFFECT = 1.05
-# a measured factor follows a prediction whose rate lies within this factor of its own (or inside its interval)
+# a measured factor follows a prediction whose rate lies within this factor of its own (or inside its
+# interval)
 PREDICTION_TOLERANCE = 1.5
 EARLY_LAYER = 1  # the early value: the first layer after attention (layer 0 is X(0), the embedding)
 COLLAPSES, REACHES_FLOOR, NOT_RESOLVED, ON_FLOOR = CURVE_VERDICTS = (
@@ -174,7 +175,8 @@ class CurveVerdict:
     def factor_words(self) -> str:
         """``"factor 0.93 [0.91, 0.95] per layer"`` (``"… per layer, no interval"`` without per-sample
         values)."""
-        return f"factor {factor_text(self.factor)}{self.interval} per layer{'' if self.low else ', no interval'}"
+        return (f"factor {factor_text(self.factor)}{self.interval} per layer"
+                f"{'' if self.low else ', no interval'}")
 
     @property
     def text(self) -> str:

@@ -4,8 +4,9 @@ verdict per configuration (:func:`table_verdicts`) from the **median over sample
 commutes with the log and with scaling (so the median floor over the median norm is exactly eps) and is not
 pulled by the few samples that collapse differently.
 
-Used by: :mod:`rankcollapse.verdicts.effects` (a side's curve), :mod:`rankcollapse.verdicts.limits`, the pages'
-rate tables (:mod:`rankcollapse.book.pages._common`, the mask-design and reviewers' pages); tests/unit/test_verdicts.py.
+Used by: :mod:`rankcollapse.verdicts.effects` (a side's curve), :mod:`rankcollapse.verdicts.limits`, the
+pages' rate tables (:mod:`rankcollapse.book.pages._common`, the mask-design and reviewers' pages);
+tests/unit/test_verdicts.py.
 """
 
 from __future__ import annotations

@@ -22,6 +22,6 @@ displays: the page's one call, :func:`rankcollapse.book.report.present`, glues w
 
 ``_common`` holds what several of them share (size limits, the configure makers, the Fig. 2 and Fig. 3
 sweeps' fixed choices, the response's claim on the pretrained temperature panels, the decoder pages' rate
-table); the page modules import nothing from each other. A new page: its ``.md``, its module here, one
-registry entry and a line in ``_toc.yml``.
+table, the clauses of a page's finding); the page modules import nothing from each other. A new page: its
+``.md``, its module here, one registry entry and a line in ``_toc.yml``.
 """

@@ -1,8 +1,9 @@
 """What several page modules share, and no page owns: the largest sizes a page accepts, the ``configure``
 makers of experiment pages and of pages that compute in their own module, the fixed choices of the Fig. 2
 and Fig. 3 sweeps (which the appendix, sample-size and pretrained-panels pages rerun or reuse), the
-response's claim on the pretrained temperature panels (Fig. 3 and the pretrained panels) and the rate table
-of the two decoder pages.
+response's claim on the pretrained temperature panels (Fig. 3 and the pretrained panels), the rate table
+of the two decoder pages, and the clauses a page's finding pastes (a claim's verdict with its number, a
+tally of verdicts).
 
 Used by: the modules of :mod:`rankcollapse.book.pages`, never by a page's ``.md`` directly.
 """
@@ -16,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from rankcollapse.book.claims_table import reader_html
 from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics
 from rankcollapse.core.checks import check_choice, check_int
@@ -26,8 +28,8 @@ from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.tables import table_verdicts
 from rankcollapse.experiments.sample_values import SampleValues
-from rankcollapse.verdicts.claims import (Claim, bounded_claim, collapse_claim, effect_cell, effect_claim,
-                                          mean_rate)
+from rankcollapse.verdicts.claims import (HOLDS, Claim, bounded_claim, collapse_claim, effect_cell,
+                                          effect_claim, mean_rate)
 from rankcollapse.verdicts.effects import Side, late_factor, lowest_ratio, side
 from rankcollapse.verdicts.robustness import robust
 
@@ -204,8 +206,55 @@ def verdict_words(rows: list[Claim]) -> str:
     leading dots dropped, each claim once: its first row)."""
     seen: dict[str, str] = {}
     for row in rows:
-        seen.setdefault(row.claim.strip(". ").rstrip("."), row.verdict)
-    return "; ".join(f"{claim[0].lower()}{claim[1:]}: **{verdict}**" for claim, verdict in seen.items())
+        seen.setdefault(_phrase(row), row.verdict)
+    return "; ".join(f"{claim}: **{verdict}**" for claim, verdict in seen.items())
+
+
+def _phrase(row: Claim) -> str:
+    """A row's claim as a phrase inside a sentence: leading dots and the closing full stop dropped, the
+    first letter small."""
+    claim = row.claim.strip(". ").rstrip(".")
+    return f"{claim[0].lower()}{claim[1:]}"
+
+
+def verdict_clause(row: Claim, evidence: str | None = None) -> str:
+    """One claim's verdict as a page's finding pastes it (``{glue:md}``): the verdict in bold, then what
+    decides it — the row's number, or ``evidence`` — its math names as a reader reads them
+    (:func:`rankcollapse.book.claims_table.reader_html`).
+
+    >>> verdict_clause(Claim("c", "s", "m", "holds partly", "52.2 %"))
+    '**holds partly**, 52.2 %'
+    """
+    return f"**{row.verdict}**, {reader_html(row.number if evidence is None else evidence)}"
+
+
+def row_of(rows: Sequence[Claim], claim: str) -> Claim:
+    """The first of ``rows`` whose claim starts with ``claim`` (a page's finding names its claims by their
+    first words)."""
+    found = [row for row in rows if row.claim.startswith(claim)]
+    if not found:
+        raise ValueError(f"claim must start one of the rows' claims, got {claim!r}; the rows: "
+                         f"{[row.claim for row in rows]}")
+    return found[0]
+
+
+def verdict_clauses(rows: Sequence[Claim], claims: Mapping[str, str]) -> dict[str, str]:
+    """A page's finding as clauses by glue name: per name, the verdict and number (:func:`verdict_clause`)
+    of the row whose claim starts with the words ``claims`` gives it (:func:`row_of`)."""
+    return {name: verdict_clause(row_of(rows, claim)) for name, claim in claims.items()}
+
+
+def tally_clause(rows: Sequence[Claim]) -> str:
+    """A page's finding over many claims in one clause: how many hold, then each claim that does not (or only
+    partly), with its verdict and number (:func:`verdict_clause`).
+
+    >>> tally_clause([Claim("A holds.", "s", "m", "holds", "1"), Claim("B is so", "s", "m", "holds partly",
+    ...                                                                "2")])
+    '1 of 2 hold; b is so: **holds partly**, 2'
+    """
+    others = [row for row in rows if row.verdict != HOLDS]
+    return "; ".join([f"{len(rows) - len(others)} of {len(rows)} hold",
+                      *(f"{_phrase(row)}: {verdict_clause(row)}" for row in others)])
 
 
 def with_setting(claim: Claim, setting: str) -> Claim:
@@ -216,8 +265,8 @@ def with_setting(claim: Claim, setting: str) -> Claim:
 @functools.lru_cache(maxsize=256)
 def linear_prediction(mask: str, n_tokens: int, window: int | None, n_layers: int) -> np.ndarray:
     """The linear case's μ/‖X‖_F over ``n_layers`` layers for a mask
-    (:func:`rankcollapse.theory.dynamics.linear_curve`): what the theory predicts for the bias-free initialized
-    SAN, whose attention becomes uniform as X shrinks. Shapes: -> [layer + 1]."""
+    (:func:`rankcollapse.theory.dynamics.linear_curve`): what the theory predicts for the bias-free
+    initialized SAN, whose attention becomes uniform as X shrinks. Shapes: -> [layer + 1]."""
     return linear_curve(rc_masks.build_mask(mask, n_tokens, window), n_layers).numpy()
 
 
@@ -232,8 +281,9 @@ def curves_claim(claim: str, source: str, measured: str, sides: Mapping[str, Sid
 
 def stops_claim(claim: str, source: str, measured: str, pairs: Mapping[str, tuple[Side, Side]],
                 setting: str = "") -> Claim:
-    """The configuration stops the collapse of its baseline (:func:`rankcollapse.verdicts.claims.bounded_claim`),
-    one cell per key, robust or not over the thresholds' grid."""
+    """The configuration stops the collapse of its baseline
+    (:func:`rankcollapse.verdicts.claims.bounded_claim`), one cell per key, robust or not over the thresholds'
+    grid."""
     return robust(lambda t: bounded_claim(claim, source, measured, dict(pairs), t, setting))
 
 

@@ -110,8 +110,8 @@ def decomposition_claims(frame: pd.DataFrame, words: dict[str, str] | None = Non
             f"{r.mask}: {r.contraction:.3g} against {r.gain:.3g}" for r in part.itertuples()) + ")"
         return Claim("Attention, not the value maps' gain, drives the decay of μ", SOURCE,
                      "attention's contraction ‖PAY‖/‖PY‖ against the value maps' gain ‖PY‖/‖PX‖ (medians, "
-                     "geometric mean over the layers above the floor): the larger part of μ's decay — about μ, "
-                     "not rank: a gain below 1 shrinks ‖X‖_F alike", verdict, number,
+                     "geometric mean over the layers above the floor): the larger part of μ's decay — about "
+                     "μ, not rank: a gain below 1 shrinks ‖X‖_F alike", verdict, number,
                      setting=(words or {}).get(weights, f"{weights} weights"))
 
     return [robust(lambda t, w=w: claim(w, t)) for w in dict.fromkeys(frame["weights"])]

@@ -2,8 +2,8 @@
 setting (no biases) and beside it (PyTorch's default biases; Hugging Face's BERT init), over several weight
 seeds, and the no-mixing ``self`` mask.
 
-:func:`settings` names where each initialized claim is decided, :func:`setting_source` gives the stored results
-and labels of a setting, :func:`control_claims` the claims decided on the controls, and
+:func:`settings` names where each initialized claim is decided, :func:`setting_source` gives the stored
+results and labels of a setting, :func:`control_claims` the claims decided on the controls, and
 :func:`setting_clauses` the clauses of the page's first paragraph: which verdicts differ by setting.
 
 Used by: :mod:`rankcollapse.book.pages.fig2`; tests/unit/test_controls.py.
@@ -26,7 +26,8 @@ THEORY, BIASES, HF = "theory", "biases", "hf"
 # setting -> (weights label, words a reader knows it by); the theory's first: it decides
 SETTING_WORDS = {THEORY: ("initialized_nobias", "the theory's SAN: initialized, no biases"),
                  BIASES: ("initialized", "initialized with PyTorch's default biases"),
-                 HF: ("initialized", "initialized as Hugging Face initializes BERT (N(0, 0.02), zero biases)")}
+                 HF: ("initialized",
+                      "initialized as Hugging Face initializes BERT (N(0, 0.02), zero biases)")}
 
 
 def seed_results(results: Mapping[str, StoredResult]) -> list[StoredResult]:
@@ -61,13 +62,15 @@ def _no_mixing_claim(results: Mapping[str, StoredResult], thresholds: Thresholds
     the same weights (each token attends only to itself) does not, decided in the theory's setting."""
     parts, labels = setting_source(results, THEORY)
     own = side_verdict(side(parts, None, "no mixing", mask="self", norm="none", **labels), thresholds)
-    curves = {m: side_verdict(s, thresholds) for m, s in setting_sides(results, THEORY, "none", "pure").items()}
+    curves = {m: side_verdict(s, thresholds)
+              for m, s in setting_sides(results, THEORY, "none", "pure").items()}
     passed = [m for m, c in curves.items() if c.collapses and not own.collapses]
     undecided = [m for m, c in curves.items() if not c.collapses]
     verdict = (OPEN if len(undecided) == len(curves) else HOLDS if len(passed) == len(curves) - len(undecided)
                and passed else PARTLY if passed else FAILS)
     return Claim("... and the collapse is attention's, not the value maps' (control: no mixing)", "the paper",
-                 "pure attention: masks that collapse while the no-mixing control of the same weights does not",
+                 "pure attention: masks that collapse while the no-mixing control of the same weights does "
+                 "not",
                  verdict, f"{len(passed)} of {len(curves) - len(undecided)} collapsing masks; no mixing: "
                  f"{own.words}" + (f"; no collapse resolved: {', '.join(map(mask_label, undecided))}"
                                    if undecided else ""),

@@ -92,8 +92,8 @@ SETTING = "initialized with PyTorch's default biases (the paper's setup); 1 weig
 def claims(fig2: StoredResult, fig3: StoredResult | None = None) -> list[Claim]:
     """The response on the 128-layer models: "the same trend as 12 layer models", in the paper's setting (with
     biases; the theory's bias-free SAN at depth, over weight seeds and beside the theory's prediction, is the
-    theory's-SAN page's). ``fig3``: the temperature sweep (its row is left out without it). Intervals where the
-    results stored their per-sample values."""
+    theory's-SAN page's). ``fig3``: the temperature sweep (its row is left out without it). Intervals where
+    the results stored their per-sample values."""
     source = "the response (App. G.1)"
     pure = mask_sides(fig2, None, "pure attention", variant="SAN", norm="none")
     rows = [curves_claim("Pure attention collapses under every mask (same trend as 12 layers)", source,
@@ -111,7 +111,7 @@ def claims(fig2: StoredResult, fig3: StoredResult | None = None) -> list[Claim]:
     if fig3 is not None:
         cold, warm = temperature_range(fig3.table)
         rows.append(against("A smaller temperature slows rank collapse (same trend as 12 layers)", source,
-                            f"128 initialized layers, pure attention: per-layer factor of μ/‖X‖_F over layers "
-                            f"1–6 at d_QK = {cold:g} over d_QK = {warm:g}",
+                            f"128 initialized layers, pure attention: per-layer factor of μ/‖X‖_F over "
+                            f"layers 1–6 at d_QK = {cold:g} over d_QK = {warm:g}",
                             temperature_sides(fig3, None, "initialized"), window=(1, 6), setting=SETTING))
     return rows

@@ -5,8 +5,8 @@ a Monte-Carlo fraction and the rotation invariance.
 :class:`CounterexampleConfig` has exactly the fields of the page's ``parameters`` cell, with the same
 defaults, and is validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters,
 :func:`compute` gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what
-the page shows of it: those numbers, the fixed-point table, its three figures and its closing check
-(:func:`check`).
+the page shows of it: those numbers, the clauses of its finding (:data:`FINDING`), the fixed-point
+table, its three figures and its closing check (:func:`check`).
 
 Used by: book/theory/counterexample.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
+from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config, verdict_clauses
 from rankcollapse.book.plotting import counterexample as figures
 from rankcollapse.book.shown import Shown, check_note, checked_claim, config_figures
 from rankcollapse.core import metrics
@@ -41,6 +41,14 @@ def _point_B(fixed: list[ce.FixedPoint], v1: Tensor) -> ce.FixedPoint | None:
 
 
 SOURCE = "the paper: Fig. 1"
+# the clauses of the page's finding (its first paragraph): glue name -> the first words of the claim whose
+# verdict and number it pastes (:func:`rankcollapse.book.pages._common.verdict_clauses`)
+FINDING = {"ce_finding_plain": "Without LayerNorm both tokens",
+           "ce_finding_full_rank": "With LayerNorm some starts",
+           "ce_finding_arc": "The starts that keep full rank are an open arc",
+           "ce_finding_measure": "The pairs that keep full rank",
+           "ce_finding_rotation": "The counterexample does not rely",
+           "ce_finding_zero": "A zero activation in the centre token"}
 
 
 @dataclass(frozen=True)
@@ -216,8 +224,10 @@ def show(results: dict, parameters: dict) -> Shown:
                                                                     result.rotated_points())}
     fixed_points = (result.fixed_points.style.format(precision=4)
                     .format("{:.1e}", subset=["one-layer residual"]))
-    return Shown(values=result.numbers, markdown={"ce_check": check(config, result)},
-                 claims=page_claims(results, parameters), tables={"ce_fixed_point_table": fixed_points},
+    tables = page_claims(results, parameters)
+    return Shown(values={**result.numbers, **verdict_clauses(tables["ce"], FINDING)},
+                 markdown={"ce_check": check(config, result)}, claims=tables,
+                 tables={"ce_fixed_point_table": fixed_points},
                  figures=config_figures(shown, config))
 
 
@@ -280,11 +290,13 @@ def _checked(config: CounterexampleConfig, result: CounterexampleResult) -> list
     ]
     zero = (n["ce_zero_drift"] == 0 and n["ce_zero_kept"] and n["ce_zero_log10_drop"] < -12
             and n["ce_zero_spread"] < 1e-6)
-    checks.append((zero, "A zero activation in the centre token does not stop rank collapse (without LayerNorm)",
+    checks.append((zero,
+                   "A zero activation in the centre token does not stop rank collapse (without LayerNorm)",
                    "the response: W4", f"causal mask, W_V = I, no LayerNorm, token 1 with a zero coordinate, "
-                   f"{ZERO_LAYERS} layers: token 1's drift, μ at the last layer over μ at X(0), the other tokens' "
-                   "distance to token 1", f"token 1 moves by {n['ce_zero_drift']:.1g} and keeps its zero; μ falls "
-                   f"by 10^{n['ce_zero_log10_drop']:.0f}; the others end within {n['ce_zero_spread']:.1g} of it",
+                   f"{ZERO_LAYERS} layers: token 1's drift, μ at the last layer over μ at X(0), the other "
+                   "tokens' distance to token 1",
+                   f"token 1 moves by {n['ce_zero_drift']:.1g} and keeps its zero; μ falls by "
+                   f"10^{n['ce_zero_log10_drop']:.0f}; the others end within {n['ce_zero_spread']:.1g} of it",
                    "the zero-activation example did not collapse onto token 1 in its layers"))
     return [(bool(holds), checked_claim(bool(holds), claim, source, measured, number), words)
             for holds, claim, source, measured, number, words in checks]

@@ -4,8 +4,8 @@ every rank, the ranks random starts reach, and the threshold c* above which they
 :class:`EquilibriaConfig` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
 and is validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters,
 :func:`compute` gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what
-the page shows of it: those numbers, the table of constructed equilibria, its two figures and its closing
-check (:func:`check`).
+the page shows of it: those numbers, the clauses of its finding (:data:`FINDING`), the table of
+constructed equilibria, its two figures and its closing check (:func:`check`).
 
 Used by: book/theory/equilibria.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config
+from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SEED, own_config, verdict_clauses
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.shown import Shown, check_note, checked_claim, config_figures
 from rankcollapse.core import metrics
@@ -32,6 +32,11 @@ from rankcollapse.verdicts.claims import Cell, Claim
 
 SOURCE = "the paper: equilibria of every rank"
 CONSTRUCTION = "this book's construction"  # the threshold c* is of our construction, not the paper's
+# the clauses of the page's finding (its first paragraph): glue name -> the first words of the claim whose
+# verdict and number it pastes (:func:`rankcollapse.book.pages._common.verdict_clauses`)
+FINDING = {"eq_finding_equilibria": "LayerNorm dynamics can have equilibria",
+           "eq_finding_ranks": "Each rank is reached",
+           "eq_finding_below": "Below the threshold c*", "eq_finding_above": "Above the threshold c*"}
 
 
 @dataclass(frozen=True)
@@ -172,8 +177,10 @@ def show(results: dict, parameters: dict) -> Shown:
              "fig-equilibria-threshold": figures.threshold_figure(result.sweep)}
     equilibria = result.equilibria.style.format({"one-layer residual": "{:.1e}",
                                                  "distance moved after the kick": "{:.1e}"})
-    return Shown(values=result.numbers, markdown={"eq_check": check(config, result)},
-                 claims=page_claims(results, parameters), tables={"eq_equilibrium_table": equilibria},
+    tables = page_claims(results, parameters)
+    return Shown(values={**result.numbers, **verdict_clauses(tables["eq"], FINDING)},
+                 markdown={"eq_check": check(config, result)}, claims=tables,
+                 tables={"eq_equilibrium_table": equilibria},
                  figures=config_figures(shown, config))
 
 

@@ -74,8 +74,8 @@ def configure(parameters: dict) -> dict[str, Run]:
     runs["pretrained_self"] = Run(experiment_config(controls, **FIXED, weights=("pretrained",),
                                                     masks=("self",)))
     for k in range(1, n_seeds):
-        runs[f"seed_{k}"] = Run(experiment_config({**controls, "weight_seed": own.get("seed", 0) + k}, **FIXED,
-                                                  weights=INITIALIZED, masks=CONTROL_MASKS))
+        runs[f"seed_{k}"] = Run(experiment_config({**controls, "weight_seed": own.get("seed", 0) + k},
+                                                  **FIXED, weights=INITIALIZED, masks=CONTROL_MASKS))
     runs["hf"] = Run(experiment_config(controls, **FIXED, weights=("initialized",), masks=CONTROL_MASKS,
                                        init="hf"))
     runs["components"] = Run(experiment_config(controls, weights=("pretrained",), masks=masks.PAPER_MASKS,
@@ -174,7 +174,8 @@ def claims(results: dict) -> list[Claim]:
                                     {m: (normed[m], pure[m]) for m in normed},
                                     setting=setting_words(results, setting)))
             if setting != HF:
-                rows.append(against("... LayerNorm slows collapse against pure attention", "the paper: Fig. 2",
+                rows.append(against("... LayerNorm slows collapse against pure attention",
+                                    "the paper: Fig. 2",
                                     f"{words}: late per-layer factor of μ/‖X‖_F over pure attention's",
                                     {m: (normed[m], pure[m]) for m in normed},
                                     setting=setting_words(results, setting)))
@@ -206,8 +207,8 @@ def pretrained_claims(components: StoredResult) -> list[Claim]:
     return [curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2",
                          "pure attention: per-layer factor of μ/‖X‖_F, per mask", pure, setting=setting),
             stops_claim("In pretrained models LayerNorm helps, together with the other components",
-                        "the paper: Fig. 2", "the trained LayerNorm, LayerNorm + skip connection, and the full "
-                        "transformer (its own mask) against pure attention on the same weights", helps,
+                        "the paper: Fig. 2", "the trained LayerNorm, LayerNorm + skip connection, and the "
+                        "full transformer (its own mask) against pure attention on the same weights", helps,
                         setting=setting),
             against("... the trained LayerNorm slows collapse against pure attention", "the paper: Fig. 2",
                     "the model's own LayerNorm: late per-layer factor of μ/‖X‖_F over pure attention's",
@@ -225,8 +226,8 @@ def _rate_spread_claim(pure: dict[str, Side], setting: str) -> Claim:
     note = f"; {', '.join(floored)}: reach the rounding floor first" if floored else ""
     if len(fitted) < 2:
         return Claim("... at a rate that depends on the mask", "the paper: Fig. 2",
-                     "pure attention: factors per mask", OPEN, "fewer than two masks with a fitted factor" + note,
-                     setting=setting)
+                     "pure attention: factors per mask", OPEN,
+                     "fewer than two masks with a fitted factor" + note, setting=setting)
     slowest, fastest = max(fitted, key=fitted.get), min(fitted, key=fitted.get)
     return with_setting(robust(lambda t: effect_claim(
         "... at a rate that depends on the mask", "the paper: Fig. 2",

@@ -35,9 +35,10 @@ SEED_PAGE_PARAMETERS = ("n_samples_seeds", "n_weight_seeds")  # the seed replica
 
 def configure(parameters: dict) -> dict[str, Run]:
     """The main sweep (the paper's Fig. 3), and ``seed_<k>`` for k = 0 .. n_weight_seeds - 1: the first
-    ``n_samples_seeds`` samples, initialized with and without biases (without: the theory's SAN), weights drawn
-    with seed ``seed + k`` — the outer level of every initialized interval — and ``pretrained``: the pretrained
-    weights on the same samples, each sample's values kept (the intervals of the pretrained rows)."""
+    ``n_samples_seeds`` samples, initialized with and without biases (without: the theory's SAN), weights
+    drawn with seed ``seed + k`` — the outer level of every initialized interval — and ``pretrained``: the
+    pretrained weights on the same samples, each sample's values kept (the intervals of the pretrained
+    rows)."""
     own = computing(parameters, *SEED_PAGE_PARAMETERS)
     runs = {"main": Run(experiment_config(own, **FIXED))}
     if not any(name in parameters for name in SEED_PAGE_PARAMETERS):
@@ -104,9 +105,9 @@ def _setting(results: dict, weights: str) -> str:
 
 def claims(results: dict) -> list[Claim]:
     """Fig. 3's caption at the layers it names — initialized stacks in layers 1–6 (:data:`SHALLOW`), in the
-    theory's SAN and with biases (pooled over the weight seeds) — the response's "the effect disappears after 5
-    or 6 layers" as the first layer whose interval includes no effect, and the pretrained rows at every layer
-    (the ``pretrained`` part, with its per-sample values)."""
+    theory's SAN and with biases (pooled over the weight seeds) — the response's "the effect disappears after
+    5 or 6 layers" as the first layer whose interval includes no effect, and the pretrained rows at every
+    layer (the ``pretrained`` part, with its per-sample values)."""
     seeds, pretrained = _seeds(results), results["pretrained"]
     cold, warm = temperature_range(pretrained.table)
     words = (f"d_QK = {cold:g}", f"d_QK = {warm:g}")
@@ -115,15 +116,17 @@ def claims(results: dict) -> list[Claim]:
         sides = paired_sides(seeds, None, dict(weights=weights, temperature=cold),
                              dict(weights=weights, temperature=warm), words)
         setting = _setting(results, weights)
-        rows.append(against("A smaller temperature slows rank collapse, in shallow layers", "the paper: Fig. 3",
+        rows.append(against("A smaller temperature slows rank collapse, in shallow layers",
+                            "the paper: Fig. 3",
                             f"per-layer factor of μ/‖X‖_F over layers {SHALLOW[0]}–{SHALLOW[1]} at d_QK = "
-                            f"{cold:g} over d_QK = {warm:g}, per mask", sides, window=SHALLOW, setting=setting))
+                            f"{cold:g} over d_QK = {warm:g}, per mask", sides, window=SHALLOW,
+                            setting=setting))
         rows.append(_gone_claim(sides, setting))
         if weights == "initialized_nobias" and "complete" in sides:
             rows.append(with_setting(robust(lambda t, sides=sides: effect_claim(
                 "... more for global attention", "the paper: Fig. 3",
-                f"the temperature's per-layer factor over layers {SHALLOW[0]}–{SHALLOW[1]} under the complete "
-                "mask over that under each local mask",
+                f"the temperature's per-layer factor over layers {SHALLOW[0]}–{SHALLOW[1]} under the "
+                "complete mask over that under each local mask",
                 [effect_cell(m, factor_contrast(sides["complete"], pair, t, SHALLOW), +1, t)
                  for m, pair in sides.items() if m != "complete"])), setting))
     sides = temperature_sides(pretrained, None, "pretrained")
@@ -155,9 +158,10 @@ def _gone_claim(sides: dict, setting: str) -> Claim:
         cells.append(Cell(mask, result, text, f"{text}: " + "; ".join(
             f"layer {k}: {e.text}" for k, e in enumerate(effects[:max(first or n_layers, 2)], start=1))))
     return Claim("... the effect disappears after 5 or 6 layers", "the response (W2)",
-                 "the first layer whose factor at the smaller temperature over the larger one has an interval "
-                 "including 1 (per layer: that layer's value over the previous one's)", combine(cells),
-                 "; ".join(f"{c.column}: {c.text}" for c in cells), tuple(cells), setting=setting)
+                 "the first layer whose factor at the smaller temperature over the larger one has an "
+                 "interval including 1 (per layer: that layer's value over the previous one's)",
+                 combine(cells), "; ".join(f"{c.column}: {c.text}" for c in cells), tuple(cells),
+                 setting=setting)
 
 
 def finding_clauses(rows: list[Claim]) -> dict[str, str]:

@@ -2,8 +2,8 @@
 and of the full transformer, initialized and pretrained weights.
 
 :func:`configure` turns the page's parameters into its one sweep; :func:`show` is what the page shows of it:
-:func:`numbers` (the values its prose states), :func:`claims` (its claims table), the geometry figure and the
-scale words.
+:func:`numbers` (the values its prose states), :func:`claims` (its claims table) and the clauses of its
+finding (:func:`finding_clauses`), the geometry figure and the scale words.
 
 Used by: book/experiments/fig4.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG4, experiment
+from rankcollapse.book.pages._common import FIG4, experiment, row_of, verdict_clause
 from rankcollapse.book.plotting.results import geometry_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.experiments.table import value
@@ -32,11 +32,27 @@ def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
 
 
 def show(results: dict, parameters: dict) -> Shown:
-    """The page's numbers and scale (``fig4_*``), claims table, geometry figure and scale note."""
+    """The page's numbers and scale (``fig4_*``), the clauses of its finding (:func:`finding_clauses`), claims
+    table, geometry figure and scale note."""
     result = results["main"]
-    return Shown(values=prefixed("fig4", {"scale": scale_words(result), **numbers(result.table)}),
-                 markdown={"fig4_scale_note": scale_note(result)}, claims=page_claims(results, parameters),
+    tables = page_claims(results, parameters)
+    return Shown(values=prefixed("fig4", {"scale": scale_words(result), **numbers(result.table),
+                                          **finding_clauses(tables["fig4"])}),
+                 markdown={"fig4_scale_note": scale_note(result)}, claims=tables,
                  figures=[geometry_figure(result, "fig-fig4-geometry")])
+
+
+def finding_clauses(rows: list[Claim]) -> dict[str, str]:
+    """The page's finding as the clauses its first paragraph pastes: each claim of the caption, its verdict
+    and the number of its one cell (the pretrained full transformer): full rank (``finding_rank``),
+    anisotropy (``finding_anisotropy``), σ_min falling, absolute and scale-free (``finding_sigma``,
+    ``finding_sigma_relative``)."""
+    claims = {"finding_rank": "Tokens keep full rank", "finding_anisotropy": "... but become anisotropic",
+              "finding_sigma": "The smallest singular value falls",
+              "finding_sigma_relative": "The smallest singular value falls (scale-free)"}
+    found = {name: row_of(rows, claim) for name, claim in claims.items()}
+    return {name: verdict_clause(row, row.cells[0].text if row.cells else None)
+            for name, row in found.items()}
 
 
 def numbers(table: pd.DataFrame) -> dict[str, float]:

@@ -13,7 +13,7 @@ which masks collapse). :func:`decomposition_runs` are the sweeps of
 five masks that also split each layer's change of μ into the value maps' gain and attention's contraction
 (:mod:`rankcollapse.book.pages._decomposition`). :func:`show` is what the page shows of both: the zoo's
 numbers, table, scale note and rate-radius figure, the decomposition's numbers, claims, attention table and
-figure.
+figure, and the clauses of the page's finding (:func:`finding_clauses`).
 
 Used by: book/beyond/mask_design.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_mask_design.py.
@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import torch
 
-from rankcollapse.book.pages._common import computing, run_all
+from rankcollapse.book.pages._common import computing, run_all, verdict_clause
 from rankcollapse.book.pages._decomposition import (attention_table, decay_driver, decay_shares,
                                                     decomposition_claims, decomposition_frame)
 from rankcollapse.book.plotting.beyond import SortableTable, rate_radius_figure
@@ -140,17 +140,39 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     frame = decomposition(decomposed)
     decomp = {"scale": scale_words(next(iter(decomposed.values()))),
               **decomposition_numbers(decay_shares(frame))}
+    tables = page_claims(results, parameters)
+    finding = finding_clauses(found, found_pre, tables["mask_design_decomp"])
     return Shown(
-        values={**prefixed("mask_design", {"scale": scale_words(results["complete"]), **found}),
+        values={**prefixed("mask_design", {"scale": scale_words(results["complete"]), **found, **finding}),
                 **prefixed("mask_design_pre", found_pre), **prefixed("mask_design_decomp", decomp)},
         markdown={"mask_design_scale_note": scale_note(results["complete"])},
-        claims=page_claims(results, parameters),
+        claims=tables,
         tables={"mask_design_table": SortableTable(table),
                 "mask_design_decomp_table": SortableTable(attention_table(frame))},
         figures=[ShownFigure("fig-mask-design-rates", rate_radius_figure(table, _KINDS),
                              combined_parameters(results.values()), figure_data(results.values())),
                  ShownFigure("fig-mask-design-decomposition", decomposition_figure(frame, kinds=_KINDS),
                              combined_parameters(decomposed.values()), figure_data(decomposed.values()))])
+
+
+def finding_clauses(found: dict, found_pre: dict, rows: list[Claim]) -> dict[str, str]:
+    """The page's finding as the clauses its first paragraph pastes: how the radius orders the rates of the
+    masks that have one, by the sign of the rank correlation with initialized and pretrained weights
+    (``finding_radius``; :func:`numbers`), and what drives μ's decay per weight source, each row's verdict and
+    count of masks (``finding_decomp``)."""
+    def order(correlation: float) -> str:
+        return ("the larger the radius, the slower the collapse" if correlation < 0 else
+                "the larger the radius, the faster the collapse" if correlation > 0 else
+                "the radius does not order the rates")
+
+    init, pre = found["by_radius"], found_pre["by_radius"]
+    radius = (f"{order(init)} (rank correlation of radius and rate {init:.2f} with initialized weights, "
+              f"{pre:.2f} with pretrained ones)" if order(init) == order(pre) else
+              f"with initialized weights {order(init)} (rank correlation {init:.2f}), with pretrained ones "
+              f"{order(pre)} ({pre:.2f})")
+    return {"finding_radius": radius,
+            "finding_decomp": "; ".join(f"{row.setting}: {verdict_clause(row, row.number.split(' (')[0])}"
+                                        for row in rows)}
 
 
 def uniform_second_eigenvalue(mask: torch.Tensor) -> float:
@@ -282,12 +304,12 @@ def _collapse_words(names: pd.Series, collapses: pd.Series) -> str:
         return "every mask collapses"
     return (f"only {int(collapses.sum())} of the {len(names)} masks collapse "
             f"({', '.join(names[collapses]) or 'none'}); for the other {int((~collapses).sum())} "
-            f"({', '.join(names[~collapses])}) no collapse of μ/‖X‖_F is resolved in these layers: it neither "
-            f"reaches the rounding floor nor decays by a factor below {math.exp(-COLLAPSE_RATE):.3g} per layer "
-            "in the later layers (there are no per-sample values to give an interval). Theorem 1 "
-            "allows this: its bound contracts more slowly the larger the radius r and the smaller the least "
-            "attention weight ε, so over a few layers it promises almost nothing when r is large or trained "
-            "attention is sharp")
+            f"({', '.join(names[~collapses])}) no collapse of μ/‖X‖_F is resolved in these layers: it "
+            f"neither reaches the rounding floor nor decays by a factor below "
+            f"{math.exp(-COLLAPSE_RATE):.3g} per layer in the later layers (there are no per-sample values "
+            "to give an interval). Theorem 1 allows this: its bound contracts more slowly the larger the "
+            "radius r and the smaller the least attention weight ε, so over a few layers it promises almost "
+            "nothing when r is large or trained attention is sharp")
 
 
 def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:

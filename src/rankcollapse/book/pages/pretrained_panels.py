@@ -45,9 +45,11 @@ def show(results: dict, parameters: dict) -> Shown:
     figures = [layer_figure(fig2_pre, "mu", "fig-pretrained-panels-fig2"),
                layer_figure(fig2_pre, "relative_mu", "fig-pretrained-panels-fig2-relative"),
                layer_figure(fig3_pre, "mu", "fig-pretrained-panels-fig3", hue="temperature"),
-               layer_figure(fig3_pre, "relative_mu", "fig-pretrained-panels-fig3-relative", hue="temperature")]
+               layer_figure(fig3_pre, "relative_mu", "fig-pretrained-panels-fig3-relative",
+                            hue="temperature")]
     rows = page_claims(results, parameters)["panels"]
-    return Shown(values=prefixed("panels", {"scale": scale_words(fig2), **gaps, "finding": verdict_words(rows)}),
+    return Shown(values=prefixed("panels", {"scale": scale_words(fig2), **gaps,
+                                            "finding": verdict_words(rows)}),
                  markdown={"panels_scale_note": scale_note(fig2)},
                  claims={"panels": rows}, figures=figures)
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from rankcollapse.book.claims_table import claims_markdown
 from rankcollapse.book.pages import sample_size
-from rankcollapse.book.pages._common import FIG2, FIG3, FIG4
+from rankcollapse.book.pages._common import FIG2, FIG3, FIG4, tally_clause
 from rankcollapse.book.pages._reviewers_sweeps import (PAPER_SAMPLES, limit_numbers, limits, local_or_causal,
                                                        sample_pair, temperature_alignment,
                                                        temperature_numbers)
@@ -73,10 +73,12 @@ def page_claims(results: Mapping[str, object], parameters: Mapping[str, object])
 
 
 def show(results: Mapping[str, object], parameters: Mapping[str, object]) -> Shown:
-    """What the page shows: its numbers (``rv_*``), the claims table with one row per question (``rv``) and
-    each row alone (``rv_claim_<question>``, Markdown), its tables (:func:`_tables`) and its nine figures
-    (``fig-reviewers-<question>``, each citing the parameters it draws: the page's own or a stored sweep's).
-    The Fig. 2-4 sweeps are read at their largest stored scale when ``fig2_show_largest`` is true."""
+    """What the page shows: its numbers (``rv_*``; ``rv_finding``: how many of the authors' answers hold, and
+    each that does not, :func:`rankcollapse.book.pages._common.tally_clause`), the claims table with one row
+    per question (``rv``) and each row alone (``rv_claim_<question>``, Markdown), its tables
+    (:func:`_tables`) and its nine figures (``fig-reviewers-<question>``, each citing the parameters it draws:
+    the page's own or a stored sweep's). The Fig. 2-4 sweeps are read at their largest stored scale when
+    ``fig2_show_largest`` is true."""
     config, result, _ = results["main"]
     fig2, fig3, fig4, limit_table, alignment, local = _read(results, parameters)
     temperature = temperature_numbers(alignment)
@@ -86,7 +88,8 @@ def show(results: Mapping[str, object], parameters: Mapping[str, object]) -> Sho
     values = {**temperature, "fig3_scale": scale_words(fig3), "fig4_scale": scale_words(fig4),
               **result.numbers, "fig2_samples": fig2_parameters["n_samples"],
               "fig2_tokens": fig2_parameters["n_tokens"], "fig2_model": fig2_parameters["model"],
-              **limit_numbers(limit_table), "paper_samples": PAPER_SAMPLES}
+              **limit_numbers(limit_table), "paper_samples": PAPER_SAMPLES,
+              "finding": tally_clause(list(rows.values()))}
     samples_row = ("No run of 32 samples is stored beside this one." if samples is None else
                    claims_markdown(sample_size.claims(sample_size.numbers(samples.table))))
     own = asdict(config)
@@ -145,8 +148,8 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                     q1, f"LayerNorm: {ln_zero} of {q['q1_normed']} to zero; without: "
                         + "; ".join(f"{(pure['limit'] == k).sum()} {k}" for k in pure_kinds)),
         "q2": Claim("Theorem 2 extends to i.i.d. Gaussian or uniform W_V in the large-width limit",
-                    "the response (Q2)", "LayerNorm D: share of runs where μ decays; largest gap of the median "
-                    "rate to orthogonal W_V",
+                    "the response (Q2)", "LayerNorm D: share of runs where μ decays; largest gap of the "
+                    "median rate to orthogonal W_V",
                     HOLDS if n["width_decaying"] == 1 and n["width_gap_large"] < WIDTH_GAP else
                     PARTLY if n["width_decaying"] > 0.5 else FAILS,
                     f"{100 * n['width_decaying']:.0f} % decay; gap {100 * n['width_gap_small']:.0f} % at d = "
@@ -165,8 +168,9 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                              f"absolute cosine goes {temperature['temp_initialized_early_cosine']:.2f} → "
                              f"{temperature['temp_initialized_late_cosine']:.2f}"),
         "local": Claim("A local window slows collapse compared with the causal mask",
-                       "the paper (Sec. 5); a reviewer's question", "Fig. 2: (weights, norm) pairs where a window's mean "
-                       "rate of μ/‖X‖_F is below the causal one",
+                       "the paper (Sec. 5); a reviewer's question",
+                       "Fig. 2: (weights, norm) pairs where a window's mean rate of μ/‖X‖_F is below the "
+                       "causal one",
                        HOLDS if slower.all() else PARTLY if slower.any() else FAILS,
                        f"{int(slower.sum())} of {slower.size} (window, weights, norm)"),
         "q4": Claim("The exponential rate is tight: linear systems cannot collapse doubly exponentially",
@@ -178,8 +182,8 @@ def claims(result: ReviewersResult, limit_table: pd.DataFrame, temperature: dict
                     f"{n['linear_loglog_slope']:.3f} ({rates.decay_shape(n['linear_loglog_slope'])}); ratio "
                     f"{n['causal_ratio_40']:.7f}, second eigenvalue {n['causal_lambda2']:.3g}"),
         "q2_rotation": Claim("The counterexample does not rely on a zero activation of token 1",
-                             "the response (Q2, W4)", "rotated instances Z^T W Z: largest gap to X(t) Z; smallest "
-                             "absolute coordinate of (0, 1) Z",
+                             "the response (Q2, W4)", "rotated instances Z^T W Z: largest gap to X(t) Z; "
+                             "smallest absolute coordinate of (0, 1) Z",
                              HOLDS if n["rotation_max_gap"] < 1e-12 and n["rotation_min_coordinate"] > 1e-3
                              else FAILS,
                              f"gap {n['rotation_max_gap']:.1e}, smallest absolute coordinate "

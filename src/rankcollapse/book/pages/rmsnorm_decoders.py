@@ -22,8 +22,8 @@ from dataclasses import replace
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, curves_claim, part_sides,
-                                             rate_table, stops_claim, verdict_words, with_setting)
+from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, curves_claim,
+                                             part_sides, rate_table, stops_claim, verdict_words, with_setting)
 from rankcollapse.book.plotting.beyond import SortableTable
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
@@ -36,9 +36,6 @@ from rankcollapse.experiments.table import value
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Cell, Claim, mean_rate
 from rankcollapse.verdicts.rules import curve_verdict
 from rankcollapse.verdicts.robustness import robust
-
-__all__ = ["CAUSAL", "FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "page_claims", "rate_table",
-           "show", "window_part"]
 
 _SWEEP = dict(norms=("none", "rms", "model"), skips=(False, True))  # the comparisons the page is about
 FIXED = {"masks": (CAUSAL, "causal_sliding_window"), **_SWEEP}
@@ -61,8 +58,8 @@ def configure(parameters: dict) -> dict[str, Run]:
     """``configure`` of the page: the causal sweep (with the full transformer) and one sweep per window of
     ``windows`` (sizes of the uni-directional window, each below ``n_tokens``), the reader's other parameters
     for all; and per mask the theory's bias-free stacks over ``n_weight_seeds`` weight seeds on the first
-    ``n_samples_seeds`` samples (:func:`seed_part`). A window the sequence cannot hold is rejected here, before
-    anything runs."""
+    ``n_samples_seeds`` samples (:func:`seed_part`). A window the sequence cannot hold is rejected here,
+    before anything runs."""
     own = computing(parameters, "windows", *SEED_PARAMETERS)
     windows = parameters.get("windows")
     windows = tuple(windows) if isinstance(windows, list) else windows
@@ -158,27 +155,32 @@ def claims(results: dict[str, StoredResult], rates: pd.DataFrame) -> list[Claim]
              for part in results if "-seed" not in part}
     pooled = {part: parts for part, parts in seeds.items() if parts}
     rows = []
-    sources = [("initialized_nobias", f"{THEORY_SETTING}; {len(next(iter(pooled.values()), []))} weight seeds",
-                pooled)] if pooled else []
+    sources = [("initialized_nobias",
+                f"{THEORY_SETTING}; {len(next(iter(pooled.values()), []))} weight seeds", pooled)] \
+        if pooled else []
     sources += [("initialized", INITIALIZED_SETTING, None), ("pretrained", "pretrained SmolLM2", None)]
     for weights, setting, grouped in sources:
         base = dict(weights=weights, variant="SAN", skip=False)
         own_results = grouped or {p: r for p, r in results.items() if "-seed" not in p}
         pure = part_sides(own_results, "pure attention", norm="none", **base)
         rms = part_sides(own_results, words, norm="rms", **base)
-        rows.append(curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2, Theorem 1",
-                                 "pure attention: per-layer factor of μ/‖X‖_F, per mask", pure, setting=setting))
+        rows.append(curves_claim("Pure masked attention collapses exponentially",
+                                 "the paper: Fig. 2, Theorem 1",
+                                 "pure attention: per-layer factor of μ/‖X‖_F, per mask", pure,
+                                 setting=setting))
         own = san[san["weights"] == weights]
         rows.append(with_setting(robust(lambda t, p=own[(own["norm"] == "none") & ~own["skip"]]:
                                         _radius_order(rethreshold(p, t), weights)), setting))
         pairs = {m: (rms[m], pure[m]) for m in rms}
         rows.append(stops_claim("LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm "
                                 "without gain)", "the paper: Sec. 4; the response",
-                                f"{words} against pure attention on the same weights", pairs, setting=setting))
+                                f"{words} against pure attention on the same weights", pairs,
+                                setting=setting))
         rows.append(against(f"... {words} slows collapse against pure attention", "the paper: Sec. 4",
                             f"{words}: late per-layer factor of μ/‖X‖_F over pure attention's", pairs,
                             setting=setting))
-    for skip, words in ((False, "SAN + its own trained RMSNorm"), (True, "SAN + skip + its own trained RMSNorm")):
+    for skip, words in ((False, "SAN + its own trained RMSNorm"),
+                        (True, "SAN + skip + its own trained RMSNorm")):
         base = dict(weights="pretrained", variant="SAN", skip=skip)
         trained = part_sides(results, words, norm="model", **base)
         base_words = "SAN + skip" if skip else "pure attention"

@@ -3,8 +3,8 @@ samples and on all ``n_samples`` (the response: 32 against 3000), stored as Fig.
 
 :func:`configure` turns the page's parameters into the two sweeps; :func:`show` is what the page shows of
 them: :func:`pair` joins their tables, :func:`numbers` are the values its prose states, :func:`claims` its
-claims table, the μ figure of both samples and the ratio figure of their means (:func:`mean_ratio_result`),
-the scale words and the scale note.
+claims table (:func:`finding_clauses` the clauses of its finding), the μ figure of both samples and the
+ratio figure of their means (:func:`mean_ratio_result`), the scale words and the scale note.
 
 Used by: book/response/sample_size.md (through the page registry, :mod:`rankcollapse.book.registry`),
 :mod:`rankcollapse.book.pages.reviewers` (its sample-size row), tests/unit/test_report.py.
@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from rankcollapse.book.pages._common import FIG2, computing
+from rankcollapse.book.pages._common import FIG2, computing, verdict_clause
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
@@ -47,13 +47,14 @@ def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[s
 
 
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
-    """The page's numbers and scale (``sample_size_*``), claims table, the μ figure of both samples, the
-    ratio figure of their means and the scale note."""
+    """The page's numbers and scale (``sample_size_*``), the clauses of its finding (:func:`finding_clauses`),
+    claims table, the μ figure of both samples, the ratio figure of their means and the scale note."""
     result = pair(results)
     found = numbers(result.table)
-    return Shown(values=prefixed("sample_size", {"scale": scale_words(result), **found}),
-                 markdown={"sample_size_scale_note": scale_note(result)},
-                 claims=page_claims(results, parameters),
+    tables = page_claims(results, parameters)
+    return Shown(values=prefixed("sample_size", {"scale": scale_words(result), **found,
+                                                 **finding_clauses(found, tables["sample_size"])}),
+                 markdown={"sample_size_scale_note": scale_note(result)}, claims=tables,
                  figures=[layer_figure(result, "mu", "fig-sample-size-mu", hue="n_samples"),
                           layer_figure(mean_ratio_result(result), "mean_ratio", "fig-sample-size-ratio",
                                        ratio=True)])
@@ -116,3 +117,12 @@ def claims(found: dict) -> list[Claim]:
                   f"largest factor between the medians over {found['small']} and {found['large']} samples, "
                   "any curve and layer", HOLDS if ratio < 2 else PARTLY if ratio < 10 else FAILS,
                   f"{ratio:.3g}×")]
+
+
+def finding_clauses(found: dict, rows: list[Claim]) -> dict[str, str]:
+    """The page's finding as the clauses its first paragraph pastes: the claim's verdict and number
+    (``finding``), and how far the mean moves against the median (``finding_mean``, :func:`numbers`)."""
+    mean, median = found["max_mean_ratio"], found["max_median_ratio"]
+    more = "more than" if mean > median else "no more than"
+    return {"finding": verdict_clause(rows[0]),
+            "finding_mean": f"the mean moves {more} the median, by up to a factor {mean:.3g}"}

@@ -42,7 +42,8 @@ def configure(parameters: dict) -> dict[str, Run]:
     n_layers_deep = parameters.get("n_layers_deep")  # its default: the parameters cell
     check_int("n_layers_deep", n_layers_deep, 1, 4096)
     runs = {"shallow": Run(experiment_config(own, **FIXED)),
-            "deep": Run(experiment_config({**deep, "n_layers": n_layers_deep}, **FIXED, weights=("initialized",)))}
+            "deep": Run(experiment_config({**deep, "n_layers": n_layers_deep}, **FIXED,
+                                          weights=("initialized",)))}
     if not all(name in parameters for name in SEED_PARAMETERS):
         return runs
     for name in SEED_PARAMETERS:
@@ -68,7 +69,8 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     shallow, deep = results["shallow"], results["deep"]
     found = numbers(shallow.table, deep.table)
     rows = page_claims(results, parameters)["skip"]
-    return Shown(values=prefixed("skip", {"scale": scale_words(shallow), **found, "finding": verdict_words(rows)}),
+    return Shown(values=prefixed("skip", {"scale": scale_words(shallow), **found,
+                                          "finding": verdict_words(rows)}),
                  markdown={"skip_scale_note": scale_note(shallow) + "\n\n" + scale_note(deep)},
                  claims={"skip": rows},
                  figures=[layer_figure(shallow, "mu", "fig-skip-connections-mu"),
@@ -111,9 +113,10 @@ def claims(results: Mapping[str, StoredResult], found: dict) -> list[Claim]:
     """The response (W1) on skip connections and LayerNorm. The initialized stacks, deep and shallow, decided
     on the theory's bias-free stacks pooled over their weight seeds, the deep stack with biases beside: each
     component against pure attention (stops μ → 0 where pure attention's collapse is resolved; slows it), μ's
-    own growth in the deep skip stacks. The pretrained side (the shallow part's pretrained weights): skip alone,
-    LayerNorm and both against pure attention, the full transformer's μ, and the tokens' scale against the full
-    transformer's. Robust or not over the thresholds' grid; intervals where the results kept their samples."""
+    own growth in the deep skip stacks. The pretrained side (the shallow part's pretrained weights): skip
+    alone, LayerNorm and both against pure attention, the full transformer's μ, and the tokens' scale against
+    the full transformer's. Robust or not over the thresholds' grid; intervals where the results kept their
+    samples."""
     deep_seeds = [r for name, r in results.items() if name.startswith("deep_seed_")]
     shallow_seeds = [r for name, r in results.items() if name.startswith("shallow_seed_")]
     sources = [(deep_seeds, "initialized_nobias", f"{THEORY_WORDS}; {len(deep_seeds)} weight seeds",
@@ -129,7 +132,8 @@ def claims(results: Mapping[str, StoredResult], found: dict) -> list[Claim]:
 
 
 def _initialized_rows(parts: list[StoredResult], weights: str, setting: str, depth: str) -> list[Claim]:
-    """The initialized rows of one setting: each component against pure attention, and μ's growth with skip."""
+    """The initialized rows of one setting: each component against pure attention, and μ's growth with
+    skip."""
     init = dict(weights=weights, variant="SAN")
     rows = []
     for metric, what in (("mu", "μ"), ("relative_mu", "μ/‖X‖_F")):
@@ -143,11 +147,13 @@ def _initialized_rows(parts: list[StoredResult], weights: str, setting: str, dep
             claim = ("Pure skip connections prevent μ → 0" if norm == "none" else
                      "LayerNorm alone prevents collapse at initialization" if not skip else
                      "LayerNorm + skip keeps μ away from 0")
-            rows.append(stops_claim(claim, "the response (W1)", f"{depth}, {words} against pure attention: {what}",
-                                    pairs, setting=setting))
+            rows.append(stops_claim(claim, "the response (W1)",
+                                    f"{depth}, {words} against pure attention: {what}", pairs,
+                                    setting=setting))
             rows.append(against(f"... {words} slows the collapse of {what} against pure attention",
-                                "the response (W1)", f"{depth}, {words}: late per-layer factor of {what} over pure "
-                                "attention's", pairs, setting=setting))
+                                "the response (W1)",
+                                f"{depth}, {words}: late per-layer factor of {what} over pure attention's",
+                                pairs, setting=setting))
     for metric, what in (("mu", "μ"), ("norm", "‖X‖_F")):
         sides = mask_sides(parts, None, "SAN + skip", metric, norm="none", skip=True, **init)
         rows.append(with_setting(robust(lambda t, sides=sides, what=what: effect_claim(
@@ -178,7 +184,8 @@ def pretrained_claims(shallow: StoredResult) -> list[Claim]:
                         {f"{m}, {words}": (mine[m], pure[m]) for words, mine in parts.items() for m in mine},
                         setting=setting),
             stops_claim("The full transformer's μ is relatively stable", "the response (W1)",
-                        "the full transformer (its own mask) against pure attention under the complete mask: μ",
+                        "the full transformer (its own mask) against pure attention under the complete "
+                        "mask: μ",
                         {"full transformer": (full, pure_mu["complete"])}, setting=setting),
             with_setting(_scale_claim(shallow), setting)]
 
@@ -194,7 +201,8 @@ def _scale_claim(shallow: StoredResult) -> Claim:
              for words, norm in (("SAN + LN + skip", "model"), ("SAN + skip", "none"))}
     effects = {words: last_value(s, full, "‖X‖_F") for words, s in sides.items()}
     return robust(lambda t: effect_claim(
-        "In pretrained models LayerNorm keeps the tokens at the scale of the full transformer", "the response (W1)",
+        "In pretrained models LayerNorm keeps the tokens at the scale of the full transformer",
+        "the response (W1)",
         f"complete mask, last pretrained layer: ‖X‖_F of SAN + LN + skip over the full transformer's "
         f"(SAN + skip for comparison: {effects['SAN + skip'].text})",
         [effect_cell("complete", effects["SAN + LN + skip"], 0, t)]))

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 
 
-from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, curves_claim, part_sides,
-                                             rate_table, stops_claim, verdict_words)
+from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, curves_claim,
+                                             part_sides, rate_table, stops_claim, verdict_words)
 from rankcollapse.book.plotting.beyond import SortableTable
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
@@ -26,8 +26,6 @@ from rankcollapse.experiments.config import MAX_TOKENS, experiment_config
 from rankcollapse.experiments.config import Run
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import Claim
-
-__all__ = ["FIXED", "RATE_COLUMNS", "claims", "configure", "numbers", "page_claims", "rate_table", "show"]
 
 _PARTS = ("as_trained", "all_global", "all_local")  # the model's own windows, none, every layer local
 _SWEEP = dict(weights=("pretrained",), norms=("none", "model"), skips=(False, True))
@@ -87,17 +85,19 @@ def claims(results: dict[str, StoredResult]) -> list[Claim]:
     pure = part_sides(results, "pure attention", norm="none", skip=False, **base)
     kept = part_sides(results, "SAN + skip + its own norms", norm="model", skip=True, **base)
     rows = [curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2, Theorem 1",
-                         "pure attention: per-layer factor of μ/‖X‖_F as trained, all global, all local", pure,
-                         setting=setting)]
+                         "pure attention: per-layer factor of μ/‖X‖_F as trained, all global, all local",
+                         pure, setting=setting)]
     for own, words in ((pure, "pure attention"), (kept, "SAN + skip + its own norms")):
-        rows.append(against("Local (sliding-window) masks slow collapse", "the paper: Theorem 1; the response",
-                            f"{words}: late per-layer factor of μ/‖X‖_F, all local and as trained over all global",
+        rows.append(against("Local (sliding-window) masks slow collapse",
+                            "the paper: Theorem 1; the response",
+                            f"{words}: late per-layer factor of μ/‖X‖_F, all local and as trained over all "
+                            "global",
                             {p: (own[p], own["all_global"]) for p in ("all_local", "as_trained") if p in own},
                             setting=setting))
     pairs = {p: (kept[p], pure[p]) for p in kept}
     rows.append(stops_claim("In pretrained models LayerNorm helps, together with the other components",
-                            "the paper: Fig. 2", "SAN + skip + its own norms against pure attention on the same "
-                            "weights", pairs, setting=setting))
+                            "the paper: Fig. 2", "SAN + skip + its own norms against pure attention on the "
+                            "same weights", pairs, setting=setting))
     rows.append(against("... its own norms + skip slow collapse against pure attention", "the paper: Fig. 2",
                         "SAN + skip + its own norms: late per-layer factor of μ/‖X‖_F over pure attention's",
                         pairs, setting=setting))

@@ -1,11 +1,12 @@
 """The Theorem 1 page (book/theory/theorem1.md): pure masked attention on every mask — rates, radii, the
 explicit bound, the sliding-window sweep, the temperature table and the linear special case.
 
-:class:`Theorem1Config` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
-and is validated once in ``__post_init__`` (one ValueError naming the parameter and the allowed values);
+:class:`Theorem1Config` has exactly the fields of the page's ``parameters`` cell, with the same defaults, and
+is validated once in ``__post_init__`` (one ValueError naming the parameter and the allowed values);
 :func:`configure` builds it from a reader's parameters, :func:`compute` gives what the page shows, its
-``numbers`` the values its prose glues; :func:`show` is what the page shows of it: those numbers, its four
-figures, the temperature and per-mask tables and its closing check (:func:`check`).
+``numbers`` the values its prose glues; :func:`show` is what the page shows of it: those numbers, the clauses
+of its finding (:data:`FINDING`), its four figures, the temperature and per-mask tables and its closing check
+(:func:`check`).
 
 Used by: book/theory/theorem1.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 from torch import Tensor
 
-from rankcollapse.book.pages._common import MAX_SEED, check_system, own_config
+from rankcollapse.book.pages._common import MAX_SEED, check_system, own_config, verdict_clauses
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.plotting.reviewers import decay_shape_figure
 from rankcollapse.book.labels import mask_label
@@ -39,6 +40,11 @@ from rankcollapse.verdicts.claims import Cell, Claim
 SHAPE_LAYERS = 10  # layers of the complete mask's exact track beside the linear case (log mu ~ -3^t after)
 BOUND_HOLDS, BOUND_VIOLATED = "holds at every layer", "VIOLATED"  # a mask's "Theorem 1 bound" where checked
 SOURCE = "the paper: Theorem 1"
+# the clauses of the page's finding (its first paragraph): glue name -> the first words of the claim whose
+# verdict and number it pastes (:func:`rankcollapse.book.pages._common.verdict_clauses`)
+FINDING = {"thm1_finding_bound": "Pure masked attention collapses at least",
+           "thm1_finding_radius": "The rate is set by the mask's radius",
+           "thm1_finding_linear": "The exponential rate cannot be improved"}
 
 
 def faster_or_slower(rate: float, other: float) -> str:
@@ -239,8 +245,9 @@ def show(results: dict, parameters: dict) -> Shown:
     masks_table = result.table.style.format({"radius": "{:.0f}", "epsilon": "{:.2e}", "rate": "{:.3f}",
                                              "rate 10%": "{:.3f}", "rate 90%": "{:.3f}",
                                              "log10 bound rate": "{:.1f}"}, na_rep="—")
-    return Shown(values=result.numbers, markdown={"thm1_check": check(config, result)},
-                 claims=page_claims(results, parameters),
+    tables = page_claims(results, parameters)
+    return Shown(values={**result.numbers, **verdict_clauses(tables["thm1"], FINDING)},
+                 markdown={"thm1_check": check(config, result)}, claims=tables,
                  tables={"thm1_temperature_table": temperatures, "thm1_mask_table": masks_table},
                  figures=config_figures(shown, config))
 

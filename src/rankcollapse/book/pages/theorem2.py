@@ -4,7 +4,8 @@ mask, and the contrast with one fixed W_V per seed, orthogonal or random.
 :class:`Theorem2Config` has exactly the fields of the page's ``parameters`` cell, with the same defaults,
 and is validated once in ``__post_init__``; :func:`configure` builds it from a reader's parameters,
 :func:`compute` gives what the page shows, its ``numbers`` the values its prose glues; :func:`show` is what
-the page shows of it: those numbers, its two figures, the rate table and its closing check (:func:`check`).
+the page shows of it: those numbers, the clauses of its finding (:func:`finding_clauses`), its two figures,
+the rate table and its closing check (:func:`check`).
 
 Used by: book/theory/theorem2.md (through the page registry, :mod:`rankcollapse.book.registry`),
 tests/unit/test_theory.py.
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from rankcollapse.book.pages._common import MAX_LAYERS, MAX_DRAWS, MAX_SYSTEM_TOKENS, check_system, own_config
+from rankcollapse.book.pages._common import (MAX_LAYERS, MAX_DRAWS, MAX_SYSTEM_TOKENS, check_system,
+                                             own_config, row_of, verdict_clause)
 from rankcollapse.book.plotting import theory as figures
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.shown import Shown, check_note, checked_claim, config_figures
@@ -158,10 +160,20 @@ def show(results: dict, parameters: dict) -> Shown:
     shown = {"fig-theorem2-orthogonal": figures.summary_bands(result.panels, exact=False, norms=norms),
              "fig-theorem2-random": figures.contrast_figure(result.contrast, config.collapse_tol,
                                                             config.contrast_layers)}
-    return Shown(values=result.numbers, markdown={"thm2_check": check(config, result)},
-                 claims=page_claims(results, parameters),
+    tables = page_claims(results, parameters)
+    return Shown(values={**result.numbers, **finding_clauses(tables["thm2"])},
+                 markdown={"thm2_check": check(config, result)}, claims=tables,
                  tables={"thm2_rate_table": result.rates.style.format(precision=3)},
                  figures=config_figures(shown, config))
+
+
+def finding_clauses(rows: list[Claim]) -> dict[str, str]:
+    """The page's finding as the clauses its first paragraph pastes: the verdict and number of the collapse
+    with a fresh orthogonal W_V per layer (``thm2_finding_collapse``) and with one fixed orthogonal W_V
+    (``thm2_finding_fixed``)."""
+    fixed = row_of(rows, "With one fixed orthogonal W_V")
+    return {"thm2_finding_collapse": verdict_clause(row_of(rows, "With LayerNorm and orthogonal value")),
+            "thm2_finding_fixed": verdict_clause(fixed, f"{fixed.number} of the seeds still apart")}
 
 
 def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:

@@ -5,12 +5,12 @@ beside what the theory predicts for each mask.
 :func:`configure` turns the page's parameters into its sweeps: ``seed_<k>`` for k = 0 .. n_weight_seeds - 1,
 the theory's SAN (initialized without biases, PyTorch's default init) under the paper's four masks with the
 windowed ones at every window of ``windows`` (a window family), pure attention, the paper's D and the model's
-LayerNorm, weights drawn with seed ``seed + k`` on the same samples; ``biases_<k>`` and ``hf_<k>`` for the first
-:data:`N_SETTING_SEEDS` seeds, the same stacks with PyTorch's default biases and with Hugging Face's BERT init
-(N(0, 0.02) weights, zero biases), the paper's four masks at the paper's window only: the labelled settings shown
-beside the theory's. :func:`show` is what the page shows of them: :func:`claims` (each mask's measured factor
-beside the linear case's prediction over the same layers and Theorem 1's bound, the radius within a window
-family, LayerNorm's claims at depth, the beside settings) and the two figures.
+LayerNorm, weights drawn with seed ``seed + k`` on the same samples; ``biases_<k>`` and ``hf_<k>`` for the
+first :data:`N_SETTING_SEEDS` seeds, the same stacks with PyTorch's default biases and with Hugging Face's
+BERT init (N(0, 0.02) weights, zero biases), the paper's four masks at the paper's window only: the labelled
+settings shown beside the theory's. :func:`show` is what the page shows of them: :func:`claims` (each mask's
+measured factor beside the linear case's prediction over the same layers and Theorem 1's bound, the radius
+within a window family, LayerNorm's claims at depth, the beside settings) and the two figures.
 
 Used by: book/experiments/theory_san.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -28,8 +28,8 @@ from rankcollapse.book.labels import mask_title
 from rankcollapse.book.pages._common import (FIG2, computing, curves_claim, linear_prediction, mask_radius,
                                              stops_claim)
 from rankcollapse.book.plotting.depth import depth_figure, factor_figure
-from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, prefixed, scale_note,
-                                    scale_words)
+from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, prefixed,
+                                    scale_note, scale_words)
 from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int
 from rankcollapse.core.stats import rank_correlation
@@ -55,7 +55,8 @@ NORM_WORDS = {"unit": "the paper's D (unit norm)", "model": "LayerNorm as a fres
 
 
 def configure(parameters: dict) -> dict[str, Run]:
-    """The theory's SAN per weight seed (``seed_<k>``) and the beside settings (``biases_<k>``, ``hf_<k>``)."""
+    """The theory's SAN per weight seed (``seed_<k>``) and the beside settings (``biases_<k>``,
+    ``hf_<k>``)."""
     own = computing(parameters, *PAGE_PARAMETERS)
     n_seeds, windows = parameters.get("n_weight_seeds"), parameters.get("windows")
     check_int("n_weight_seeds", n_seeds, 1, 100)
@@ -67,8 +68,8 @@ def configure(parameters: dict) -> dict[str, Run]:
             for k in range(n_seeds)}
     for prefix, (setting, _, _) in SETTINGS.items():
         for k in range(min(n_seeds, N_SETTING_SEEDS)):
-            runs[f"{prefix}_{k}"] = Run(experiment_config({**own, "weight_seed": seed + k}, **FIXED, **setting,
-                                                          window=PAPER_WINDOW))
+            runs[f"{prefix}_{k}"] = Run(experiment_config({**own, "weight_seed": seed + k}, **FIXED,
+                                                          **setting, window=PAPER_WINDOW))
     return runs
 
 
@@ -145,7 +146,8 @@ def claims(seeds: list[StoredResult], pure: dict[str, Side], predicted: dict[str
     rows.append(_order_claim(seeds[0], pure, predicted, setting))
     for norm, words in NORM_WORDS.items():
         normed = _sides(seeds, "initialized_nobias", norm, words)
-        rows.append(stops_claim("Adding LayerNorm alone stops μ → 0 at random initialization", "the paper: Fig. 2",
+        rows.append(stops_claim("Adding LayerNorm alone stops μ → 0 at random initialization",
+                                "the paper: Fig. 2",
                                 f"{words} against pure attention on the same weights, at depth",
                                 {m: (normed[m], pure[m]) for m in normed}, setting=setting))
     return rows
@@ -167,12 +169,14 @@ def _prediction_claim(pure: dict[str, Side], predicted: dict[str, np.ndarray], t
         rates = (-math.log(verdict.factor), -math.log(p)) if p > 0 and verdict.factor > 0 else (1.0, math.inf)
         close = all(r > 0 for r in rates) and max(rates) / min(rates) <= PREDICTION_TOLERANCE
         result = HOLDS if inside or close else FAILS
-        cells.append(Cell(mask, result, f"×{factor_text(verdict.factor)}{verdict.interval} vs ×{factor_text(p)}",
-                          f"measured {verdict.factor_words} (layers {verdict.fit[0]}–{verdict.fit[1]}); the linear "
-                          f"case over the same layers ×{factor_text(p)}"))
+        cells.append(Cell(mask, result,
+                          f"×{factor_text(verdict.factor)}{verdict.interval} vs ×{factor_text(p)}",
+                          f"measured {verdict.factor_words} (layers {verdict.fit[0]}–{verdict.fit[1]}); the "
+                          f"linear case over the same layers ×{factor_text(p)}"))
     return Claim("The measured collapse follows the linear case's prediction", "this book's control",
-                 "per mask: the measured per-layer factor against the linear case's (uniform attention, W_V = I) "
-                 f"over the same layers; agreeing: inside the interval or rates within ×{PREDICTION_TOLERANCE:g}",
+                 "per mask: the measured per-layer factor against the linear case's (uniform attention, "
+                 f"W_V = I) over the same layers; agreeing: inside the interval or rates within "
+                 f"×{PREDICTION_TOLERANCE:g}",
                  combine(cells), "; ".join(f"{c.column}: {c.text}" for c in cells), tuple(cells),
                  setting=setting)
 
@@ -196,8 +200,9 @@ def _bound_claim(first: StoredResult, pure: dict[str, Side], setting: str) -> Cl
         cells.append(Cell(key, result, f"×{factor_text(high)} {relation} ×{factor_text(bound)}",
                           f"{verdict.words}; Theorem 1's bound ×{factor_text(bound)} per layer"))
     return Claim("The collapse is at least as fast as Theorem 1's bound", "the paper: Theorem 1",
-                 "per mask: the measured per-layer factor (its interval's upper end) against (1 − ε^r)^(1/r), "
-                 "ε of uniform attention, r the radius (a bound of 1 to float64's resolution says nothing)",
+                 "per mask: the measured per-layer factor (its interval's upper end) against "
+                 "(1 − ε^r)^(1/r), ε of uniform attention, r the radius (a bound of 1 to float64's "
+                 "resolution says nothing)",
                  combine(cells), "; ".join(f"{c.column}: {c.text}" for c in cells), tuple(cells),
                  setting=setting)
 
@@ -226,12 +231,13 @@ def _radius_claim(first: StoredResult, pure: dict[str, Side], predicted: dict[st
     keys = list(pairs)
     return robust(lambda t: replace(effect_claim(
         f"A larger radius slows collapse, within one mask family ({family.replace('_', ' ')}s)",
-        "the paper: Theorem 1", "pure attention: late per-layer factor of each window over the next larger one "
-        "(the smaller window has the larger radius), beside the linear case's",
+        "the paper: Theorem 1", "pure attention: late per-layer factor of each window over the next larger "
+        "one (the smaller window has the larger radius), beside the linear case's",
         [cell(k, a, b, t) for k, a, b in zip(keys, windows, windows[1:])]), setting=setting))
 
 
-def factor_table(first: StoredResult, pure: dict[str, Side], predicted: dict[str, np.ndarray]) -> pd.DataFrame:
+def factor_table(first: StoredResult, pure: dict[str, Side],
+                 predicted: dict[str, np.ndarray]) -> pd.DataFrame:
     """One row per (mask, window): its family, radius, the asymptotic |λ₂| of uniform attention, Theorem 1's
     bound, the measured factor with its interval and fit layers, and the linear case's factor over the same
     layers (NaN where no factor is fitted)."""
@@ -252,9 +258,9 @@ def factor_table(first: StoredResult, pure: dict[str, Side], predicted: dict[str
 
 def _order_claim(first: StoredResult, pure: dict[str, Side], predicted: dict[str, np.ndarray],
                  setting: str) -> Claim:
-    """Across the masks with a fitted factor: the rank correlation of the measured rate with the radius (Theorem
-    1's reading: a larger radius, a slower collapse — negative) and with the linear case's rate over the same
-    layers (positive); the radius orders the rates where its correlation is -1."""
+    """Across the masks with a fitted factor: the rank correlation of the measured rate with the radius
+    (Theorem 1's reading: a larger radius, a slower collapse — negative) and with the linear case's rate over
+    the same layers (positive); the radius orders the rates where its correlation is -1."""
     table = factor_table(first, pure, predicted).dropna(subset=["factor", "predicted"])
     rate = -np.log(table["factor"])
     by_radius = rank_correlation(table["radius"], rate)
@@ -262,15 +268,16 @@ def _order_claim(first: StoredResult, pure: dict[str, Side], predicted: dict[str
     verdict = HOLDS if by_radius <= -1 + 1e-9 else PARTLY if by_radius < 0 else FAILS
     better = "the linear case's rate" if abs(by_linear) > abs(by_radius) else "the radius"
     return Claim("Across mask families the radius orders the collapse rates", "the paper: Theorem 1",
-                 "rank correlation of the measured rate with the radius (−1: every larger radius slower) and with "
-                 "the linear case's rate over the same layers", verdict,
-                 f"radius {by_radius:.2f}, linear case {by_linear:.2f} over {len(table)} masks: {better} orders "
-                 "them better", setting=setting)
+                 "rank correlation of the measured rate with the radius (−1: every larger radius slower) and "
+                 "with the linear case's rate over the same layers", verdict,
+                 f"radius {by_radius:.2f}, linear case {by_linear:.2f} over {len(table)} masks: {better} "
+                 "orders them better", setting=setting)
 
 
 def setting_claims(results: Mapping[str, StoredResult]) -> list[Claim]:
     """The beside settings at depth (with PyTorch's biases; Hugging Face's init), pooled over their seeds:
-    collapse under the paper's masks (beside the prediction where the biases are zero) and LayerNorm's claim."""
+    collapse under the paper's masks (beside the prediction where the biases are zero) and LayerNorm's
+    claim."""
     rows = []
     for prefix, (_, weights, words) in SETTINGS.items():
         parts = _parts(results, prefix)
@@ -298,11 +305,13 @@ def finding_clauses(rows: list[Claim], table: pd.DataFrame) -> dict[str, str]:
     rest = f"; no collapse resolved under the {', the '.join(open_)}" if open_ else ""
     follows = [c for c in prediction.cells if c.outcome == HOLDS]
     deciding = [c for c in prediction.cells if c.outcome in (HOLDS, FAILS)]
-    example = next((c for c in prediction.cells if c.column == mask_title("sliding_window", PAPER_WINDOW)), None)
+    example = next((c for c in prediction.cells if c.column == mask_title("sliding_window", PAPER_WINDOW)),
+                   None)
     stops = [r for r in rows if r.claim.startswith("Adding LayerNorm")]
     norm_words = [f"{r.measured.split(' against')[0]} {r.verdict} ({r.number})" for r in stops]
     return {"finding_collapse": f"collapses under {len(held)} of {len(collapse.cells)} masks{rest}",
             "finding_prediction": f"the measured factor follows the linear case's under {len(follows)} of "
                                   f"{len(deciding)} masks with a fitted factor"
-                                  + (f" (the sliding window, w = {PAPER_WINDOW}: {example.text})" if example else ""),
+                                  + (f" (the sliding window, w = {PAPER_WINDOW}: {example.text})"
+                                     if example else ""),
             "finding_layernorm": "; ".join(norm_words)}

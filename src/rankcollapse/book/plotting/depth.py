@@ -34,9 +34,9 @@ def _pooled(parts: list[StoredResult], mask: str, window: int | None, norm: str)
 
 def depth_figure(parts: list[StoredResult], predicted: dict[str, np.ndarray]) -> Figure:
     """μ/‖X‖_F over the layers under the paper's four masks (their windows at w = 4): pure attention and the
-    two norms in the mask's colour and the norms' line styles, median over every weight seed's samples with its
-    10–90 % band, and the linear case's prediction (started at pure attention's layer-1 value). The rounding
-    floor of the run's dtype is drawn; pure attention, tracked exactly, may go below it.
+    two norms in the mask's colour and the norms' line styles, median over every weight seed's samples with
+    its 10–90 % band, and the linear case's prediction (started at pure attention's layer-1 value). The
+    rounding floor of the run's dtype is drawn; pure attention, tracked exactly, may go below it.
 
     Shapes: ``predicted`` per mask title [layer + 1].
     """
@@ -96,7 +96,8 @@ def factor_figure(table: pd.DataFrame) -> Figure:
         asymptote, = ax.plot(w, 1 - rows["lambda2"], color=palette.non_mask_colours([0, 1])[1], lw=1.0,
                              ls=":", marker="^", mfc="none", label="linear case, asymptotic |λ₂|")
         palette.describe(measured.lines[0], mask=family, series="measured", colour_encodes="mask")
-        palette.describe(same, mask=family, series="linear case, same layers", colour_encodes=palette.THEORY_LABEL)
+        palette.describe(same, mask=family, series="linear case, same layers",
+                         colour_encodes=palette.THEORY_LABEL)
         palette.describe(asymptote, mask=family, series="|λ₂|", colour_encodes=palette.THEORY_LABEL)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
