@@ -10,8 +10,9 @@ For each figure whose label starts with ``fig-`` (a ``{glue:figure}`` with ``:na
 * a figure whose exported files are missing is a build warning (an error under ``-W``).
 Every page gets Highwire Press ``citation_*`` meta tags (Zotero, Google Scholar) and the footer shows the
 book's version and commit. The ``figure-gallery`` directive lists every figure of the book, in table of
-contents order, with its thumbnail, caption, page, downloads and citation. Registered in ``_config.yml``'s ``extra_extensions``; the site's base URL is ``html_baseurl`` when set, else
-the GitHub Pages URL of the repository.
+contents order, with its thumbnail, caption, page, downloads and citation. Registered in ``_config.yml``'s
+``extra_extensions``; the site's base URL is ``html_baseurl`` when set, else the GitHub Pages URL of the
+repository.
 """
 
 from __future__ import annotations
