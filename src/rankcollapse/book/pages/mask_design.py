@@ -84,6 +84,10 @@ _KINDS = {z.label: (z.mask, z.window) for z in ZOO}  # a zoo label's mask and wi
 DECOMPOSITION_PREFIX = "decomposition-"  # part name of a decomposed mask: the prefix and its zoo part
 MIN_TOKENS = max(z.window or 1 for z in ZOO) + 1  # the widest zoo window must fit in the sequence
 COLLAPSING = ("collapses", "reaches the floor")  # the curve verdicts of a collapse (verdicts.rules)
+# each weight source's setting in the claims rows: the zoo's initialized stacks keep PyTorch's default biases,
+# unlike the theory's SAN (decided on its own page, sec-theory-san)
+SETTING_WORDS = {"initialized": "initialized with PyTorch's default biases (not the theory's bias-free SAN); "
+                                "1 weight seed", "pretrained": "pretrained"}
 # two rates whose ratio is within 5 % of 1 are read as the same rate, neither faster nor slower
 SAME_RATE = 0.05
 
@@ -123,7 +127,8 @@ def decomposition_results(parameters: dict) -> dict[str, StoredResult]:
 def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
     """The page's claims table (``mask_design_decomp``, on the decomposition runs), as :func:`show` shows it
     (no figures drawn, the zoo not read)."""
-    return {"mask_design_decomp": decomposition_claims(decomposition(decomposition_results(parameters)))}
+    return {"mask_design_decomp": decomposition_claims(decomposition(decomposition_results(parameters)),
+                                                       SETTING_WORDS)}
 
 
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
