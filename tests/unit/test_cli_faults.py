@@ -354,16 +354,16 @@ def test_units_of_other_source_in_a_tree_with_local_changes_say_so(tmp_path, mon
 
 def test_the_recompute_command_of_a_damaged_control_computes_that_result_and_nothing_else(tmp_path,
                                                                                          monkeypatch):
-    """A control part (Fig. 2's second weight seed at 512 samples) does not say the page's main sample count;
-    its record says the page's parameters that computed it, so following the command computes only the
-    damaged result (it used to add the page's default -p n_samples 16: a main sweep and controls nobody asked
-    for)."""
+    """A control part (Fig. 2's weight seed 2 at the defaults' 8 control samples) does not say the page's main
+    sample count; its record says the page's parameters that computed it, so following the command computes
+    only the damaged result (it used to add the page's default -p n_samples 16: a main sweep and controls
+    nobody asked for)."""
     import gzip
     import json
     import shlex
 
     records = {k: json.loads((STORE.root / "fig2" / f"{k}.json").read_text()) for k in STORE.keys("fig2")}
-    key = next(k for k, r in records.items() if r["parameters"]["n_samples"] == 512
+    key = next(k for k, r in records.items() if r["parameters"]["n_samples"] == 8
                and r["parameters"].get("weight_seed") == 2)
     (tmp_path / "fig2").mkdir()
     for other in records:

@@ -2,7 +2,8 @@
 numbers on synthetic tidy tables."""
 
 import importlib.util
-from types import SimpleNamespace
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 from rankcollapse.book import registry
 from rankcollapse.book.pages import rmsnorm_decoders as decoders
 from rankcollapse.book.pages import sliding_window_model
+from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts import claims
 
 EPS = np.finfo(np.float64).eps
@@ -33,7 +35,7 @@ def _rows(weights: str, mask: str, window, norm: str, skip: bool, relative_mu: n
     return rows
 
 
-def _result(mask: str, window, pure_rate: float, ln_curve: np.ndarray, full: bool = False) -> SimpleNamespace:
+def _result(mask: str, window, pure_rate: float, ln_curve: np.ndarray, full: bool = False) -> StoredResult:
     """A stored result of one mask: pure attention decays at ``pure_rate``, every norm and skip follows
     ``ln_curve``."""
     rows = []
@@ -45,14 +47,25 @@ def _result(mask: str, window, pure_rate: float, ln_curve: np.ndarray, full: boo
                 rows += _rows(weights, mask, window, norm, skip, ln_curve)
         if full:
             rows += _rows(weights, "model", None, "model", True, ln_curve, variant="full transformer")
-    return SimpleNamespace(table=pd.DataFrame(rows), provenance={"parameters": {"n_tokens": 64}})
+    return StoredResult(pd.DataFrame(rows), {"parameters": {"n_tokens": 64}}, Path("synthetic.csv.gz"),
+                        loaded=False)
+
+
+def _results(rate_w4: float, ln_curve: np.ndarray = np.full(31, 0.4)) -> dict[str, StoredResult]:
+    return {decoders.CAUSAL: _result("causal", None, 0.6, ln_curve, full=True),
+            decoders.window_part(4): _result("causal_sliding_window", 4, rate_w4, ln_curve),
+            decoders.window_part(16): _result("causal_sliding_window", 16, 0.3, ln_curve)}
 
 
 def _rates(rate_w4: float, ln_curve: np.ndarray = np.full(31, 0.4)) -> pd.DataFrame:
-    results = {decoders.CAUSAL: _result("causal", None, 0.6, ln_curve, full=True),
-               decoders.window_part(4): _result("causal_sliding_window", 4, rate_w4, ln_curve),
-               decoders.window_part(16): _result("causal_sliding_window", 16, 0.3, ln_curve)}
-    return decoders.rate_table(results)
+    return decoders.rate_table(_results(rate_w4, ln_curve))
+
+
+def _claims(rate_w4: float, ln_curve: np.ndarray = np.full(31, 0.4)) -> list[claims.Claim]:
+    """The page's claims of the three synthetic parts (no weight-seed parts: the biased and pretrained
+    rows)."""
+    results = _results(rate_w4, ln_curve)
+    return decoders.claims(results, decoders.rate_table(results))
 
 
 def test_rate_table_has_radius_and_mean_rate():
@@ -68,28 +81,31 @@ def test_rate_table_has_radius_and_mean_rate():
 
 
 def _verdicts(rows: list[claims.Claim]) -> dict[str, str]:
-    return {f"{c.claim} / {c.measured.split(':')[0]}": c.verdict for c in rows}
+    """Each row's verdict, keyed ``"<claim> / <setting> / <what is measured, to its colon>"``."""
+    return {f"{c.claim} / {c.setting} / {c.measured.split(':')[0]}": c.verdict for c in rows}
 
 
 def test_claims_follow_the_radius_order_and_flip():
-    ordered = _verdicts(decoders.claims(_rates(0.1)))  # radius 16 slowest, then 5, then 1
-    key = "Local masks slow collapse, at a rate set by the radius / initialized weights, pure attention"
+    ordered = _verdicts(_claims(0.1))  # radius 16 slowest, then 5, then 1
+    key = (f"Local masks slow collapse, at a rate set by the radius / {decoders.INITIALIZED_SETTING} / "
+           "initialized weights, pure attention")
     assert ordered[key] == claims.HOLDS
-    assert ordered["Pure masked attention collapses exponentially / pretrained weights, "
+    assert ordered["Pure masked attention collapses exponentially / pretrained SmolLM2 / "
                    "pure attention"] == claims.HOLDS
     assert all(v == claims.HOLDS for k, v in ordered.items()
                if "RMSNorm" in k and "against SAN + skip" not in k)
     # the synthetic SAN + skip follows the norms' curve: against it the norms make no difference (exactly x1)
-    same = [c for c in decoders.claims(_rates(0.1)) if c.claim.endswith("against SAN + skip")]
+    same = [c for c in _claims(0.1) if c.claim.endswith("against SAN + skip")]
     assert [cell.outcome for c in same for cell in c.cells] == ["no effect"] * 3
-    flipped = _verdicts(decoders.claims(_rates(0.9)))  # the largest radius now collapses fastest
+    flipped = _verdicts(_claims(0.9))  # the largest radius now collapses fastest
     assert flipped[key] == claims.FAILS
 
 
 def test_claims_fail_when_rmsnorm_lets_mu_collapse():
-    collapsing = _verdicts(decoders.claims(_rates(0.1, 0.5 * np.exp(-0.5 * LAYERS))))
+    collapsing = _verdicts(_claims(0.1, 0.5 * np.exp(-0.5 * LAYERS)))
     key = ("LayerNorm can prevent collapse (its LayerNorm without centring is RMSNorm without gain) / "
-           "initialized weights, SAN + RMSNorm without gain")
+           f"{decoders.INITIALIZED_SETTING} / SAN + RMSNorm without gain against pure attention on the same "
+           "weights")
     assert collapsing[key] == claims.FAILS
 
 
@@ -131,7 +147,7 @@ def test_configure_makes_one_sweep_per_window_and_rejects_a_long_window():
         registry.configure("rmsnorm_decoders", {"model": "pkg:smollm2", "windows": [4, 32], "n_tokens": 32})
 
 
-def _window_rates(local_rate: float) -> pd.DataFrame:
+def _window_results(local_rate: float) -> dict[str, StoredResult]:
     """The three runs of the sliding-window page: pure attention decays at 0.6 (all global), 0.5 (as
     trained) and ``local_rate`` (all local); the norm and skip variants stay at 0.4."""
     ln = np.full(31, 0.4)
@@ -140,21 +156,21 @@ def _window_rates(local_rate: float) -> pd.DataFrame:
     results = {}
     for part, (mask, window, rate, full) in parts.items():
         result = _result(mask, window, rate, ln, full)
-        result.table = result.table[(result.table["weights"] == "pretrained")]
-        results[part] = result
-    return decoders.rate_table(results)
+        results[part] = replace(result, table=result.table[(result.table["weights"] == "pretrained")])
+    return results
 
 
 def test_window_claims_compare_local_and_trained_runs_with_all_global():
-    slower = _verdicts(sliding_window_model.claims(_window_rates(0.2)))
-    assert slower["Local (sliding-window) masks slow collapse / pretrained, pure attention"] == claims.HOLDS
-    assert slower["Pure masked attention collapses exponentially / pretrained, "
-                  "pure attention"] == claims.HOLDS
-    assert slower["In pretrained models LayerNorm helps (together with the other components) / "
-                  "pretrained, SAN + skip + its own norms"] == claims.HOLDS
+    slower = _verdicts(sliding_window_model.claims(_window_results(0.2)))
+    gemma = "pretrained Gemma-3 (4-bit weights, dequantized)"
+    assert slower[f"Local (sliding-window) masks slow collapse / {gemma} / pure attention"] == claims.HOLDS
+    assert slower[f"Pure masked attention collapses exponentially / {gemma} / pure attention"] == claims.HOLDS
+    assert slower["In pretrained models LayerNorm helps, together with the other components / "
+                  f"{gemma} / SAN + skip + its own norms against pure attention on the same "
+                  "weights"] == claims.HOLDS
     def cells(local_rate: float) -> dict[str, claims.Cell]:
-        row = next(c for c in sliding_window_model.claims(_window_rates(local_rate))
-                   if c.measured.startswith("pretrained, pure attention: late per-layer factor"))
+        row = next(c for c in sliding_window_model.claims(_window_results(local_rate))
+                   if c.measured.startswith("pure attention: late per-layer factor"))
         return {cell.column: cell for cell in row.cells}
 
     slower_cells = cells(0.2)  # per-layer factors e^-0.2 and e^-0.5 over all global's e^-0.6

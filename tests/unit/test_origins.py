@@ -26,10 +26,12 @@ def test_a_page_loads_what_is_stored_for_its_defaults_and_names_the_commit(tmp_p
     assert origins.page_origin("theorem1", store) == origins.COMPUTED
     assert origins.page_origin("fig3", store) == f"{origins.COMPUTED} (its defaults are not stored)"
     defaults = page_parameters(registry.page("fig3").path(book_root()))
-    (run,) = registry.configure("fig3", defaults).values()
-    _save(store, "fig3", run.config, "67f324776d9ae82e", 1202.4)
-    assert origins.page_origin("fig3", store) == (f"loaded: results/fig3/{store.keys('fig3')[0]}.csv.gz, "
-                                                  "computed at commit 67f324776d9a (1202 s)")
+    runs = registry.configure("fig3", defaults)  # its weight seeds' parts and the pretrained part
+    for run, seconds in zip(runs.values(), range(100, 100 + len(runs))):
+        _save(store, "fig3", run.config, "67f324776d9ae82e", seconds)
+    assert origins.page_origin("fig3", store) == (
+        f"loaded: {len(runs)} results in results/fig3/, computed at commit 67f324776d9a "
+        f"(100 to {99 + len(runs)} s each)")
     table = origins.origins_table(store)
     assert list(table["page"]) == list(registry.PAGES)
     assert table.set_index("page").loc["fig2"].iloc[-1].startswith(origins.COMPUTED)
