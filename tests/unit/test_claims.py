@@ -28,7 +28,8 @@ def test_layernorm_stops_a_collapse_only_where_pure_attention_collapses():
                                  {"a": (ln_flat, pure), "b": (ln_decaying, pure), "c": (ln_floor, pure),
                                   "d": (ln_flat, flat_pure)})
     assert [c.outcome for c in claim.cells] == ["holds", "does not hold", "cannot tell", "cannot tell"]
-    assert claim.verdict == "holds partly" and claim.number == "1 of 2 stop the collapse; cannot tell: c, d"
+    assert claim.verdict == "holds partly"
+    assert claim.number == "1 of the 2 decided stop the collapse; 2 cannot tell: c, d"
     # never "stable" from a short stack: with pure attention not collapsing there is nothing to stop
     only = claims.bounded_claim("LN stops it", "test", "m", {"d": (ln_flat, flat_pure)})
     assert only.verdict == "cannot tell"

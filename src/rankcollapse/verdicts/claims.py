@@ -156,12 +156,14 @@ def _over(curve: Side) -> str:
 
 
 def _counted(cells: list[Cell], what: str) -> str:
-    """``"3 of 4 collapse; 1 cannot tell (causal)"``: the cells that hold, of those that decide."""
+    """``"3 of 4 collapse"``, or with cells that cannot tell ``"3 of the 3 decided collapse; 1 cannot tell:
+    causal"``: the cells that hold, of those that decide, and the others by name."""
     deciding = [c for c in cells if c.outcome != OPEN]
     held = sum(c.outcome == HOLDS for c in deciding)
     open_ = [c.column for c in cells if c.outcome == OPEN]
-    rest = f"; cannot tell: {', '.join(open_)}" if open_ else ""
-    return f"{held} of {len(deciding)} {what}{rest}"
+    if not open_:
+        return f"{held} of {len(deciding)} {what}"
+    return f"{held} of the {len(deciding)} decided {what}; {len(open_)} cannot tell: {', '.join(open_)}"
 
 
 def mean_rate(curve: rules.CurveVerdict) -> float:
