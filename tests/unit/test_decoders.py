@@ -190,3 +190,18 @@ def test_window_configure_runs_three_ways_and_needs_a_binding_window():
             and runs["all_local"].config.window == 512)
     with pytest.raises(ValueError, match=r"n_tokens must be an integer in \[513, 8192\]"):
         registry.configure("sliding_window_model", {"model": "pkg:gemma3", "window": 512, "n_tokens": 512})
+
+
+def test_the_radius_order_pools_a_masks_weight_seeds():
+    """Weight-seed parts (``<part>-seed<k>``) give one rate-table row each; the radius order reads each mask
+    once, at its seeds' mean rate."""
+    results = _results(0.1)
+    for part, result in list(results.items()):
+        for k in range(2):
+            table = result.table.replace({"initialized": "initialized_nobias"})
+            results[decoders.seed_part(part, k)] = replace(result, table=table)
+    row = next(c for c in decoders.claims(results, decoders.rate_table(results))
+               if c.claim.startswith("Local masks") and c.setting.startswith(decoders.THEORY_SETTING))
+    assert [cell.column for cell in row.cells] == ["causal", "causal_sliding_window 4",
+                                                   "causal_sliding_window 16"]
+    assert row.verdict == claims.HOLDS and row.number.startswith("-1.00 (causal: r = 1, 0.6,")

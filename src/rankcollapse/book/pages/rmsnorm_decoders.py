@@ -210,7 +210,9 @@ def rethreshold(rows: pd.DataFrame, thresholds) -> pd.DataFrame:
 
 def _radius_order(pure: pd.DataFrame, weights: str) -> Claim:
     """Theorem 1's reading: sparser local masks collapse more slowly, at a rate set by the radius — the rank
-    correlation of radius and mean rate (-1: every larger radius is slower)."""
+    correlation of radius and mean rate (-1: every larger radius is slower); a mask's weight seeds (one row
+    each) pooled as their mean rate."""
+    pure = pure.groupby(["mask", "radius"], as_index=False, sort=False, dropna=False)["mean rate"].mean()
     correlation = rank_correlation(pure["radius"].astype(float), pure["mean rate"])
     slowest = pure.loc[pure["mean rate"].idxmin(), "mask"]
     widest = pure.loc[pure["radius"].astype(float).idxmax(), "mask"]
