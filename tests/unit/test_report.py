@@ -204,3 +204,17 @@ def test_fig2_controls_move_to_the_largest_count_stored_for_all_of_them(tmp_path
     assert {part: r.provenance["parameters"]["n_samples"] for part, r in moved.items() if part != "main"} == \
         {part: 4 for part in runs if part != "main"}
     assert not registry.page("sample_size").grows_own_counts
+
+
+def test_glued_words_paste_as_text_and_as_markdown(monkeypatch):
+    """A page's finding clause is a value in words holding Markdown (its bold verdict): glued, it has the
+    text/plain that ``{glue:text}`` reads and the text/markdown that ``{glue:md}`` reads (a build with
+    warnings as errors failed on 'No text/markdown found'); numbers stay as they are."""
+    from IPython.core.formatters import DisplayFormatter
+
+    glued = {}
+    monkeypatch.setattr(report, "glue", lambda key, value, display: glued.setdefault(key, value))
+    report.glue_shown(shown.Shown(values={"p_finding": "**holds**, 3 of 4", "p_n": 3}), "p")
+    bundle = DisplayFormatter().format(glued["p_finding"])[0]
+    assert bundle == {"text/plain": "'**holds**, 3 of 4'", "text/markdown": "**holds**, 3 of 4"}
+    assert glued["p_n"] == 3 and type(glued["p_n"]) is int

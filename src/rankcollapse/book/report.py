@@ -65,11 +65,12 @@ def present_findings() -> None:
 
 
 def glue_shown(shown: Shown, name: str) -> None:
-    """Glue everything page ``name``'s ``show`` returned, not displayed: values as they are, Markdown, claims
-    tables with their headlines (:func:`_glue_claims`), tables, and figures (exported with their cite blocks,
-    their computed notes as a collapsed Markdown block under ``<key>_notes`` where asked, then closed)."""
+    """Glue everything page ``name``'s ``show`` returned, not displayed: values as they are (words also as
+    Markdown, :class:`Words`), Markdown, claims tables with their headlines (:func:`_glue_claims`), tables, and
+    figures (exported with their cite blocks, their computed notes as a collapsed Markdown block under
+    ``<key>_notes`` where asked, then closed)."""
     for key, value in shown.values.items():
-        glue(key, value, display=False)
+        glue(key, Words(value) if isinstance(value, str) else value, display=False)
     for key, text in shown.markdown.items():
         _glue_markdown(key, text)
     for prefix, claims in shown.claims.items():
@@ -101,6 +102,14 @@ def start_page(name: str, namespace: Mapping[str, object]) -> tuple[dict[str, ob
     names = page_parameters(registry.page(name).path(book_root()))
     parameters = {k: namespace[k] for k in names}
     return parameters, registry.shown_results(name, parameters)
+
+
+class Words(str):
+    """A glued value in words, pasted with ``{glue:text}`` (its text/plain) or, where it holds Markdown (a
+    finding's bold verdict, its link to a claims row), with ``{glue:md}`` (its text/markdown)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
 
 
 def _glue_markdown(key: str, text: str) -> None:
