@@ -157,13 +157,15 @@ def _over(curve: Side) -> str:
 
 def _counted(cells: list[Cell], what: str) -> str:
     """``"3 of 4 collapse"``, or with cells that cannot tell ``"3 of the 3 decided collapse; 1 cannot tell:
-    causal"``: the cells that hold, of those that decide, and the others by name."""
+    causal"`` (``"none decided; 4 cannot tell: ..."``): the cells that hold, of those that decide, and the
+    others by name."""
     deciding = [c for c in cells if c.outcome != OPEN]
     held = sum(c.outcome == HOLDS for c in deciding)
     open_ = [c.column for c in cells if c.outcome == OPEN]
     if not open_:
         return f"{held} of {len(deciding)} {what}"
-    return f"{held} of the {len(deciding)} decided {what}; {len(open_)} cannot tell: {', '.join(open_)}"
+    named = f"{len(open_)} cannot tell: {', '.join(open_)}"
+    return f"{held} of the {len(deciding)} decided {what}; {named}" if deciding else f"none decided; {named}"
 
 
 def mean_rate(curve: rules.CurveVerdict) -> float:
