@@ -164,6 +164,8 @@ class CurveVerdict:
         if self.verdict == REACHES_FLOOR:
             return (f"collapses: reaches the rounding floor at layer {self.floor_layer} (a factor below "
                     f"{self.bound:.2g} per layer)")
+        if self.factor is None:  # not resolved: fewer than min_fit_layers layers above the floor band
+            return f"no collapse resolved in {self.n_layers} layers: too few layers to fit a factor"
         fit = f"{self.factor_words} (layers {self.fit[0]}–{self.fit[1]})"
         if self.verdict == NOT_RESOLVED:
             return f"no collapse resolved in {self.n_layers} layers: {fit}"
@@ -186,6 +188,8 @@ class CurveVerdict:
             return "on the floor"
         if self.verdict == REACHES_FLOOR:
             return f"floor at layer {self.floor_layer}"
+        if self.verdict == NOT_RESOLVED and self.factor is None:
+            return f"not resolved in {self.n_layers} layers (too few to fit)"
         if self.verdict == NOT_RESOLVED:
             lower = factor_text(self.low if self.low is not None else self.factor)
             return f"not resolved in {self.n_layers} layers (×{factor_text(self.factor)}, ≥ {lower})"
@@ -261,6 +265,8 @@ def curve_verdict(values, floor, thresholds: Thresholds = DEFAULTS, draws: np.nd
     'not resolved in 12 layers (×1, ≥ 1)'
     >>> curve_verdict([0.9, 0.01, 1e-16, 1e-16], 2.2e-16).words
     'collapses: reaches the rounding floor at layer 2 (a factor below 4.9e-08 per layer)'
+    >>> curve_verdict([0.9, 0.5, 0.4], 2.2e-16).text  # fewer than min_fit_layers layers: no factor
+    'not resolved in 2 layers (too few to fit)'
     """
     v = _as_curve("values", values)
     f = np.broadcast_to(np.asarray(floor, dtype=np.float64), v.shape)
@@ -279,8 +285,7 @@ def curve_verdict(values, floor, thresholds: Thresholds = DEFAULTS, draws: np.nd
             bound = (thresholds.floor_band * f[floor_layer] / v[0]) ** (1 / floor_layer)
             return CurveVerdict(REACHES_FLOOR, None, None, None, None, floor_layer, n_layers, ratio,
                                 float(bound))
-        raise ValueError(f"a window of {len(layers)} layers above the floor band: a factor needs at least "
-                         f"{thresholds.min_fit_layers} (window={window!r}, {n_layers} layers)")
+        return CurveVerdict(NOT_RESOLVED, None, None, None, None, None, n_layers, ratio)  # too few to fit
     factor = float(np.exp(-late_rates(v[None], layers)[0]))
     low, high = factor_interval(draws, layers)
     fit = (int(layers[0]), int(layers[-1]))
@@ -352,6 +357,8 @@ def collapse_outcome(curve: CurveVerdict, predicted: float | None = None) -> str
     if curve.verdict == ON_FLOOR:
         return CLAIM_VERDICTS[3]
     low = curve.low if curve.low is not None else curve.factor
+    if low is None:  # too few layers to fit a factor
+        return CLAIM_VERDICTS[3]
     if low > 1 or (predicted is not None and predicted < low):
         return "does not hold"
     return CLAIM_VERDICTS[3]
