@@ -187,4 +187,6 @@ def test_the_headlines_point_at_rows_of_the_stored_results():
     rows = verdicts.rows_of(registry.gather_claims(verdicts.headline_pages()))
     found = verdicts.findings(rows, "book/intro.md")
     assert set(found) == {key for key, *_ in verdicts.HEADLINES}
-    assert all(re.search(r'href="experiments/fig2\.html#claim-fig2-fig2-\d+"', f) for f in found.values())
+    assert all(re.search(r'href="experiments/theory_san\.html#claim-theory-san-theory-san-\d+"', f)
+               for f in found.values())
+    assert found["collapse"].startswith("**holds") and "decided collapse" in found["collapse"]

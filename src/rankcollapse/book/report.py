@@ -66,8 +66,8 @@ def present_findings() -> None:
 
 def glue_shown(shown: Shown, name: str) -> None:
     """Glue everything page ``name``'s ``show`` returned, not displayed: values as they are (words also as
-    Markdown, :class:`Words`), Markdown, claims tables with their headlines (:func:`_glue_claims`), tables, and
-    figures (exported with their cite blocks, their computed notes as a collapsed Markdown block under
+    Markdown, :class:`Words`), Markdown, claims tables with their headlines (:func:`_glue_claims`), tables,
+    and figures (exported with their cite blocks, their computed notes as a collapsed Markdown block under
     ``<key>_notes`` where asked, then closed)."""
     for key, value in shown.values.items():
         glue(key, Words(value) if isinstance(value, str) else value, display=False)

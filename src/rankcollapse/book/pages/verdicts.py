@@ -238,9 +238,11 @@ def evidence_words(claim: Claim) -> str:
 
 
 def finding_markdown(row: Row, start: str = SOURCE) -> str:
-    """A headline's verdict clause (Markdown): the verdict in bold, the deciding numbers, the link to the
+    """A headline's verdict clause (Markdown): the verdict in bold, the row's deciding number in one line (the
+    count of cells that hold, or each cell's number where the row has no number of its own), the link to the
     row."""
-    return (f"**{reader_html(row.claim.verdict)}** — {reader_html(evidence_words(row.claim))} "
+    evidence = row.claim.number or evidence_words(row.claim)
+    return (f"**{reader_html(row.claim.verdict)}** — {reader_html(evidence)} "
             f"({row_link(row, start)}).")
 
 
