@@ -15,6 +15,9 @@ Loaded through ``sphinx: local_extensions`` in ``_config.yml``. It
 - labels every cell of a Markdown table with its column's header (``data-label``), for the phone layout
   of the claims tables in ``_static/booksite.css``;
 - gives the "open issue" button a body that asks what a reader saw, on which page of the published site;
+- gives the printed book (the single-page build) its whole contents: the theme's print-only contents keep
+  only the first part's pages when that part holds one page (the verdicts), so they are the full toctree
+  there (:func:`print_whole_contents`);
 - labels the bibliography author–year ("Wu et al., 2024"), as the text cites it (:class:`AuthorYearLabels`);
 - fills the status page's table (``{book-status-table}``): per page, whether this build executed it or took
   it from the cache, whether it ran without error, and what computing its results took — the words its
@@ -326,6 +329,18 @@ def serve_mathjax(app: Sphinx, config: Config) -> None:
     config.html_static_path.append(str(VENDOR_STATIC))
 
 
+def print_whole_contents(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """In the single-page build, the print-only contents (``#jb-print-toc``) show every part and page.
+
+    pydata-sphinx-theme's ``generate_toc_html`` reads the toctree as a page's own sections: it marks only the
+    first list's entries as headings, and when there is one (a first part of one page) it takes it for the
+    page's title and, finding no sections under it, prints no contents at all. The whole toctree (its
+    ``kind="raw"`` soup) is the book's contents."""
+    generate = context.get("generate_toc_html")
+    if app.builder.name == "singlehtml" and generate is not None:
+        context["generate_toc_html"] = lambda kind="html": generate("raw")
+
+
 def setup(app: Sphinx) -> dict:
     pybtex.plugin.register_plugin("pybtex.style.labels", "authoryear", AuthorYearLabels)
     pybtex.plugin.register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
@@ -335,5 +350,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", serve_mathjax)
     app.connect("html-page-context", rewrite_buttons, priority=502)
     app.connect("html-page-context", label_table_cells)
+    app.connect("html-page-context", print_whole_contents, priority=600)  # after the theme's functions
     app.connect("build-finished", export_notebooks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

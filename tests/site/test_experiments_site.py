@@ -34,7 +34,7 @@ def test_experiment_page_renders(site_page, js_errors, url):
 
 def test_fig2_names_the_model_and_the_floor(site_page):
     site_page.goto("book/experiments/fig2.html")
-    body = " ".join(site_page.locator("main").inner_text().split())
+    body = " ".join(site_page.locator("main").text_content().split())  # collapsed blocks too
     assert re.search(r"not the paper.s BERT-base", body) and re.search(r"all-(MiniLM-L6|mpnet-base)-v2", body)
     # LayerNorm at the complete mask against its floor: a multiple of it, or below it (underflowed to 0)
     assert re.search(r"(times|below) its rounding floor( \(it underflowed\))? \(\d\.\de-\d\d\)", body)

@@ -160,8 +160,9 @@ def test_a_readers_run_of_fig2_takes_a_model_folder(tmp_path, monkeypatch, capsy
     main = lambda t: ("pretrained" in set(t["weights"])  # noqa: E731
                       and {"complete", "unit"} <= {*t["mask"], *t["norm"]})
     (table,) = [t for t in tables if main(t)]  # the main sweep
-    # and Fig. 2's controls (with/without biases, pretrained no-mixing, 2 seeds), decomposition
-    assert len(tables) == 6
+    # and Fig. 2's controls (with/without biases), pretrained no-mixing, 4 more weight seeds, the HF init, the
+    # pretrained components and the decomposition
+    assert len(tables) == 10
     mu = table[(table["weights"] == "pretrained") & (table["metric"] == "mu")]
     assert set(mu["layer"]) == {0, 1, 2} and mu["median"].notna().all() and (mu["n_samples"] == 2).all()
 

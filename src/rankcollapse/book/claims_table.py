@@ -93,6 +93,22 @@ def _whole(text: str) -> str:
     return f'<span class="nw">{reader_html(text)}</span>'
 
 
+def _cell_number(text: str) -> str:
+    """HTML of a cell's number: whole when short (``×0.5 [0.49, 0.51]/layer``); a longer one ("not resolved in
+    128 layers (×0.99979, ≥ 0.9954) (pure: …)") wraps at its spaces, never inside an interval.
+
+    >>> number = _cell_number("not resolved in 128 layers (×0.99979, ≥ 0.9954) [0.99, 1.01]")
+    >>> number.startswith("not resolved in") and number.endswith("[0.99,\u00a01.01]")
+    True
+    """
+    if len(text) <= SHORT_NUMBER:
+        return _whole(text)
+    return re.sub(r"\[[^\]<>]*\]", lambda m: m.group(0).replace(" ", "\u00a0"), reader_html(text))
+
+
+SHORT_NUMBER = 32  # characters of a cell's number kept on one line (a phone's claims card holds about 40)
+
+
 def is_borderline(claim: Claim) -> bool:
     """Whether a row's verdict changes somewhere on the thresholds' grid (its robustness is more than
     "robust")."""
@@ -111,7 +127,7 @@ def evidence_html(claim: Claim) -> str:
     if not claim.cells:
         return reader_html(claim.number)
     items = (f'<li><span class="nw">{OUTCOMES.get(c.outcome, "")} {reader_html(column_words(c.column))}:'
-             f'</span> {_whole(c.text)}</li>' for c in claim.cells)
+             f'</span> {_cell_number(c.text)}</li>' for c in claim.cells)
     return f'<ul class="claim-cells">{" ".join(items)}</ul>'
 
 

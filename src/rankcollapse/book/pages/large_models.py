@@ -149,7 +149,8 @@ def commands_table(sweeps: Callable[[str, dict], Mapping], gpu: str = GPU) -> st
     commands = ["```bash"]
     for model, page, parameters in COMMANDS:
         e = estimate(model, page, parameters, sweeps, gpu)
-        rows.append(f"| {model.hub_id} | {model.windows} | {e['cpu_gb']:.0f} GB | {e['gpu_gb']:.0f} GB | "
+        hub_id = f'<span class="nw">{model.hub_id}</span>'  # a hub id never breaks at its "/" or "-"
+        rows.append(f"| {hub_id} | {model.windows} | {e['cpu_gb']:.0f} GB | {e['gpu_gb']:.0f} GB | "
                     f"{e['minutes']:.2g} min |")
         commands += [f"# {model.hub_id}", e["command"]]
     return "\n".join([*rows, "", *commands, "```"])
