@@ -43,14 +43,14 @@ _FIGURE_PREFIX = "fig-"
 DOWNLOADS = ("png", "svg", "pdf", "json", "csv")
 _DOWNLOAD_WORDS = {"csv": "CSV (the points drawn)"}  # a link's words where its format's name is not enough
 _SITE_FOLDER = "_figures"  # where the exported files land in the HTML output
-# Captions in the body text colour (the theme's muted grey is too faint), citations that wrap on a phone,
-# the gallery as a grid of cards.
+# Captions in the body text colour (the theme's muted grey is too faint), citations that wrap on a phone and
+# print no ligature (a URL copied from the PDF read "ﬁg-" for "fig-"), the gallery as a grid of cards.
 _STYLE = """<style>
 figure figcaption, figure figcaption p { color: var(--pst-color-text-base); }
 .figure-downloads { font-size: 0.9rem; margin: -0.75rem 0 0.25rem; }
 details.figure-cite { font-size: 0.9rem; margin-bottom: 1.5rem; }
 details.figure-cite pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.8rem; }
-details.figure-cite p { overflow-wrap: anywhere; }
+details.figure-cite p { overflow-wrap: anywhere; font-variant-ligatures: none; }
 .figure-gallery { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 18rem), 1fr));\
  gap: 1.5rem; }
 .gallery-card figure { margin: 0; }

@@ -149,7 +149,10 @@ def commands_table(sweeps: Callable[[str, dict], Mapping], gpu: str = GPU) -> st
     commands = ["```bash"]
     for model, page, parameters in COMMANDS:
         e = estimate(model, page, parameters, sweeps, gpu)
-        hub_id = f'<span class="nw">{model.hub_id}</span>'  # a hub id never breaks at its "/" or "-"
+        # a hub id breaks only after its owner's "/", never at a "-": the column stays narrow enough
+        owner, _, name = model.hub_id.rpartition("/")
+        hub_id = ((f'<span class="nw">{owner}/</span><wbr>' if owner else "")
+                  + f'<span class="nw">{name}</span>')
         rows.append(f"| {hub_id} | {model.windows} | {e['cpu_gb']:.0f} GB | {e['gpu_gb']:.0f} GB | "
                     f"{e['minutes']:.2g} min |")
         commands += [f"# {model.hub_id}", e["command"]]
