@@ -45,6 +45,9 @@ PAGE_ONLY = ("show_largest_stored",)  # parameters a page uses for display only,
 # fresh model has it.
 FIG2 = dict(norms=("none", "unit", "model"))
 FIG3 = dict(norms=("none",))
+# The initialized settings a claims row is decided in, as a reader knows them (Claim.setting)
+THEORY_SETTING = "the theory's SAN: initialized, no biases"
+BIASES_SETTING = "initialized with PyTorch's default biases"
 FIG4 = dict(norms=("none", "unit", "model"), full_transformer=True, geometry=True)  # Fig. 4: token geometry
 
 

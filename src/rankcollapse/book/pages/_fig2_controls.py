@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rankcollapse.book.labels import mask_label
-from rankcollapse.book.pages._common import against, mask_sides
+from rankcollapse.book.pages._common import BIASES_SETTING, THEORY_SETTING, against, mask_sides
 from rankcollapse.core import masks
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import FAILS, HOLDS, OPEN, PARTLY, Claim, side_verdict
@@ -24,8 +24,7 @@ from rankcollapse.verdicts.rules import Thresholds
 
 THEORY, BIASES, HF = "theory", "biases", "hf"
 # setting -> (weights label, words a reader knows it by); the theory's first: it decides
-SETTING_WORDS = {THEORY: ("initialized_nobias", "the theory's SAN: initialized, no biases"),
-                 BIASES: ("initialized", "initialized with PyTorch's default biases"),
+SETTING_WORDS = {THEORY: ("initialized_nobias", THEORY_SETTING), BIASES: ("initialized", BIASES_SETTING),
                  HF: ("initialized",
                       "initialized as Hugging Face initializes BERT (N(0, 0.02), zero biases)")}
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import (FIG3, against, computing, paired_sides, pretrained_layers_claim,
-                                             temperature_range, temperature_sides, with_setting)
+from rankcollapse.book.pages._common import (BIASES_SETTING, FIG3, THEORY_SETTING, against, computing,
+                                             paired_sides, pretrained_layers_claim, temperature_range,
+                                             temperature_sides, with_setting)
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config
 from rankcollapse.book.plotting.results import layer_figure
@@ -91,8 +92,7 @@ def numbers(table: pd.DataFrame) -> dict[str, float]:
 
 SHALLOW = (1, 6)  # "in shallow layers": the response says the initialized effect is gone after 5 or 6 layers
 GONE_AFTER = (5, 6, 7)  # the first layer without the effect, for "it disappears after 5 or 6 layers" to hold
-SETTINGS = {"initialized_nobias": "the theory's SAN: initialized, no biases",
-            "initialized": "initialized with PyTorch's default biases"}
+SETTINGS = {"initialized_nobias": THEORY_SETTING, "initialized": BIASES_SETTING}
 
 
 def _seeds(results: dict) -> list[StoredResult]:

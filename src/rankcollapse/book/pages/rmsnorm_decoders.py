@@ -22,8 +22,9 @@ from dataclasses import replace
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import (CAUSAL, RATE_COLUMNS, against, computing, curves_claim,
-                                             part_sides, rate_table, stops_claim, verdict_words, with_setting)
+from rankcollapse.book.pages._common import (BIASES_SETTING, CAUSAL, RATE_COLUMNS, THEORY_SETTING, against,
+                                             computing, curves_claim, part_sides, rate_table, stops_claim,
+                                             verdict_words, with_setting)
 from rankcollapse.book.plotting.beyond import SortableTable
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
@@ -195,8 +196,7 @@ def claims(results: dict[str, StoredResult], rates: pd.DataFrame) -> list[Claim]
     return rows
 
 
-INITIALIZED_SETTING = "initialized with PyTorch's default biases; 1 weight seed"
-THEORY_SETTING = "the theory's SAN: initialized, no biases"
+INITIALIZED_SETTING = f"{BIASES_SETTING}; 1 weight seed"
 
 
 def rethreshold(rows: pd.DataFrame, thresholds) -> pd.DataFrame:

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from rankcollapse.book.pages._common import (against, computing, mask_sides, stops_claim, times_floor,
-                                             verdict_words, with_setting)
+from rankcollapse.book.pages._common import (BIASES_SETTING, THEORY_SETTING, against, computing, mask_sides,
+                                             stops_claim, times_floor, verdict_words, with_setting)
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
@@ -105,8 +105,7 @@ def numbers(shallow: pd.DataFrame, deep: pd.DataFrame) -> dict[str, float | int]
     }
 
 
-BIASES_WORDS = "initialized with PyTorch's default biases; 1 weight seed"
-THEORY_WORDS = "the theory's SAN: initialized, no biases"
+BIASES_WORDS = f"{BIASES_SETTING}; 1 weight seed"
 
 
 def claims(results: Mapping[str, StoredResult], found: dict) -> list[Claim]:
@@ -119,10 +118,10 @@ def claims(results: Mapping[str, StoredResult], found: dict) -> list[Claim]:
     samples."""
     deep_seeds = [r for name, r in results.items() if name.startswith("deep_seed_")]
     shallow_seeds = [r for name, r in results.items() if name.startswith("shallow_seed_")]
-    sources = [(deep_seeds, "initialized_nobias", f"{THEORY_WORDS}; {len(deep_seeds)} weight seeds",
+    sources = [(deep_seeds, "initialized_nobias", f"{THEORY_SETTING}; {len(deep_seeds)} weight seeds",
                 f"{found['n_layers_deep']} layers"),
                ([results["deep"]], "initialized", BIASES_WORDS, f"{found['n_layers_deep']} layers"),
-               (shallow_seeds, "initialized_nobias", f"{THEORY_WORDS}; {len(shallow_seeds)} weight seeds",
+               (shallow_seeds, "initialized_nobias", f"{THEORY_SETTING}; {len(shallow_seeds)} weight seeds",
                 "12 layers")]
     rows = []
     for parts, weights, setting, depth in sources:

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from rankcollapse.book.labels import mask_title
-from rankcollapse.book.pages._common import (FIG2, computing, curves_claim, linear_prediction, mask_radius,
-                                             stops_claim)
+from rankcollapse.book.pages._common import (FIG2, THEORY_SETTING, computing, curves_claim, linear_prediction,
+                                             mask_radius, stops_claim)
 from rankcollapse.book.plotting.depth import depth_figure, factor_figure
 from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, prefixed,
                                     scale_note, scale_words)
@@ -49,7 +49,6 @@ SETTINGS = {"biases": (dict(weights=("initialized",), init="torch"), "initialize
                        "initialized with PyTorch's default biases"),
             "hf": (dict(weights=("initialized",), init="hf"), "initialized",
                    "initialized as Hugging Face initializes BERT (N(0, 0.02), zero biases)")}
-THEORY_WORDS = "the theory's SAN: initialized, no biases"
 PAGE_PARAMETERS = ("n_weight_seeds", "windows")  # the page's own parameters (not an experiment's)
 NORM_WORDS = {"unit": "the paper's D (unit norm)", "model": "LayerNorm as a fresh model has it (no affine)"}
 
@@ -105,8 +104,14 @@ def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[s
     settings), as :func:`show` shows them (no figures drawn)."""
     seeds = _parts(results, "seed")
     pure = _sides(seeds, "initialized_nobias", "none", "pure attention")
-    return {"theory_san": claims(seeds, pure, predictions(seeds[0])),
-            "theory_san_settings": setting_claims(results)}
+    return _tables(results, seeds, pure, predictions(seeds[0]))
+
+
+def _tables(results: Mapping[str, StoredResult], seeds: list[StoredResult], pure: dict[str, Side],
+            predicted: dict[str, np.ndarray]) -> dict[str, list[Claim]]:
+    """:func:`page_claims` from the seeds' pure-attention sides and the predictions (computed once in
+    :func:`show`)."""
+    return {"theory_san": claims(seeds, pure, predicted), "theory_san_settings": setting_claims(results)}
 
 
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
@@ -117,7 +122,7 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     first = seeds[0]
     pure = _sides(seeds, "initialized_nobias", "none", "pure attention")
     predicted = predictions(first)
-    tables = page_claims(results, parameters)
+    tables = _tables(results, seeds, pure, predicted)
     rows = tables["theory_san"]
     table = factor_table(first, pure, predicted)
     values = {"scale": scale_words(first), "n_seeds": len(seeds), "n_layers": int(first.table["layer"].max()),
@@ -135,7 +140,7 @@ def claims(seeds: list[StoredResult], pure: dict[str, Side], predicted: dict[str
     """The theory's claims on the theory's SAN at depth, pooled over the weight seeds: collapse under every
     mask beside the linear case's prediction; the measurement against the prediction and against Theorem 1's
     bound; the radius within each window family; what orders the rates across families; LayerNorm's claims."""
-    setting = f"{THEORY_WORDS}; {len(seeds)} weight seeds"
+    setting = f"{THEORY_SETTING}; {len(seeds)} weight seeds"
     rows = [curves_claim("Pure masked attention collapses under every mask", "the paper: Theorem 1",
                          "pure attention: per-layer factor of μ/‖X‖_F over the late layers, per mask", pure,
                          predicted, setting=setting),
