@@ -144,7 +144,7 @@ def test_ctrl_c_during_a_sweep_exits_130_in_one_line(tmp_path):
                "16", "-p", "n_layers", "2", "--output", str(tmp_path / "out")]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, preexec_fn=_interruptible)
-    partial = tmp_path / "results" / ".partial"
+    partial = tmp_path / "results" / "partial"
     deadline = time.monotonic() + 120
     while not list(partial.glob("**/*.pt")) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -66,13 +66,14 @@ def _chained(outer: Exception, inner: OSError) -> Exception:
 
 def test_five_causes_of_an_os_error_are_one_line_each_naming_the_option_or_variable(tmp_path, monkeypatch,
                                                                                    capsys):
-    """A read-only --output, a full disk under --output (chained, as papermill raised it), a full or read-only
-    RANKCOLLAPSE_CACHE (unpacking a model, a checkpoint), a full results store, and no book at all."""
+    """A read-only --output, a full disk under --output (chained, as papermill raised it), a read-only
+    RANKCOLLAPSE_CACHE (unpacking a model), a full results store (a checkpoint in its partial/, a table), and
+    no book at all."""
     cache, results, out = tmp_path / "cache", tmp_path / "results", tmp_path / "out"
     monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(cache))
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(results))
     notebook = out / "theorem1.ipynb"
-    checkpoint = cache / "partial" / "fig2" / "k-s" / "initialized-san-0-4.pt"
+    checkpoint = results / "partial" / "fig2" / "k-s" / "initialized-san-0-4.pt"
     def full_disk(path: Path) -> OSError:  # what atomic_write raises when the disk fills up under it
         def write(tmp):
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -89,7 +90,7 @@ def test_five_causes_of_an_os_error_are_one_line_each_naming_the_option_or_varia
         ("compute", OSError(errno.EROFS, "Read-only file system", str(cache / "pkg-1" / "model")),
          ["RANKCOLLAPSE_CACHE", "Read-only file system"]),
         ("compute", full_disk(checkpoint),
-         ["RANKCOLLAPSE_CACHE", str(checkpoint), "No space left on device"]),
+         ["RANKCOLLAPSE_RESULTS_DIR", str(checkpoint), "No space left on device"]),
         ("compute", full_disk(results / "fig2" / "k.csv.gz"),
          ["RANKCOLLAPSE_RESULTS_DIR", str(results / "fig2" / "k.csv.gz"), "No space left on device"]),
         ("compute", provenance.NoBookError("no book (_toc.yml) at or above /x: run from inside the book, or "
@@ -120,25 +121,6 @@ def test_a_file_where_the_output_folder_should_be_is_one_line(tmp_path, capsys, 
     status, _, lines = _run(["run", "theorem1", "--output", str(tmp_path / "afile" / "out")], capsys)
     assert status == 2
     _one_line(lines, f"--output cannot be written: {tmp_path / 'afile'} is not a folder")
-
-
-def test_a_cache_that_cannot_be_written_is_named_as_the_cache_with_the_books_store(tmp_path, monkeypatch,
-                                                                                   capsys):
-    """Row 3: with the book's own store, a sweep's checkpoints go to the cache; a cache that is a file is
-    refused naming RANKCOLLAPSE_CACHE (it named RANKCOLLAPSE_RESULTS_DIR), before anything is computed."""
-    from rankcollapse.experiments import sweep
-
-    monkeypatch.delenv("RANKCOLLAPSE_RESULTS_DIR", raising=False)
-    (tmp_path / "cache").write_text("")
-    monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("RANKCOLLAPSE_PROGRESS", "0")
-    monkeypatch.setattr(sweep, "compute", _raising(AssertionError("nothing may be computed")))
-    monkeypatch.setattr(ResultStore, "check_writable", lambda self, page, *folders: None)  # the book's store
-    status, _, lines = _run(["compute", "fig2", *TINY, "-p", "seed", "12345"], capsys)
-    assert status == 2, lines
-    _one_line(lines[-1:], f"the cache of unfinished runs' checkpoints cannot be written: "
-              f"{tmp_path / 'cache'} is not a folder", "set RANKCOLLAPSE_CACHE to a writable folder",
-              prog="rankcollapse compute")
 
 
 # ---------------------------------------------------------------- row 1: results outside the book
@@ -318,7 +300,7 @@ def test_a_refusal_after_the_model_is_loaded_prints_no_progress_bar(tmp_path):
 
 def test_partial_folders_of_a_stored_result_are_superseded_and_removed(tmp_path):
     store = ResultStore(tmp_path / "results")
-    page = store.root / ".partial" / "fig2"
+    page = store.root / "partial" / "fig2"
     for name in ("k1-aaaaaaaaaaaa", "k1-bbbbbbbbbbbb", "k2-aaaaaaaaaaaa"):
         (page / name).mkdir(parents=True)
         (page / name / "initialized-san-0-4.pt").write_bytes(b"")
@@ -342,7 +324,8 @@ def test_units_of_other_source_in_a_tree_with_local_changes_say_so(tmp_path, mon
     (other / checkpoints.RUN_RECORD).write_text(json.dumps({"git_commit": "0123abcd"}))
     monkeypatch.setattr(checkpoints, "git_commit", lambda root: "0123abcd-dirty")
     (line,) = checkpoints.orphaned_units(tmp_path / "fig2" / "k1-bbbbbbbbbbbb")
-    assert "this tree is commit 0123abcd with local changes to the package's source; undo them" in line
+    assert ("this tree is commit 0123abcd with local changes to the package's computing code; undo them"
+            in line)
     assert "check out" not in line
     (other / checkpoints.RUN_RECORD).write_text(json.dumps({"git_commit": "0123abcd-dirty"}))
     (line,) = checkpoints.orphaned_units(tmp_path / "fig2" / "k1-bbbbbbbbbbbb")
@@ -508,5 +491,5 @@ def test_a_disk_that_fills_up_during_a_sweep_is_one_line_naming_the_store(tmp_pa
     assert status == 2
     said = (f".pt: No space left on device; it is in {tmp_path / 'results'}, set by "
             f"RANKCOLLAPSE_RESULTS_DIR, the results store: free space there")
-    _one_line(lines, f"{tmp_path / 'results' / '.partial' / 'fig4'}", said, prog="rankcollapse compute")
+    _one_line(lines, f"{tmp_path / 'results' / 'partial' / 'fig4'}", said, prog="rankcollapse compute")
     assert not list((tmp_path / "results").rglob("*.pt"))  # nothing half-written

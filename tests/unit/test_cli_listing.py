@@ -58,15 +58,17 @@ def test_pages_of_an_unknown_page_is_one_line(capsys):
         "rankcollapse pages: error: unknown page 'fig9'; pages are: verdicts, setup")
 
 
-def test_results_lists_every_stored_result(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path))  # no unfinished runs listed below the results
+def test_results_lists_every_stored_result(capsys):
+    from rankcollapse.experiments import checkpoints
+
     assert cli.main(["results"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["page", "key", "scale", "layers", "model", "dtype", "device", "commit",
                                 "time", "status"]
-    keys = {(p.name, k) for p in STORE.root.iterdir() if p.is_dir() and not p.name.startswith(".")
-            for k in STORE.keys(p.name)}
-    assert {tuple(line.split()[:2]) for line in lines[1:]} == keys
+    keys = {(page, k) for page in STORE.pages() for k in STORE.keys(page)}
+    unfinished = {(r["page"], r["key"]) for r in checkpoints.partial_runs(STORE)}  # listed with progress
+    table = lines[1:lines.index("")] if "" in lines else lines[1:]  # the unfinished runs' own section below
+    assert {tuple(line.split()[:2]) for line in table} == keys | unfinished
     fig2 = next(line for line in lines if line.startswith("fig2") and "3000 × 128" in line)
     assert fig2.split()[-1] == "verified" and "pkg:mpnet" in fig2 and "float32" in fig2
 
@@ -184,11 +186,38 @@ def test_unfinished_runs_are_listed_with_their_progress_and_where_they_resume(mo
     monkeypatch.setattr(checkpoints, "partial_runs", lambda store: runs)
     rows = cli_listing.partial_table()
     assert [(r["page"], r["units done"], r["resume"]) for r in rows] == [
-        ("fig3", "15 of 94", "nowhere: started from uncommitted source (delete the folder)"),
-        ("fig2", "3 of ?", "here (same source)")]
+        ("fig3", "15 of 94", "nowhere: started from uncommitted code (delete the folder)"),
+        ("fig2", "3 of ?", "here (same computing code)")]
     runs[0]["commit"] = "31c684e1f00d"
     resume = cli_listing.partial_table("fig3")[0]["resume"]
-    assert resume == "in commit 31c684e1 without local changes (source changed)"
+    assert resume == "in commit 31c684e1 without local changes (computing code changed)"
     assert [r["page"] for r in cli_listing.partial_table("fig2")] == ["fig2"]
     assert cli_listing.format_table(rows).splitlines()[0].split() == [
         "page", "key", "units", "done", "commit", "started", "resume", "folder"]
+
+
+def test_results_shows_each_unfinished_run_with_its_scale_and_progress(tmp_path, monkeypatch, capsys):
+    """A run with 3 of its 10 units finished (its record names its parameters) and one of the same result
+    left by other computing code: rows of the store's listing, below its stored results."""
+    from rankcollapse.experiments import checkpoints
+
+    store = ResultStore(tmp_path)
+    parameters = {"model": "pkg:minilm", "n_samples": 64, "n_tokens": 32, "n_layers": 12, "dtype": "float64",
+                  "device": "cpu"}
+    folder = checkpoints.partial_folder(store, "fig2", parameters)
+    stale = folder.with_name(folder.name.rpartition("-")[0] + "-000000000000")
+    for path in (*(folder / f"{u}.pt" for u in ("initialized-san-0-8", "pretrained-san-0-8",
+                                                  "initialized-san-8-16")), stale / "initialized-san-0-8.pt"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    (folder / checkpoints.RUN_RECORD).write_text(json.dumps({"page": "fig2", "parameters": parameters,
+                                                             "units": 10, "git_commit": "0123456789abcdef"}))
+    (tmp_path / "fig2").mkdir()  # a page folder with nothing stored yet
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
+    assert cli.main(["results"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    key = result_key("fig2", parameters)
+    rows = {" ".join(line.split()) for line in lines[1:lines.index("")]}
+    assert rows == {f"fig2 {key} 64 × 32 12 pkg:minilm float64 cpu 01234567 – partial 3/10 units, resumable",
+                    f"fig2 {key} – – – – – unknown – partial 1/? units, not resumable by this code"}
+    assert [r["status"] for r in cli_listing.results_table("fig3")] == []

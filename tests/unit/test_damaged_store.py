@@ -164,7 +164,7 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
         elif kind == "checkpoint":
             _damage_bytes(root / sorted(units)[damage[1]], damage[2])
         (root / "fig2").mkdir(exist_ok=True)
-        partial = root / min(units).parent if kind == "checkpoint" else root / ".partial"  # the deepest there
+        partial = root / min(units).parent if kind == "checkpoint" else root / "partial"  # the deepest there
         folder = {"root": root, "page": root / "fig2", "partial": partial, None: None}[read_only]
         if folder is not None:
             folder.mkdir(exist_ok=True)
@@ -187,7 +187,7 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
         stale = kind == "record" and damage[1][:2] == ("field", "model_package")  # another model package
         writes = kind == "checkpoint" or stale  # the command has to compute and store
         # ... in the page folder and the checkpoints' folder, which an unfinished run already has (so a
-        # read-only store folder above them does not stop it), else one to make in .partial or the store
+        # read-only store folder above them does not stop it), else one to make in partial/ or the store
         # folder
         blocked = read_only in ("page", "partial") or (read_only == "root" and kind != "checkpoint")
         if refused:  # the record's or the table's own check: refused, whatever the folder's permissions
@@ -208,7 +208,7 @@ def test_a_damaged_store_is_refused_or_recomputed_never_trusted(reference, damag
         # an undamaged run's
         assert result is not None and _csv((root / csv_name).read_bytes()) == _csv(stored[csv_name])
         assert identity_mismatch("pkg:minilm", result.provenance) is None
-        assert not (root / ".partial").exists() or not any((root / ".partial").rglob("*.pt"))
+        assert not (root / "partial").exists() or not any((root / "partial").rglob("*.pt"))
         if stale:
             assert lines == [line for line in lines
                              if line.startswith("fig2: not using the stored result ")] != []

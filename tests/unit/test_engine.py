@@ -373,3 +373,21 @@ def test_settled_configurations_stop_on_the_floor_with_the_same_values_and_verdi
         engine.run_san(x0, layers[:1], configs, settle=0)
     with pytest.raises(ValueError, match="settle cannot be combined with attention_stats"):
         engine.run_san(x0, layers[:1], configs, settle=2, attention_stats=True)
+
+
+def test_mu_over_the_norm_is_no_number_once_the_states_underflow():
+    """Exact tracking keeps μ (here e^-200) below the dtype's range, but ‖X‖_F comes from the states: once
+    float32 states underflow to 0 the ratio is NaN (the sweep refuses it), not μ over the smallest float64."""
+    from rankcollapse.engine.exact import exact_values
+
+    R = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]], dtype=torch.float64) / math.sqrt(2)  # centred, unit norm
+    log_scale = torch.tensor([-200.0], dtype=torch.float64)
+    for scale, finite in ((0.0, False), (1e-39, False), (1e-30, True)):  # 1e-39: below float32's tiny
+        X = torch.full((1, 2, 2), scale, dtype=torch.float32)
+        norm = metrics.frobenius_norm(X.to(torch.float64), None)
+        values = {"mu": torch.zeros(1), "relative_mu": torch.zeros(1), "norm": norm}
+        out = exact_values(values, X, R, log_scale, None)
+        assert math.isclose(float(out["mu"][0]), math.exp(-200), rel_tol=1e-12)
+        assert bool(torch.isfinite(out["relative_mu"]).all()) is finite, scale
+        if finite:
+            assert math.isclose(float(out["relative_mu"][0]), math.exp(-200) / float(norm[0]), rel_tol=1e-12)

@@ -90,6 +90,31 @@ def test_source_hash_follows_the_package_code_only(tmp_path):
     assert len(first) == 64
 
 
+def test_the_units_hash_follows_the_computing_code_not_the_pages_verdicts_or_theory(tmp_path, monkeypatch):
+    """A copy of the package: an edit under book/ (a page module), verdicts/ or theory/ keeps the checkpoints'
+    code hash (so it orphans no unit), while the whole source's hash changes; an edit under engine/ or
+    experiments/ changes it."""
+    import shutil
+
+    package = tmp_path / "rankcollapse"
+    shutil.copytree(Path(provenance.__file__).resolve().parents[1], package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(provenance, "__file__", str(package / "experiments" / "provenance.py"))
+    compute, source = provenance.compute_sha256.__wrapped__, provenance.source_sha256.__wrapped__
+    first, whole = compute(), source()
+    assert first == provenance.compute_sha256()  # a faithful copy of the code this process loaded
+    for name in ("book/pages/fig2.py", "verdicts/rules.py", "theory/dynamics.py"):
+        with (package / name).open("a") as handle:
+            handle.write("# edited\n")
+        assert compute() == first and source() != whole, name
+        whole = source()
+    for name in ("engine/run.py", "experiments/sweep.py"):
+        with (package / name).open("a") as handle:
+            handle.write("# edited\n")
+        assert compute() != first, name
+        first = compute()
+
+
 def test_the_source_hash_names_the_code_loaded_not_the_files_edited_since(tmp_path, monkeypatch):
     """A long run records the hash of the code it runs: later calls in the process return the first one."""
     loaded = provenance.source_sha256()

@@ -82,7 +82,7 @@ def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
     expected = pd.read_csv(single.table_path, keep_default_na=False, na_values=[""])
     assert set(table["variant"]) == {"SAN", "full transformer"}
     pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-12, atol=1e-12)
-    assert not (tmp_path / "dist" / ".partial").exists()
+    assert not (tmp_path / "dist" / "partial").exists()
 
 
 @pytest.mark.slow
@@ -93,7 +93,7 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
     env = _environment(tmp_path / "killed", 1)
     command = [sys.executable, "-m", "rankcollapse", "compute", "fig2", *_pairs(parameters)]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    partial = tmp_path / "killed" / ".partial" / "fig2"
+    partial = tmp_path / "killed" / "partial" / "fig2"
     deadline = time.monotonic() + 900
     finished = lambda: sorted(p.name for p in partial.glob("*/*.pt")  # noqa: E731
                               if not p.name.startswith("."))
@@ -113,7 +113,7 @@ def test_a_run_killed_halfway_resumes_to_the_uninterrupted_result(tmp_path, monk
                            text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resuming, {len(left)} of 16 units" in again.stderr
-    assert not (tmp_path / "killed" / ".partial").exists()
+    assert not (tmp_path / "killed" / "partial").exists()
 
     monkeypatch.setenv(sweep.BLOCK_ENV, "1")
     uninterrupted = _compute("fig2", tmp_path / "whole", **parameters)
@@ -255,10 +255,11 @@ def test_overflowed_states_are_refused_naming_configuration_layer_and_dtype():
     norm[18:, 0, 2] = float("inf")
     norm[25:, 0, :] = float("nan")
     with pytest.raises(ValueError, match=r"^weights pretrained, variant SAN, mask causal, norm none: norm is "
-                                         r"not finite from layer 18 on \(the hidden states overflowed in "
-                                         r"float32\); run it with -p dtype float64$"):
+                                         r"not finite from layer 18 on \(the hidden states left float32's "
+                                         r"range: they overflowed, or underflowed\); run it with -p dtype "
+                                         r"float64$"):
         sweep.check_finite({"norm": norm, "numerical_rank": rank}, labels, "float32")
-    with pytest.raises(ValueError, match=r"overflowed in float64\)$"):
+    with pytest.raises(ValueError, match=r"left float64's range: they overflowed, or underflowed\)$"):
         sweep.check_finite({"norm": norm}, labels, "float64")
 
 
@@ -351,7 +352,7 @@ def test_the_memory_check_refuses_from_the_shapes_before_building_layers_or_draw
     assert capsys.readouterr().err.splitlines()[-1] == (
         "rankcollapse compute: error: fig2 needs about 69.22 GiB per process but 1.00 GiB are available on "
         "cpu; use fewer samples or layers, or a larger machine")
-    assert not tmp_path.joinpath("fig2").exists() and not tmp_path.joinpath(".partial").exists()
+    assert not tmp_path.joinpath("fig2").exists() and not tmp_path.joinpath("partial").exists()
 
 
 def test_a_read_only_store_is_refused_before_the_first_unit(tmp_path, monkeypatch, capsys):
@@ -439,42 +440,33 @@ def test_the_measured_throughput_is_scaled_to_the_runs_sequence_length(tmp_path,
 
 
 @pytest.mark.slow
-def test_the_books_checkpoints_wait_in_the_cache_and_a_fresh_checkout_resumes_them(
-        tmp_path, monkeypatch, capsys):
-    """The book's own store keeps a run's finished units in the user's cache, not in the work tree: a run
-    killed in one checkout (here: three of its four units left) resumes in a fresh clone of the same source,
-    ``rankcollapse results`` lists it meanwhile, and units left by other source are named with the commit to
-    resume them in, never used, and removed with the run's own once the result is stored."""
-    from rankcollapse.experiments import store as store_module
-
-    monkeypatch.setenv("RANKCOLLAPSE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("RANKCOLLAPSE_RESULTS_DIR", raising=False)
+def test_units_of_other_computing_code_are_named_never_used_and_removed_once_stored(tmp_path, monkeypatch,
+                                                                                    capsys):
+    """A run's finished units wait beside its store (three of its four units left by a killed run) and are
+    listed with their progress; units left by other computing code are named with the commit to resume them
+    in, never used, and removed with the run's own once the result is stored."""
     monkeypatch.setenv(sweep.BLOCK_ENV, "2")
     monkeypatch.setenv(ranks.PROGRESS_ENV, "0")
+    store = ResultStore(tmp_path / "results")
     config = registry.configure("fig2", TINY)["main"].config
-    parameters = stored_parameters(config)
-    for module in (store_module, checkpoints):
-        monkeypatch.setattr(module, "book_root", lambda: tmp_path / "first-clone")
-    partial = checkpoints.partial_folder(ResultStore(), "fig2", parameters)
-    assert partial.parent.parent == tmp_path / "cache" / "partial"  # outside the checkout
-    assert checkpoints.partial_root(ResultStore(tmp_path / "other")) == tmp_path / "other" / ".partial"
+    partial = checkpoints.partial_folder(store, "fig2", stored_parameters(config))
+    assert partial.parent.parent == store.root / "partial"  # beside the store's page folders
     sweep.compute(config, label="fig2", partial=partial, run={"page": "fig2", "git_commit": "1234567890ab"})
     (partial / "pretrained-san-2-4.pt").unlink()  # killed before its last unit
-    other = partial.with_name(partial.name.rpartition("-")[0] + "-0123456789ab")  # older source's units
+    other = partial.with_name(partial.name.rpartition("-")[0] + "-0123456789ab")  # older code's units
     other.mkdir()
     (other / "initialized-san-0-2.pt").write_bytes(b"x")
     (other / checkpoints.RUN_RECORD).write_text(json.dumps({"git_commit": "feedface0000"}))
-    runs = {r["folder"]: r for r in checkpoints.partial_runs(ResultStore())}
+    runs = {r["folder"]: r for r in checkpoints.partial_runs(store)}
     # 2 blocks x 2
     assert (runs[partial]["done"], runs[partial]["units"], runs[partial]["resumable"]) == (3, 4, True)
-    assert runs[partial]["commit"] == "1234567890ab"
+    assert runs[partial]["commit"] == "1234567890ab" and runs[partial]["parameters"]["n_samples"] == 4
     assert (runs[other]["resumable"], runs[other]["commit"]) == (False, "feedface0000")
+    assert store.pages() == []  # partial/ is no page
 
-    for module in (store_module, checkpoints):
-        monkeypatch.setattr(module, "book_root", lambda: tmp_path / "fresh-clone")
     capsys.readouterr()
-    result = sweep.run_experiment("fig2", config, ResultStore())
-    assert result.table_path.is_relative_to(tmp_path / "fresh-clone" / "results")
+    result = sweep.run_experiment("fig2", config, store)
     assert result.provenance["units_resumed"] == 3
     assert "check out feedface0000 to resume them" in capsys.readouterr().err
-    assert not partial.exists() and not other.exists()  # other source's units: superseded once stored
+    assert not partial.exists() and not other.exists()  # other code's units: superseded once stored
+    assert not (store.root / "partial").exists() and store.pages() == ["fig2"]

@@ -2,8 +2,9 @@
 [--add-to-book] [--nproc K] [--timeout S]``, ``rankcollapse compute PAGE ...`` (the same, without rendering),
 ``rankcollapse pages [PAGE] [--profile paper]`` (the registry's pages, or one page's parameters:
 :mod:`rankcollapse.book.cli_listing`), ``rankcollapse results [PAGE]`` (the results store and the unfinished
-runs' checkpoints, from any folder with ``RANKCOLLAPSE_RESULTS_DIR``), ``rankcollapse bundle PAGE[:PART] ...``
-(a device bundle of initialized sweeps: :mod:`rankcollapse.book.cli_bundle`) and ``rankcollapse --version``.
+runs' progress and checkpoints, from any folder with ``RANKCOLLAPSE_RESULTS_DIR``), ``rankcollapse bundle
+PAGE[:PART] ...`` (a device bundle of initialized sweeps: :mod:`rankcollapse.book.cli_bundle`) and
+``rankcollapse --version``.
 
 Re-runs one book page with new parameters through papermill: the executed notebook goes to
 ``DIR/<page>.ipynb`` and its exported figures (PNG, SVG, PDF and JSON provenance) to ``DIR/figures/``
@@ -190,11 +191,12 @@ def _listing(args: argparse.Namespace) -> int:
         rows, partial = cli_listing.results_table(args.page), cli_listing.partial_table(args.page)
         print(cli_listing.format_table(rows) if rows else "no stored results")
         if partial:
-            print(f"\nunfinished runs (their finished units; the same command resumes them):\n"
-                  f"{cli_listing.format_table(partial)}")
-        damaged = sum(r["status"] != "verified" for r in rows)
+            print(f"\nunfinished runs (their finished units, in the store's partial/; the same command "
+                  f"resumes them, also in a clone with them committed):\n{cli_listing.format_table(partial)}")
+        stored = [r for r in rows if not r["status"].startswith("partial ")]  # not unfinished runs' rows
+        damaged = sum(r["status"] != "verified" for r in stored)
         if damaged:  # exit 2, as everywhere a stored result is damaged
-            print(f"rankcollapse results: error: {damaged} of {len(rows)} stored results damaged (their "
+            print(f"rankcollapse results: error: {damaged} of {len(stored)} stored results damaged (their "
                   f"status says why)", file=sys.stderr)
         return 2 if damaged else 0
     if args.page is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from rankcollapse.book import cli_processes
 from rankcollapse.experiments.provenance import NoBookError, book_root, unwritable
 
-_CACHE_WORDS = "the cache of packaged models and of unfinished runs' checkpoints"
+_CACHE_WORDS = "the cache of packaged models"
 
 
 def _inside(path: Path, folder: Path) -> bool:

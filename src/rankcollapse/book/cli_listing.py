@@ -1,6 +1,7 @@
 """What ``rankcollapse`` lists: the pages (``rankcollapse pages``), one page's parameters with their defaults,
-types and ranges (``rankcollapse pages PAGE``), the results store (``rankcollapse results``), and where a
-run's results went (the closing lines of ``rankcollapse run`` and ``rankcollapse compute``).
+types and ranges (``rankcollapse pages PAGE``), the results store and its unfinished runs (``rankcollapse
+results``), and where a run's results went (the closing lines of ``rankcollapse run`` and ``rankcollapse
+compute``).
 
 A parameter's range is the one its page checks: the page's configuration is asked with a value out of every
 range (:func:`parameter_range`), and the words of its one-line refusal are shown, so the listing can never
@@ -15,8 +16,12 @@ import contextlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rankcollapse.book.runner import repo_root
+
+if TYPE_CHECKING:
+    from rankcollapse.experiments.store import ResultStore
 
 _PROBES = {int: -(10**12), float: -1e300, str: "\x00", list: [object()]}  # out of every range of their type
 
@@ -115,8 +120,9 @@ def describe_page(page: str) -> str:
 def _cell(record: dict, key: str) -> str:
     p = record.get("parameters", {})
     if key == "scale":
-        return (f"{p['n_samples']} × {p['n_tokens']}" if "n_samples" in p
-                else f"{p.get('n_tokens', '–')} tokens")
+        if "n_samples" in p:
+            return f"{p['n_samples']} × {p['n_tokens']}"
+        return f"{p['n_tokens']} tokens" if "n_tokens" in p else "–"  # "–": an unfinished run's, unrecorded
     if key == "layers":
         return str(p.get("n_layers", "–"))
     if key == "time":
@@ -135,14 +141,13 @@ _COLUMNS = ("page", "key", "scale", "layers", "model", "dtype", "device", "commi
 def results_table(page: str | None = None) -> list[dict[str, str]]:
     """One row per stored result (of ``page``, or every page), each verified (:meth:`ResultStore.verify`):
     page, key, scale (samples × tokens), layers, model, dtype, device, commit, compute time, and ``verified``
-    or ``damaged: <why>``."""
+    or ``damaged: <why>``; then one row per unfinished run (:func:`partial_table`'s), its scale and settings
+    from its run record, its status ``partial <done>/<all> units`` and whether this code resumes it."""
     from rankcollapse.experiments.store import DamagedResultError
 
     store = _store()
-    names = sorted(p.name for p in store.root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
-        if store.root.is_dir() else []
     rows = []
-    for name in [n for n in names if page in (None, n)]:
+    for name in [n for n in store.pages() if page in (None, n)]:
         for key in store.keys(name):
             try:
                 record, status = store.verify(name, key).provenance, "verified"
@@ -156,35 +161,52 @@ def results_table(page: str | None = None) -> list[dict[str, str]]:
                     record = {}
             rows.append({"page": name, "key": key, **{c: _cell(record, c) for c in _COLUMNS[2:-1]},
                          "status": status})
+    for run in _partial_runs(store, page):
+        record = {"parameters": run["parameters"], "git_commit": run["commit"]}
+        rows.append({"page": run["page"], "key": run["key"], **{c: _cell(record, c) for c in _COLUMNS[2:-1]},
+                     "status": f"partial {run['done']}/{run['units'] or '?'} units, {_status(run)}"})
     return rows
 
 
+def _partial_runs(store: ResultStore, page: str | None) -> list[dict]:
+    """The unfinished runs of ``store`` (:func:`rankcollapse.experiments.checkpoints.partial_runs`), of
+    ``page`` or every page."""
+    from rankcollapse.experiments.checkpoints import partial_runs
+
+    return [r for r in partial_runs(store) if page in (None, r["page"])]
+
+
+def _status(run: dict) -> str:
+    """An unfinished run in a few words: resumable by this code, or superseded, or not resumable here."""
+    if run.get("stored"):
+        return "superseded"
+    return "resumable" if run["resumable"] else "not resumable by this code"
+
+
 def partial_table(page: str | None = None) -> list[dict[str, str]]:
-    """One row per unfinished run of the book's store (of ``page``, or every page;
+    """One row per unfinished run of the store (of ``page``, or every page;
     :func:`rankcollapse.experiments.checkpoints.partial_runs`): page, key, its finished units of all, the
     commit that started it, and whether this checkout resumes it (else the commit to resume it in), its
     folder."""
-    from rankcollapse.experiments.checkpoints import partial_runs
-
     return [{"page": r["page"], "key": r["key"], "units done": f"{r['done']} of {r['units'] or '?'}",
              "commit": short_commit(str(r["commit"])), "started": r["started"], "resume": _resume(r),
-             "folder": str(r["folder"])}
-            for r in partial_runs(_store()) if page in (None, r["page"])]
+             "folder": _relative(r["folder"])}
+            for r in _partial_runs(_store(), page)]
 
 
 def _resume(run: dict) -> str:
-    """Where an unfinished run resumes: here, in its commit, nowhere (its source was an uncommitted tree), or
+    """Where an unfinished run resumes: here, in its commit, nowhere (its code was an uncommitted tree), or
     nowhere since its result is stored (superseded: delete the folder)."""
     from rankcollapse.experiments.checkpoints import from_uncommitted
 
     if run.get("stored"):
         return "superseded: its result is stored (delete the folder)"
     if run["resumable"]:
-        return "here (same source)"
+        return "here (same computing code)"
     commit = str(run["commit"])
     if from_uncommitted(commit):
-        return "nowhere: started from uncommitted source (delete the folder)"
-    return f"in commit {short_commit(commit)} without local changes (source changed)"
+        return "nowhere: started from uncommitted code (delete the folder)"
+    return f"in commit {short_commit(commit)} without local changes (computing code changed)"
 
 
 def format_table(rows: list[dict[str, str]]) -> str:

@@ -103,7 +103,10 @@ def exact_values(values: dict[str, torch.Tensor], X: torch.Tensor, R: torch.Tens
         out["mu"] = mu
     if "relative_mu" in out:
         norm = out["norm"] if "norm" in out else rc_metrics.frobenius_norm(X, token_mask)
-        out["relative_mu"] = mu / norm.clamp_min(torch.finfo(torch.float64).tiny)
+        # below the dtype's smallest normal number X has underflowed (a bias-free stack shrinks it every
+        # layer): its norm is no measurement, so neither is the ratio (NaN; the sweep stops with one error)
+        out["relative_mu"] = torch.where(norm >= torch.finfo(X.dtype).tiny,
+                                         mu / norm.clamp_min(torch.finfo(torch.float64).tiny), torch.nan)
     return out
 
 

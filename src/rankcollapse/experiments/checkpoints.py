@@ -1,20 +1,22 @@
 """The units of a long sweep and their checkpoints: each finished unit of work, written atomically, reusable
-only by the same parameters, block, package source, PyTorch and model files, and only while its metrics hash
+only by the same parameters, block, computing code, PyTorch and model files, and only while its metrics hash
 to what was written.
 
-Where they wait (:func:`partial_root`): for the book's own store (``results/`` of the checkout) in the user's
-cache, ``<cache>/partial/<page>/<result key>-<source hash>/`` (``$RANKCOLLAPSE_CACHE``, default
-``~/.cache/rankcollapse``), outside the work tree, so a run killed in one checkout resumes in a fresh clone of
-the same source on the same machine; for any other store (a folder given, ``$RANKCOLLAPSE_RESULTS_DIR``) under
-``<root>/.partial/``. Each folder holds a record of its run (:data:`RUN_RECORD`: page, key, parameters, the
-commit and source hash that started it, the number of units), which ``rankcollapse runs`` lists
-(:func:`partial_runs`).
+Where they wait (:func:`partial_folder`): beside the results of their store, in
+``<store root>/partial/<page>/<result key>-<code hash>/`` (for the book: ``results/partial/``, tracked by
+git), the code hash being the first 12 digits of :func:`rankcollapse.experiments.provenance.compute_sha256`
+(the code that computes the numbers: edits to the book's pages, verdicts or theory keep it). Committed with
+the repository, a run's finished units travel with it: the same command resumes them in any clone, on any
+machine, with an empty cache. Each folder holds a record of its run (:data:`RUN_RECORD`: page, key,
+parameters, the commit and code hash that started it, the number of units), which ``rankcollapse results``
+lists (:func:`partial_runs`). Once the result is stored it replaces its units: the folder is deleted
+(:func:`superseded`).
 
 A checkpoint that cannot be read back (truncated by a full disk or a copy, overwritten, edited) is never fatal
 and never used: it is named in one warning line on stderr, moved aside to ``<name>.pt.corrupt`` and its unit
 computed again.
 
-Used by: :mod:`rankcollapse.experiments.sweep`.
+Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.book.cli_listing`.
 """
 
 from __future__ import annotations
@@ -29,10 +31,9 @@ from pathlib import Path
 
 import torch
 
-from rankcollapse.experiments.provenance import (NoBookError, atomic_write, book_root, git_commit,
-                                                 source_sha256, unwritable)
-from rankcollapse.experiments.store import ResultStore, canonical_parameters, result_key
-from rankcollapse.hf.load import cache_root
+from rankcollapse.experiments.provenance import (NoBookError, atomic_write, book_root, compute_sha256,
+                                                 git_commit)
+from rankcollapse.experiments.store import PARTIAL, ResultStore, canonical_parameters, result_key
 
 RUN_RECORD = "run.json"  # in a partial folder: what run its units belong to
 
@@ -51,41 +52,16 @@ class Unit:
         return f"{self.weights}-{'full' if self.full else 'san'}-{self.start}-{self.stop}"
 
 
-def partial_root(store: ResultStore) -> Path:
-    """Where the finished units of ``store``'s results wait: ``<cache>/partial`` for the book's own store
-    (outside the work tree), ``<root>/.partial`` for any other."""
-    try:
-        book = (book_root() / "results").resolve()
-    except NoBookError:  # a store given outside any book
-        book = None
-    return cache_root() / "partial" if store.root.resolve() == book else store.root / ".partial"
-
-
-def check_writable(store: ResultStore, page: str, folder: Path) -> None:
-    """Before a run's first unit: one ValueError, a sentence naming the folder and the variable that sets it,
-    unless the store's page folder and the checkpoints' ``folder`` can take new files (``RANKCOLLAPSE_CACHE``
-    for the book's own store, whose checkpoints wait in the cache; ``RANKCOLLAPSE_RESULTS_DIR`` otherwise)."""
-    if not folder.is_relative_to(cache_root() / "partial"):  # partial_folder put it beside the store
-        store.check_writable(page, folder)
-        return
-    store.check_writable(page)
-    problem = unwritable(folder)
-    if problem:
-        raise ValueError(f"the cache of unfinished runs' checkpoints cannot be written: {problem}, so "
-                         f"nothing was computed; make it writable, or set RANKCOLLAPSE_CACHE to a writable "
-                         f"folder")
-
-
 def partial_folder(store: ResultStore, page: str, parameters: dict) -> Path:
-    """Where a result's finished units wait: keyed by the result key and the package's source hash
-    (:func:`rankcollapse.experiments.provenance.source_sha256`), so a commit that changes no
-    code keeps them."""
-    return partial_root(store) / page / f"{result_key(page, parameters)}-{source_sha256()[:12]}"
+    """Where a result's finished units wait: ``<store root>/partial/<page>/<key>-<code hash>``, keyed by the
+    result key and the computing code's hash (:func:`rankcollapse.experiments.provenance.compute_sha256`), so
+    a commit that changes no computing code keeps them."""
+    return store.root / PARTIAL / page / f"{result_key(page, parameters)}-{compute_sha256()[:12]}"
 
 
 def warn_orphans(folder: Path, page: str) -> None:
-    """Before a run's first unit: one line on stderr per unit folder of the same result left by other package
-    source (:func:`orphaned_units`)."""
+    """Before a run's first unit: one line on stderr per unit folder of the same result left by other
+    computing code (:func:`orphaned_units`)."""
     for line in orphaned_units(folder):
         print(f"{page}: {line}", file=sys.stderr)
 
@@ -104,18 +80,21 @@ def _read_record(folder: Path) -> dict:
 
 
 def partial_runs(store: ResultStore) -> list[dict]:
-    """Every unfinished run of ``store``: page, key, folder, finished and total units, the commit that started
-    it and whether this code can resume it (``resumable``: its source hash is this package's).
+    """Every unfinished run of ``store``: page, key, folder, finished and total units, the parameters, commit
+    and start time its run record names, whether this code can resume it (``resumable``: its code hash is
+    this package's :func:`compute_sha256`) and whether its result is stored already (``stored``).
 
     Shapes: -> one dict per partial folder, sorted by page and key.
     """
-    here, runs = source_sha256()[:12], []
-    for folder in sorted(partial_root(store).glob("*/*-*")):
+    here, runs = compute_sha256()[:12], []
+    for folder in sorted((store.root / PARTIAL).glob("*/*-*")):
         if folder.is_dir():
             record = _read_record(folder)
-            key, _, source = folder.name.rpartition("-")
+            key, _, code = folder.name.rpartition("-")
+            parameters = record.get("parameters")
             runs.append({"page": folder.parent.name, "key": key, "folder": folder,
-                         "resumable": source == here, "done": _finished(folder), "units": record.get("units"),
+                         "resumable": code == here, "done": _finished(folder), "units": record.get("units"),
+                         "parameters": parameters if isinstance(parameters, dict) else {},
                          "commit": record.get("git_commit", "unknown"),
                          "started": record.get("started_utc", ""),
                          "stored": store.files(folder.parent.name, key)[1].is_file()})
@@ -123,7 +102,7 @@ def partial_runs(store: ResultStore) -> list[dict]:
 
 
 def orphaned_units(folder: Path) -> list[str]:
-    """One line per partial folder of the same result left by other package source (it cannot resume here),
+    """One line per partial folder of the same result left by other computing code (it cannot resume here),
     naming its finished units and what would resume it: its commit, or that commit without this tree's local
     changes, or nothing (it was started from uncommitted source)."""
     lines = []
@@ -135,13 +114,13 @@ def orphaned_units(folder: Path) -> list[str]:
                 how = (f"they were computed by uncommitted source, so nothing resumes them; this run "
                        f"computes them again and deletes {other.name} once its result is stored")
             elif git_commit(folder_root()).removesuffix("-dirty") == commit:  # asked only when needed
-                how = (f"this tree is commit {commit} with local changes to the package's source; undo "
-                       f"them (git stash) to resume them, or this run computes them again and deletes "
+                how = (f"this tree is commit {commit} with local changes to the package's computing code; "
+                       f"undo them (git stash) to resume them, or this run computes them again and deletes "
                        f"{other.name}")
             else:
                 how = (f"check out {commit} to resume them, or this run computes them again and deletes "
                        f"{other.name}")
-            lines.append(f"{done} finished units of this result wait in {other}, from other package source "
+            lines.append(f"{done} finished units of this result wait in {other}, from other computing code "
                          f"(commit {commit}); they cannot resume here: {how}")
     return lines
 
@@ -166,7 +145,8 @@ def folder_root() -> Path:
 
 def superseded(folder: Path) -> None:
     """Once a result is stored: remove its partial ``folder`` and every folder of the same result left by
-    other package source (they could only compute what is stored now), and the page folder when left empty."""
+    other computing code (they could only compute what is stored now), and the page folder and
+    ``<store root>/partial`` when left empty."""
     key = folder.name.rpartition("-")[0]
     for other in folder.parent.glob(f"{key}-*"):  # ``folder`` among them
         shutil.rmtree(other, ignore_errors=True)
@@ -251,7 +231,7 @@ class Checkpoints:
             # with the first unit, not before
             if self.run is not None and not (self.folder / RUN_RECORD).is_file():
                 run = {**self.run, "key": self.folder.name.rpartition("-")[0],
-                       "source_sha256": source_sha256()}
+                       "compute_sha256": compute_sha256()}
                 text = json.dumps(run, indent=1, sort_keys=True, default=str) + "\n"
                 atomic_write(self.folder / RUN_RECORD, lambda tmp: Path(tmp).write_text(text))
 

@@ -4,9 +4,9 @@ the atomic writer both use, and the file hashes that identify a model folder.
 Every exported figure (:func:`rankcollapse.book.plotting.common.export_figure`) and every stored result
 (:meth:`rankcollapse.experiments.store.ResultStore.load_or_compute`) carries the same
 :func:`provenance_record`: the parameters, the rankcollapse, PyTorch and Python versions, the git commit, the
-creation time and the hardware. A long run's checkpoints are keyed by the package's source instead
-(:func:`source_sha256`). This module imports neither matplotlib nor pandas, so the results store and the
-command line need no plotting stack.
+creation time and the hardware, and a stored result its package's source (:func:`source_sha256`). A long
+run's checkpoints are keyed by the code that computes the numbers only (:func:`compute_sha256`). This module
+imports neither matplotlib nor pandas, so the results store and the command line need no plotting stack.
 
 Used by: the experiments' ``store``, ``store_upgrade``, ``sweep``, ``checkpoints``, ``models`` and ``bundle``;
 the book's ``plotting.common``, ``report``, ``runner``, ``origins`` and ``sphinx_figures``;
@@ -48,21 +48,34 @@ def book_root(start: Path | None = None) -> Path:
                       f"RANKCOLLAPSE_RESULTS_DIR to a results store")
 
 
-def package_sha256(package: Path) -> str:
-    """sha256 of every ``.py`` file under ``package``, by relative path (nothing else counts)."""
+def package_sha256(package: Path, only: Iterable[str] | None = None) -> str:
+    """sha256 of every ``.py`` file under ``package`` (under its subfolders ``only``, when given), by path
+    relative to ``package`` (nothing else counts)."""
     digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
+    folders = [package] if only is None else [package / name for name in only]
+    for path in sorted(p for folder in folders for p in folder.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
 @functools.cache
 def source_sha256() -> str:
-    """:func:`package_sha256` of :mod:`rankcollapse`: what the checkpoints of a long run share with the
-    code that resumes it. Commits that change only pages, results or documents keep it, so they never
-    orphan a run's finished units. Hashed once per process, when :mod:`rankcollapse.experiments.sweep` is
-    imported, so it names the code the process loaded even when the files are edited during a long run."""
+    """:func:`package_sha256` of :mod:`rankcollapse`, the whole package: what a stored result records of the
+    code that made it. Hashed once per process, when :mod:`rankcollapse.experiments.sweep` is imported, so it
+    names the code the process loaded even when the files are edited during a long run."""
     return package_sha256(Path(__file__).resolve().parents[1])
+
+
+COMPUTE_PACKAGES = ("core", "engine", "hf", "experiments")  # the subpackages that compute a sweep's numbers
+
+
+@functools.cache
+def compute_sha256() -> str:
+    """:func:`package_sha256` of the subpackages of :mod:`rankcollapse` that compute a sweep's numbers
+    (:data:`COMPUTE_PACKAGES`): what the checkpoints of a long run share with the code that resumes it. Edits
+    to the book's pages, the verdicts or the theory keep it, so they never orphan a run's finished units.
+    Hashed once per process, as :func:`source_sha256` is."""
+    return package_sha256(Path(__file__).resolve().parents[1], COMPUTE_PACKAGES)
 
 
 def git_commit(root: Path) -> str:

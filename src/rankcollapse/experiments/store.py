@@ -25,6 +25,9 @@ sweep resumes at the first entry that is missing. An experiment's result is reus
 files are those it recorded (:func:`rankcollapse.experiments.models.identity_mismatch`, checked by
 :func:`rankcollapse.experiments.sweep.run_experiment`).
 
+Beside the page folders, ``<root>/partial/`` holds the finished units of unfinished runs
+(:mod:`rankcollapse.experiments.checkpoints`); it is no page.
+
 A store of an earlier version (``<key>.csv`` tables, records without hashes) is refused naming
 ``results/upgrade_store.py`` (:mod:`rankcollapse.experiments.store_upgrade`), which upgrades it in place.
 
@@ -61,6 +64,7 @@ KEY_LENGTH = 16  # hex digits of the sha256 used as a file name
 TABLE_SUFFIX = ".csv.gz"  # a result's table: results/<page>/<key>.csv.gz
 PLAIN_SUFFIX = ".csv"  # a table stored before tables were compressed (results/upgrade_store.py compresses it)
 UPGRADE = "python results/upgrade_store.py"  # the command that upgrades a store written by an earlier version
+PARTIAL = "partial"  # <root>/partial/: unfinished runs' units (rankcollapse.experiments.checkpoints), no page
 
 
 def canonical_parameters(parameters: dict) -> dict:
@@ -209,8 +213,9 @@ class ResultStore:
 
     def paths(self, page: str, parameters: dict) -> tuple[Path, Path]:
         """``(table, json)`` paths of a result."""
-        if not page or "/" in page or page.startswith("."):
-            raise ValueError(f"page must be a plain page name such as 'fig2', got {page!r}")
+        if not page or "/" in page or page.startswith(".") or page == PARTIAL:
+            raise ValueError(f"page must be a plain page name such as 'fig2' (not {PARTIAL!r}, the folder of "
+                             f"unfinished runs), got {page!r}")
         return self.files(page, result_key(page, parameters))
 
     def files(self, page: str, key: str) -> tuple[Path, Path]:  # (table, json) paths of <page>/<key>
@@ -352,6 +357,11 @@ class ResultStore:
               compute: Callable[[dict], tuple[pd.DataFrame, dict]]) -> list[StoredResult]:
         """Every entry's result; entries already stored are loaded, so an interrupted sweep resumes."""
         return [self.load_or_compute(page, entry, lambda entry=entry: compute(entry)) for entry in entries]
+
+    def pages(self) -> list[str]:
+        """The page folders of the store, sorted (not :data:`PARTIAL`, not hidden folders)."""
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name != PARTIAL
+                      and not p.name.startswith(".")) if self.root.is_dir() else []
 
     def keys(self, page: str) -> list[str]:
         """Keys of every result of ``page`` with at least one of its two files, or an uncompressed table of an

@@ -41,10 +41,9 @@ def summary_table(store: ResultStore | None = None) -> pd.DataFrame:
     tokens, layers, as numbers), model and settings. Used by book/reproduce.md.
     """
     store = store or ResultStore()
-    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
     shown = {*_SCALE, "model"}
     rows, order = [], []
-    for page in pages:
+    for page in store.pages():
         entries = store.entries(page)
         names = sorted({name for r in entries for name in r["parameters"]} - shown)
         differ = [n for n in names if len({json.dumps(r["parameters"].get(n)) for r in entries}) > 1]

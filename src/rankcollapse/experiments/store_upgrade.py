@@ -29,8 +29,7 @@ def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
     alone (``results/upgrade_store.py``).
     """
     written = []
-    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
-    for page in pages:
+    for page in store.pages():
         for key in store.keys(page):
             table_path, json_path = store.files(page, key)
             plain = table_path.with_name(key + PLAIN_SUFFIX)
@@ -71,8 +70,7 @@ def record_article_groups(store: ResultStore) -> list[Path]:
     from rankcollapse.experiments import sample_values
 
     written = []
-    pages = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
-    for page in pages:
+    for page in store.pages():
         for key in store.keys(page):
             result = store.verify(page, key)
             if result.samples is None or result.samples.groups is not None:

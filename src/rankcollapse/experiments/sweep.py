@@ -11,9 +11,10 @@ one call over all samples gives, so the summary table does not depend on how the
 * **Processes** (``torchrun``): under ``torch.distributed`` rank r computes units r, r + K, r + 2K, ...;
   the per-sample metrics are gathered to rank 0, which summarizes and stores the one result (same key,
   same provenance, plus ``world_size``). NCCL on GPUs, gloo on CPU; each rank uses ``cuda:LOCAL_RANK``.
-* **Resume**: each finished unit is checkpointed (:mod:`rankcollapse.experiments.checkpoints`: where, and who
-  may reuse it); a run killed at any point and started again with the same command computes only the missing
-  units, then stores the result (CSV, then the JSON that makes it visible) and deletes the folder. The
+* **Resume**: each finished unit is checkpointed beside the store, in ``<store root>/partial/``
+  (:mod:`rankcollapse.experiments.checkpoints`: where, and who may reuse it); a run killed at any point and
+  started again with the same command, also in another clone that has the units committed, computes only the
+  missing units, then stores the result (CSV, then the JSON that makes it visible) and deletes the folder. The
   result's ``compute_time_s`` sums its units' seconds over every process and session, ``units_resumed`` counts
   those taken from checkpoints, and ``wall_time_s`` is the last session's.
 * **Plan**: before it starts, a run prints its size, expected time and memory, and refuses with one
@@ -58,15 +59,15 @@ from rankcollapse.experiments.models import (identity_mismatch, initialized_mode
 from rankcollapse.experiments.table import check_finite, check_table, config_labels, summarize
 from rankcollapse.engine import AttentionLayer, random_layers, run_san
 from rankcollapse.core import metrics as rc_metrics
-from rankcollapse.experiments.provenance import provenance_record, source_sha256
+from rankcollapse.experiments.provenance import compute_sha256, provenance_record, source_sha256
 from rankcollapse.experiments.plan import env_int, make_plan, memory_budget
-from rankcollapse.experiments.checkpoints import (Checkpoints, Unit, check_writable, other_block,
-                                                  partial_folder, superseded, warn_orphans)
+from rankcollapse.experiments.checkpoints import (Checkpoints, Unit, other_block, partial_folder, superseded,
+                                                  warn_orphans)
 from rankcollapse.experiments.sample_values import SampleValues, article_groups, from_metrics
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
 
-source_sha256()  # hash the code this process runs now, before a long run's files can change
+source_sha256(), compute_sha256()  # hash the code this process runs now, before a long run's files can change
 
 BLOCK_SAMPLES = {"cpu": 64, "cuda": 1024}  # samples per unit of work (checkpoint granularity) per device type
 BLOCK_ENV = "RANKCOLLAPSE_BLOCK_SAMPLES"
@@ -298,7 +299,7 @@ def run_experiment(page: str, config: ExperimentConfig, store: ResultStore | Non
     # the commit that starts the run, not a later one
     start, origin = time.perf_counter(), provenance_record(None)
     partial = partial_folder(store, page, parameters)
-    check_writable(store, page, partial)  # before the first unit, not after the last
+    store.check_writable(page, partial)  # before the first unit, not after the last
     if rank == 0:
         warn_orphans(partial, page)
     out = compute(config, label=page, partial=partial, inputs=inputs,

@@ -29,9 +29,11 @@ TABLE_METRICS = ("mu", "relative_mu", "norm", "floor", "relative_floor", "exact"
 
 
 def check_finite(metrics: dict[str, torch.Tensor], labels: list[dict], dtype: str) -> None:
-    """One ValueError when a unit's metrics hold inf or NaN: its hidden states overflowed (e.g. pretrained
-    SmolLM2 without any norm grows about 15x a layer and leaves float32's range after 17 layers). The
-    message names the first such configuration and layer and, for float32, the dtype that holds them.
+    """One ValueError when a unit's metrics hold inf or NaN: its hidden states left the dtype's range —
+    overflowed (e.g. pretrained SmolLM2 without any norm grows about 15x a layer and leaves float32's range
+    after 17 layers) or underflowed while μ is tracked exactly (a bias-free stack shrinks ‖X‖_F about
+    threefold a layer: float32 holds about 80 such layers), so μ/‖X‖_F is no number. The message names the
+    first such configuration and layer and, for float32, the dtype that holds them.
 
     Shapes: metrics each [layer + 1, config, sample]; labels one dict per config.
     """
@@ -41,8 +43,8 @@ def check_finite(metrics: dict[str, torch.Tensor], labels: list[dict], dtype: st
             layer, config, _ = (int(i) for i in bad.nonzero()[0])
             what = ", ".join(f"{k} {v}" for k, v in labels[config].items() if v is not None)
             advice = "; run it with -p dtype float64" if dtype == "float32" else ""
-            raise ValueError(f"{what}: {name} is not finite from layer {layer} on (the hidden states "
-                             f"overflowed in {dtype}){advice}")
+            raise ValueError(f"{what}: {name} is not finite from layer {layer} on (the hidden states left "
+                             f"{dtype}'s range: they overflowed, or underflowed){advice}")
 
 
 def summarize(metrics: dict[str, torch.Tensor], labels: list[dict], n_tokens: int,
