@@ -17,9 +17,9 @@ from rankcollapse.book import registry
 from rankcollapse.experiments import sweep
 
 from rankcollapse.experiments.store import (TABLE_SUFFIX, DamagedResultError, ResultStore,
-                                            canonical_parameters, result_key)
+                                            canonical_parameters, result_key, table_text)
 from rankcollapse.experiments.store_summary import summary_table
-from rankcollapse.experiments.store_upgrade import upgrade_store
+from rankcollapse.experiments.store_upgrade import compact_tables, upgrade_store
 
 
 def _table(value: float) -> pd.DataFrame:
@@ -37,11 +37,13 @@ def test_key_is_canonical_and_separates_pages_and_values():
 def test_round_trip_keeps_values_and_provenance(tmp_path):
     store = ResultStore(tmp_path)
     table = _table(1 / 3)
-    store.save("fig2", {"n": 3}, table, {"dtype": "float64"})
+    saved = store.save("fig2", {"n": 3}, table, {"dtype": "float64"})
     loaded = store.load("fig2", {"n": 3})
     assert loaded.loaded and loaded.provenance["dtype"] == "float64"
     assert loaded.provenance["parameters"] == {"n": 3} and loaded.provenance["page"] == "fig2"
-    assert loaded.table["mean"].tolist() == table["mean"].tolist()  # bit-exact through %.17g
+    # floats kept at TABLE_DIGITS significant digits, and the result just computed holds the stored table
+    assert loaded.table["mean"].tolist() == [0.333333333, 0.111111111] != table["mean"].tolist()
+    pd.testing.assert_frame_equal(saved.table, loaded.table)
     assert loaded.table["skip"].tolist() == [True, False]
     assert pd.isna(loaded.table["temperature"].iloc[0]) and loaded.table["temperature"].iloc[1] == 0.015625
     assert store.load("fig2", {"n": 4}) is None
@@ -296,6 +298,24 @@ def test_an_earlier_versions_store_is_refused_then_upgraded_in_place(tmp_path):
         pd.testing.assert_frame_equal(after.table, tables[before.key])
         assert after.provenance["table_sha256"] == before.provenance["table_sha256"]
     assert not list(tmp_path.rglob("*.csv")) and upgrade_store(store, lambda t, p: None) == []
+
+
+def test_tables_stored_with_17_digits_are_compacted_in_place_and_verify(tmp_path):
+    store = ResultStore(tmp_path)
+    long = store.save("fig2", {"n": 1}, _table(1 / 3), {})
+    today = store.save("fig3", {"n": 1}, _table(1 / 7), {})
+    text = _table(1 / 3).to_csv(index=False, float_format="%.17g").encode()  # as stored before 2026-12-07
+    long.table_path.write_bytes(gzip.compress(text, mtime=0))
+    record = json.loads(_record(long.table_path).read_text())
+    record["table_sha256"] = hashlib.sha256(text).hexdigest()
+    _record(long.table_path).write_text(json.dumps(record))
+    assert store.load("fig2", {"n": 1}).table["mean"].iloc[0] == 1 / 3  # the old table verifies as it is
+    assert compact_tables(store) == [long.table_path] and compact_tables(store) == []
+    compacted = store.load("fig2", {"n": 1})
+    assert gzip.decompress(compacted.table_path.read_bytes()) == table_text(_table(1 / 3))
+    assert compacted.table["mean"].tolist() == [0.333333333, 0.111111111]
+    assert compacted.provenance["table_rows"] == 2
+    assert store.load("fig3", {"n": 1}).provenance == today.provenance
 
 
 def test_upgrade_refuses_a_plain_table_that_is_not_the_recorded_one(tmp_path):

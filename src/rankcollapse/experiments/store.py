@@ -156,9 +156,16 @@ def recompute_command(page: str, record: dict | None) -> str:
         f" (its sweep's: {json.dumps(stored, sort_keys=True)})" if isinstance(stored, dict) else "")
 
 
-def _table_text(table: pd.DataFrame) -> bytes:
-    """The CSV bytes of a table (floats as ``%.17g``, so values survive bit-exactly)."""
-    return table.to_csv(index=False, float_format="%.17g").encode()
+# significant digits of a stored table's floats: float32 holds about 7, and every claim reads its statistics
+# at 3; 9 digits make the tables a third smaller than 17 (bit-exact float64), which keeps the tree that
+# travels to a GPU machine under its budget (tests/unit/test_bundle.py)
+TABLE_DIGITS = 9
+
+
+def table_text(table: pd.DataFrame) -> bytes:
+    """The CSV bytes of a table as stored (floats at :data:`TABLE_DIGITS` significant digits; reading them
+    back and writing again gives the same bytes)."""
+    return table.to_csv(index=False, float_format=f"%.{TABLE_DIGITS}g").encode()
 
 
 def pack_table(data: bytes) -> bytes:
@@ -302,11 +309,12 @@ class ResultStore:
     def save(self, page: str, parameters: dict, table: pd.DataFrame, provenance: dict,
              samples: SampleValues | None = None) -> StoredResult:
         """Store a table atomically (the compressed CSV, then the per-sample values when given, then the JSON
-        with the SHA-256 and row count of the CSV and the SHA-256 of the per-sample values)."""
+        with the SHA-256 and row count of the CSV and the SHA-256 of the per-sample values); the result holds
+        the table as stored (:func:`table_text`), as a later load reads it."""
         table_path, json_path = self.paths(page, parameters)
         key = result_key(page, parameters)
         samples_path = table_path.with_name(key + sample_values.SAMPLES_SUFFIX)
-        data = _table_text(table)
+        data = table_text(table)
         packed = None if samples is None else sample_values.to_bytes(samples)
         record = {**provenance, "page": page, "parameters": canonical_parameters(parameters), "key": key,
                   "table_sha256": hashlib.sha256(data).hexdigest(), "table_rows": len(table)}
@@ -324,7 +332,8 @@ class ResultStore:
                 with contextlib.suppress(OSError):
                     path.unlink()
             raise
-        return StoredResult(table, record, table_path, False, samples)
+        # the table as stored (its floats at TABLE_DIGITS), so a result computed now reads as it will load
+        return StoredResult(read_table(data), record, table_path, False, samples)
 
     def check_writable(self, page: str, *folders: Path) -> None:
         """One ValueError, a sentence naming the folder and ``RANKCOLLAPSE_RESULTS_DIR``, unless new files can

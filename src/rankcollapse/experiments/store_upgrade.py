@@ -1,7 +1,8 @@
 """Upgrading a results store written by an earlier version of the package, in place
 (:func:`upgrade_store`, run by ``results/upgrade_store.py``): tables stored as plain ``<key>.csv`` are
-compressed to ``<key>.csv.gz`` (:mod:`rankcollapse.experiments.store`), and records stored before the store
-recorded its tables' SHA-256 and row count get them.
+compressed to ``<key>.csv.gz`` (:mod:`rankcollapse.experiments.store`), records stored before the store
+recorded its tables' SHA-256 and row count get them, and tables written with more digits than the store keeps
+today are rewritten at :data:`rankcollapse.experiments.store.TABLE_DIGITS` (:func:`compact_tables`).
 
 Used by: ``results/upgrade_store.py``, tests/unit/test_results.py.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from rankcollapse.experiments.provenance import atomic_write
 from rankcollapse.experiments.store import (PLAIN_SUFFIX, DamagedResultError, ResultStore, TableCheck,
-                                            pack_table, read_table)
+                                            pack_table, read_table, table_text)
 
 
 def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
@@ -55,6 +56,29 @@ def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
             store.verify(page, key)
             plain.unlink()
             written.append(table_path)
+    return written
+
+
+def compact_tables(store: ResultStore) -> list[Path]:
+    """Rewrite every verified table of ``store`` stored with more digits than
+    :data:`rankcollapse.experiments.store.TABLE_DIGITS` (``%.17g`` before 2026-12-07) as the store writes
+    tables today (:func:`rankcollapse.experiments.store.table_text`), in place, its record's SHA-256 anew
+    (rows unchanged); a table already in today's form is left alone. Returns the tables written."""
+    written = []
+    for page in store.pages():
+        for key in store.keys(page):
+            result = store.verify(page, key)
+            data = table_text(result.table)
+            json_path = store.files(page, key)[1]
+            record = json.loads(json_path.read_text())
+            if hashlib.sha256(data).hexdigest() == record["table_sha256"]:
+                continue
+            record["table_sha256"] = hashlib.sha256(data).hexdigest()
+            text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+            atomic_write(result.table_path, lambda tmp: Path(tmp).write_bytes(pack_table(data)))
+            atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+            store.verify(page, key)
+            written.append(result.table_path)
     return written
 
 
