@@ -73,10 +73,16 @@ def test_fig4(repo_root, tmp_path):
     assert 0 < glued["fig4_cos_first"] < 1
 
 
-def test_appendix_g1(repo_root, tmp_path, figure_dir):
-    glued = _run(repo_root, tmp_path, "experiments/appendix_g1", {**TINY, "n_layers": 6})
+def test_appendix_g1(repo_root, tmp_path, figure_dir, results_dir):
+    glued = _run(repo_root, tmp_path, "experiments/appendix_g1", {**TINY, "n_layers": 6, "n_weight_seeds": 3})
     assert glued["g1_n_masks"] == 4 and 1 <= glued["g1_masks_at_floor"] <= 4
     assert (figure_dir / "fig-appendix-g1-fig3.pdf").is_file()
+    # the two sweeps of the figures and, per weight seed, both again with and without biases
+    weights = sorted(tuple(json.loads(p.read_text())["parameters"]["weights"])
+                     for p in (results_dir / "appendix_g1").glob("*.json"))
+    assert weights == [("initialized",)] * 2 + [("initialized", "initialized_nobias")] * 6
+    assert glued["g1_n_seeds"] == 3 and "pure attention collapses under every mask" in glued[
+        "g1_finding_initialized_nobias"]
 
 
 def test_sample_size(repo_root, tmp_path):

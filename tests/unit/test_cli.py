@@ -65,8 +65,7 @@ def test_paper_profile_sets_the_paper_scale():
     assert path.name == "appendix_g1.md" and path.is_file()
     assert parameters == {"model": "pkg:mpnet", "n_samples": 3000, "n_tokens": 128,
                           "overlap": "sentence_starts", "n_layers": 128, "seed": 2, "device": "cpu",
-                          "dtype": "float32",
-                          "show_largest_stored": False}
+                          "dtype": "float32", "n_samples_seeds": 4, "show_largest_stored": False}
     assert cli.plan_run("fig2", [("n_samples", "8")])[1] == {"n_samples": 8, "show_largest_stored": False}
     assert cli.plan_run("fig2")[1] == {}
 

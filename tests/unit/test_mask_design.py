@@ -250,8 +250,11 @@ def test_decomposition_runs_record_attention_stats_under_keys_of_their_own():
     for part, run in decomposed.items():
         original = zoo[part.removeprefix(mask_design.DECOMPOSITION_PREFIX)].config
         assert run.config.attention_stats and not original.attention_stats
-        stored = stored_parameters(run.config)
-        assert stored.pop("attention_stats") is True and stored == stored_parameters(original)
+        stored, zoo_stored = stored_parameters(run.config), stored_parameters(original)
+        assert stored.pop("attention_stats") is True
+        # the theory's bias-free SAN beside the zoo's initialized (with biases) and pretrained weights
+        assert stored.pop("weights") == ("initialized_nobias", "initialized", "pretrained")
+        assert zoo_stored.pop("weights") == ("initialized", "pretrained") and stored == zoo_stored
     assert "attention_stats" not in stored_parameters(zoo["complete"].config)
 
 

@@ -43,9 +43,17 @@ def test_experiment_pages_keep_their_fixed_choices_and_take_the_readers_paramete
     runs = registry.configure("fig3", {"temperatures": [0.5, 2], "n_samples": 3})
     config = runs["main"].config
     assert config.temperatures == (0.5, 2) and config.norms == ("none",) and config.n_samples == 3
-    g1 = registry.configure("appendix_g1", {"temperatures": [0.5]})
+    g1 = registry.configure("appendix_g1", {"temperatures": [0.5], "n_samples": 8, "seed": 3,
+                                            "n_samples_seeds": 2, "n_weight_seeds": 2})
     assert g1["fig3"].config.temperatures == (0.5,) and g1["fig2"].config.temperatures == (None,)
     assert g1["fig2"].config.weights == ("initialized",) and g1["fig2"].config.norms == fig2.FIXED["norms"]
+    assert sorted(g1) == ["fig2", "fig2_seed_0", "fig2_seed_1", "fig3", "fig3_seed_0", "fig3_seed_1"]
+    replicate = g1["fig3_seed_1"].config  # the first samples, weight seed seed + 1, both inits, float64
+    assert (replicate.temperatures, replicate.n_samples, replicate.seed, replicate.weight_seed,
+            replicate.dtype) == ((0.5,), 2, 3, 4, "float64")
+    assert replicate.weights == ("initialized", "initialized_nobias")
+    with pytest.raises(ValueError, match="n_weight_seeds"):
+        registry.configure("appendix_g1", {"n_samples_seeds": 2, "n_weight_seeds": 0})
     skip = registry.configure("skip_connections",
                               {"n_layers": 6, "n_layers_deep": 40, "show_largest_stored": True})
     assert skip["shallow"].config.n_layers == 6 and skip["deep"].config.n_layers == 40

@@ -21,6 +21,9 @@ from rankcollapse.verdicts.robustness import robust
 from rankcollapse.verdicts.rules import Thresholds
 
 FACTORS = ("value_gain", "attention_contraction")  # the two factors of a pure-attention layer's mu'/mu
+# each weight source's panel title in a decomposition figure
+WEIGHTS_TITLES = {"initialized": "initialized with biases",
+                  "initialized_nobias": "initialized without biases", "pretrained": "pretrained"}
 COLUMNS = ["mask", "weights", "metric", "layer", "median", "q10", "q90", "above_floor", "read"]
 
 

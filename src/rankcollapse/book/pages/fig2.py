@@ -24,8 +24,8 @@ import pandas as pd
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.pages._common import (FIG2, against, computing, curves_claim, linear_prediction,
                                              mask_sides, stops_claim, times_floor, with_setting)
-from rankcollapse.book.pages._decomposition import (decay_driver, decay_shares, decomposition_claims,
-                                                    decomposition_frame)
+from rankcollapse.book.pages._decomposition import (WEIGHTS_TITLES, decay_driver, decay_shares,
+                                                    decomposition_claims, decomposition_frame)
 from rankcollapse.book.pages._fig2_controls import (BIASES, HF, SETTING_WORDS, THEORY, control_claims,
                                                     seed_results, setting_clauses, setting_sides,
                                                     setting_words)
@@ -91,7 +91,7 @@ def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
     """The page's three claims tables (``fig2``, ``fig2_controls``, ``fig2_decomp``), as :func:`show` shows
     them (no figures drawn)."""
     return {"fig2": claims(results), "fig2_controls": control_claims(results),
-            "fig2_decomp": decomposition_claims(decomposition(results["decomposition"])[0], DECOMPOSED_WORDS)}
+            "fig2_decomp": decomposition_claims(decomposition(results["decomposition"])[0], WEIGHTS_TITLES)}
 
 
 def show(results: dict, parameters: dict) -> Shown:
@@ -101,7 +101,7 @@ def show(results: dict, parameters: dict) -> Shown:
     (whose coinciding curves its notes name)."""
     result, controls, decomposed = results["main"], results["controls"], results["decomposition"]
     frame, shares = decomposition(decomposed)
-    decomposition_fig = decomposition_shown(decomposed, frame, "fig-fig2-decomposition", DECOMPOSED_WORDS)
+    decomposition_fig = decomposition_shown(decomposed, frame, "fig-fig2-decomposition", WEIGHTS_TITLES)
     tables = page_claims(results, parameters)
     rows = tables["fig2"]
     values = {"scale": scale_words(result), **numbers(result.table), "controls_scale": scale_words(controls),
@@ -266,10 +266,6 @@ def decomposition(result: StoredResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     return frame, decay_shares(frame)
 
 
-DECOMPOSED_WORDS = {"initialized": "initialized with biases",
-                    "initialized_nobias": "initialized without biases", "pretrained": "pretrained"}
-
-
 def decomposition_clauses(shares: pd.DataFrame) -> dict[str, str]:
     """What drives the decay of μ, per weight source, as the clauses of the page's sentence on it: under the
     two windows (``decomp_local``) and under the complete and causal masks (``decomp_wide``), each source's
@@ -283,6 +279,6 @@ def decomposition_clauses(shares: pd.DataFrame) -> dict[str, str]:
         return (f"{d['driver']} (per layer g_V {d['gain_min']:.3g} to {d['gain_max']:.3g}, "
                 f"c_A {d['contraction_min']:.3g} to {d['contraction_max']:.3g})")
 
-    sources = [w for w in DECOMPOSED_WORDS if w in set(shares["weights"])]
-    return {name: "; ".join(f"{DECOMPOSED_WORDS[w]}, {words(w, local)}" for w in sources)
+    sources = [w for w in WEIGHTS_TITLES if w in set(shares["weights"])]
+    return {name: "; ".join(f"{WEIGHTS_TITLES[w]}, {words(w, local)}" for w in sources)
             for name, local in (("decomp_local", True), ("decomp_wide", False))}

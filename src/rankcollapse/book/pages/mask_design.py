@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import torch
 
-from rankcollapse.book.pages._common import computing, run_all, verdict_clause
-from rankcollapse.book.pages._decomposition import (attention_table, decay_driver, decay_shares,
-                                                    decomposition_claims, decomposition_frame)
+from rankcollapse.book.pages._common import THEORY_SETTING, computing, run_all, verdict_clause
+from rankcollapse.book.pages._decomposition import (WEIGHTS_TITLES, attention_table, decay_driver,
+                                                    decay_shares, decomposition_claims, decomposition_frame)
 from rankcollapse.book.plotting.beyond import SortableTable, rate_radius_figure
 from rankcollapse.book.plotting.decomposition import decomposition_figure
 from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, largest_stored,
@@ -84,10 +84,14 @@ _KINDS = {z.label: (z.mask, z.window) for z in ZOO}  # a zoo label's mask and wi
 DECOMPOSITION_PREFIX = "decomposition-"  # part name of a decomposed mask: the prefix and its zoo part
 MIN_TOKENS = max(z.window or 1 for z in ZOO) + 1  # the widest zoo window must fit in the sequence
 COLLAPSING = ("collapses", "reaches the floor")  # the curve verdicts of a collapse (verdicts.rules)
-# each weight source's setting in the claims rows: the zoo's initialized stacks keep PyTorch's default biases,
-# unlike the theory's SAN (decided on its own page, sec-theory-san)
-SETTING_WORDS = {"initialized": "initialized with PyTorch's default biases (not the theory's bias-free SAN); "
-                                "1 weight seed", "pretrained": "pretrained"}
+# the decomposition runs' weights: the theory's bias-free SAN first, then the same stacks with PyTorch's
+# default biases and the pretrained layers (the zoo's initialized stacks keep the biases; collapse and the
+# radius's order in the theory's SAN are decided on its own page, sec-theory-san)
+DECOMPOSED_WEIGHTS = ("initialized_nobias", "initialized", "pretrained")
+# each weight source's setting in the claims rows and the decomposition figure's panels
+SETTING_WORDS = {"initialized_nobias": f"{THEORY_SETTING}; 1 weight seed",
+                 "initialized": "initialized with PyTorch's default biases; 1 weight seed",
+                 "pretrained": "pretrained"}
 # two rates whose ratio is within 5 % of 1 are read as the same rate, neither faster nor slower
 SAME_RATE = 0.05
 
@@ -113,7 +117,8 @@ def decomposition_runs(parameters: dict) -> dict[str, Run]:
     :func:`configure`, so the zoo's stored results keep their keys and the page shows the zoo at its largest
     stored scale whatever scale the slower decomposition runs are stored at (the page states both)."""
     zoo = configure(parameters)
-    return {DECOMPOSITION_PREFIX + z.part: Run(replace(zoo[z.part].config, attention_stats=True))
+    return {DECOMPOSITION_PREFIX + z.part: Run(replace(zoo[z.part].config, attention_stats=True,
+                                                       weights=DECOMPOSED_WEIGHTS))
             for z in ZOO if z.label in DECOMPOSED}
 
 
@@ -156,7 +161,8 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
                 "mask_design_decomp_table": SortableTable(attention_table(frame))},
         figures=[ShownFigure("fig-mask-design-rates", rate_radius_figure(table, _KINDS),
                              combined_parameters(results.values()), figure_data(results.values())),
-                 ShownFigure("fig-mask-design-decomposition", decomposition_figure(frame, kinds=_KINDS),
+                 ShownFigure("fig-mask-design-decomposition",
+                             decomposition_figure(frame, titles=WEIGHTS_TITLES, kinds=_KINDS),
                              combined_parameters(decomposed.values()), figure_data(decomposed.values()))])
 
 
@@ -351,13 +357,14 @@ def decomposition(results: Mapping[str, StoredResult]) -> pd.DataFrame:
 
 
 def decomposition_numbers(shares: pd.DataFrame) -> dict[str, float | str]:
-    """The prose's numbers: :func:`decay_driver` for initialized (``init_``) and pretrained (``pre_``)
-    weights, over the local masks and (``_wide``) over the complete and the causal mask, flat for glueing.
+    """The prose's numbers: :func:`decay_driver` for the theory's bias-free SAN (``nobias_``), initialized
+    weights with biases (``init_``) and pretrained (``pre_``) weights, over the local masks and (``_wide``)
+    over the complete and the causal mask, flat for glueing.
 
     Shapes: ``shares`` as from :func:`decay_shares`.
     """
     found = {}
-    for prefix, weights in (("init", "initialized"), ("pre", "pretrained")):
+    for prefix, weights in (("nobias", "initialized_nobias"), ("init", "initialized"), ("pre", "pretrained")):
         for suffix, local in (("", True), ("_wide", False)):
             found |= {f"{prefix}{suffix}_{k}": v for k, v in decay_driver(shares, weights, local).items()}
     return found
