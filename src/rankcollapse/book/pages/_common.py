@@ -215,9 +215,15 @@ def verdict_words(rows: list[Claim]) -> str:
 
 def _phrase(row: Claim) -> str:
     """A row's claim as a phrase inside a sentence: leading dots and the closing full stop dropped, the
-    first letter small."""
+    first letter small unless the first word is a name with capitals inside (LayerNorm, RMSNorm).
+
+    >>> _phrase(Claim("Pure attention collapses.", "s", "m", "holds", "1")), _phrase(Claim(
+    ...     "... LayerNorm slows it", "s", "m", "holds", "1"))
+    ('pure attention collapses', 'LayerNorm slows it')
+    """
     claim = row.claim.strip(". ").rstrip(".")
-    return f"{claim[0].lower()}{claim[1:]}"
+    name = any(c.isupper() for c in claim.split()[0][1:])
+    return claim if name else f"{claim[0].lower()}{claim[1:]}"
 
 
 def verdict_clause(row: Claim, evidence: str | None = None) -> str:
