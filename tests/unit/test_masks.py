@@ -39,6 +39,17 @@ def test_global_window_pattern():
                                                                    "1..11"]
 
 
+def test_prefix_mask_pattern_centers_and_radius():
+    assert as_rows(masks.prefix_mask(5, 2)) == ["11...", "11...", "111..", "1111.", "11111"]
+    assert torch.equal(masks.build_mask("prefix", 9, window=3), masks.prefix_mask(9, 3))
+    assert torch.equal(masks.prefix_mask(6, 1), masks.causal_mask(6))  # a one-token prefix is causal
+    graph = masks.describe_mask(masks.prefix_mask(8, 3))  # every prefix token is attended by every token
+    assert graph.centers == (0, 1, 2) and graph.radius == 1 and graph.diameter == 1
+    assert graph.n_edges == 8 * 9 // 2 + 3  # the causal triangle and the prefix's 3 edges above it
+    with pytest.raises(ValueError, match=r"prefix must be an integer in \[1, 7\] for n_tokens=8, got 8"):
+        masks.prefix_mask(8, 8)
+
+
 def test_random_mask_is_seeded_and_keeps_self_loops():
     a = masks.random_mask(20, 0.1, seed=3)
     assert torch.equal(a, masks.random_mask(20, 0.1, seed=3))

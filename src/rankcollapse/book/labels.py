@@ -16,7 +16,7 @@ from rankcollapse.core.norms import NORM_LABELS
 MASK_LABELS = {"complete": "complete", "causal": "causal", "sliding_window": "sliding window",
                "causal_sliding_window": "uni-directional window", "strided": "strided",
                "dilated_window": "dilated window", "global_window": "global + window",
-               "random": "random sparse",
+               "random": "random sparse", "prefix": "prefix + causal",
                "self": "no mixing (self only)",
                # "model": a pretrained model's own mask (its full transformer)
                "model": "the model's own mask"}

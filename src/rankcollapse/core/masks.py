@@ -12,11 +12,15 @@ distance between any ordered pair of tokens (pairs with no directed path are ski
 diameter 1, not infinity); it bounds the radius from above. All three are computed by breadth-first
 search, never by formula, so the book's closed forms are checked rather than assumed.
 
+Soft locality is not a mask: :func:`decay_bias` (with :func:`alibi_slopes`) is an additive logit bias that
+keeps the graph complete (or causal) and only shrinks the weights of far tokens.
+
 Used by: book/setup.md (mask pictures, radius table), the theory pages and the SAN engine.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,6 +100,21 @@ def causal_sliding_window_mask(n_tokens: int, window: int) -> torch.Tensor:
     return (off >= 0) & (off <= window)
 
 
+def prefix_mask(n_tokens: int, prefix: int) -> torch.Tensor:
+    """Prefix-LM attention (T5's prefix LM, UniLM, PaLI): the first ``prefix`` tokens attend to each other
+    both ways, every later token i to j <= i. Every prefix token is attended by every token, so they are the
+    centers and the radius is 1, as for the causal mask.  Shapes: -> [token, token] bool.
+
+    >>> prefix_mask(4, 2).int().tolist()
+    [[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]
+    """
+    _check_n_tokens(n_tokens)
+    _check_width("prefix", prefix, n_tokens)
+    mask = _offsets(n_tokens) >= 0
+    mask[:prefix, :prefix] = True
+    return mask
+
+
 def strided_mask(n_tokens: int, stride: int, causal: bool = True) -> torch.Tensor:
     """Sparse Transformer strided pattern (Child et al. 2019): token i attends to j when
     |i - j| < stride (local) or (i - j) is a multiple of stride (strided); ``causal`` keeps j <= i.
@@ -147,6 +166,41 @@ def random_mask(n_tokens: int, density: float, seed: int) -> torch.Tensor:
     return mask | torch.eye(n_tokens, dtype=torch.bool)
 
 
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi's head slopes (Press et al. 2022; BLOOM, MPT): for H a power of two m_h = 2^(-8h/H),
+    h = 1 .. H; otherwise those of the largest power of two below H, then every other slope of twice that
+    many (the authors' ``get_slopes``).  Shapes: -> [head] float64.
+
+    >>> alibi_slopes(8).tolist()[:3], alibi_slopes(6).tolist()
+    ([0.5, 0.25, 0.125], [0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125])
+    """
+    if not isinstance(n_heads, int) or isinstance(n_heads, bool) or n_heads < 1:
+        raise ValueError(f"n_heads must be an integer >= 1, got {n_heads!r}")
+    power = 2 ** math.floor(math.log2(n_heads))
+    slopes = [2.0 ** (-8.0 * h / power) for h in range(1, power + 1)]
+    if power < n_heads:
+        slopes += alibi_slopes(2 * power).tolist()[0::2][:n_heads - power]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+def decay_bias(n_tokens: int, slopes: torch.Tensor | list[float]) -> torch.Tensor:
+    """An additive distance-decay bias of the attention logits, one slope per head: -m_h |i - j| (ALiBi's
+    bias; beside a causal mask it is -m_h (i - j) on the allowed keys). The mask graph stays complete (or
+    causal): the bias only shrinks the weights of far tokens, softly, where a window cuts them.
+
+    Shapes: slopes [head], each >= 0 -> [head, token, token] float64.
+
+    >>> decay_bias(3, [1.0]).tolist()
+    [[[-0.0, -1.0, -2.0], [-1.0, -0.0, -1.0], [-2.0, -1.0, -0.0]]]
+    """
+    _check_n_tokens(n_tokens)
+    m = torch.as_tensor(slopes, dtype=torch.float64)
+    if m.ndim != 1 or len(m) < 1 or not bool(torch.isfinite(m).all()) or bool((m < 0).any()):
+        raise ValueError(f"slopes must be a non-empty list of finite numbers >= 0 (one per head), got "
+                         f"{slopes!r}")
+    return -m[:, None, None] * _offsets(n_tokens).abs().to(torch.float64)  # [head, token, token]
+
+
 def mask_from_matrix(matrix: torch.Tensor | list) -> torch.Tensor:
     """Validate a user-supplied square boolean matrix (``[i, j]`` = i attends to j); self-loops added.
 
@@ -180,6 +234,7 @@ _KINDS = {
     "dilated_window": _Kind(dilated_window_mask, True, ("dilation",)),
     "global_window": _Kind(global_window_mask, True, ("n_global",)),
     "random": _Kind(random_mask, False, ("density", "seed")),
+    "prefix": _Kind(prefix_mask, True),  # ``window``: the prefix length
     "self": _Kind(self_mask, False),  # the no-mixing control: attention = identity
 }
 MASK_NAMES = tuple(_KINDS)
@@ -191,8 +246,9 @@ def build_mask(name: str, n_tokens: int, window: int | None = None, **kwargs) ->
     """Build a mask by name, for page parameters and configuration sweeps.
 
     ``window`` is the window half-width (``sliding_window``, ``global_window``, ``dilated_window``), the
-    window size (``causal_sliding_window``) or the stride (``strided``). Extra keyword arguments go to the
-    builder (``dilation``, ``n_global``, ``causal``, ``density``, ``seed``).  Shapes: -> [token, token] bool.
+    window size (``causal_sliding_window``), the stride (``strided``) or the prefix length (``prefix``).
+    Extra keyword arguments go to the builder (``dilation``, ``n_global``, ``causal``, ``density``,
+    ``seed``).  Shapes: -> [token, token] bool.
     """
     if name not in _KINDS:
         raise ValueError(f"mask name must be one of {', '.join(MASK_NAMES)}; got {name!r}")

@@ -53,6 +53,7 @@ MASK_STYLES = {
     "dilated_window": MaskStyle("#882255", "P"),  # wine
     "global_window": MaskStyle("#999933", "h"),  # olive
     "random": MaskStyle("#332288", "*"),  # indigo
+    "prefix": MaskStyle("#117733", ">"),  # green: prefix-LM attention
     "model": MaskStyle("#000000", "p"),  # black: the full transformer under its model's own mask
 }
 MASK_COLOURS = frozenset(style.colour for style in MASK_STYLES.values())
