@@ -266,6 +266,12 @@ def tally_clause(rows: Sequence[Claim]) -> str:
                       *(f"{_phrase(row)}: {verdict_clause(row)}" for row in others)])
 
 
+def seed_parts(results: Mapping[str, StoredResult], prefix: str) -> list[StoredResult]:
+    """The results of the parts named ``<prefix>_<k>`` (a sweep's weight-seed replicates, ``seed_0``,
+    ``fig2_seed_0``, ...), in the page's order of parts."""
+    return [r for name, r in results.items() if name.startswith(f"{prefix}_")]
+
+
 def with_setting(claim: Claim, setting: str) -> Claim:
     """The claim with its ``setting`` (where it is decided, as a reader knows it)."""
     return replace(claim, setting=setting)

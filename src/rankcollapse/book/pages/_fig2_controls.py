@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rankcollapse.book.labels import mask_label
-from rankcollapse.book.pages._common import BIASES_SETTING, THEORY_SETTING, against, mask_sides
+from rankcollapse.book.pages._common import BIASES_SETTING, THEORY_SETTING, against, mask_sides, seed_parts
 from rankcollapse.core import masks
 from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import FAILS, HOLDS, OPEN, PARTLY, Claim, side_verdict
@@ -31,7 +31,7 @@ SETTING_WORDS = {THEORY: ("initialized_nobias", THEORY_SETTING), BIASES: ("initi
 
 def seed_results(results: Mapping[str, StoredResult]) -> list[StoredResult]:
     """The initialized controls of every weight seed: the ``controls`` part, then every ``seed_<k>`` part."""
-    return [results["controls"], *(r for name, r in results.items() if name.startswith("seed_"))]
+    return [results["controls"], *seed_parts(results, "seed")]
 
 
 def setting_source(results: Mapping[str, StoredResult], setting: str) -> tuple[list[StoredResult], dict]:

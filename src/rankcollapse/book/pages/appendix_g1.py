@@ -21,8 +21,8 @@ import pandas as pd
 from rankcollapse.book.labels import mask_label
 from rankcollapse.book.pages._common import (BIASES_SETTING, FIG2, FIG3, THEORY_SETTING, against,
                                              curves_claim, fig2_and_fig3, linear_prediction, mask_sides,
-                                             paired_sides, stops_claim, temperature_range, times_floor,
-                                             verdict_words)
+                                             paired_sides, seed_parts, stops_claim, temperature_range,
+                                             times_floor, verdict_words)
 from rankcollapse.core.checks import check_int
 from rankcollapse.core.masks import WINDOWED_MASKS
 from rankcollapse.book.plotting.results import layer_figure
@@ -71,7 +71,7 @@ def show(results: dict, parameters: dict) -> Shown:
     μ/‖X‖_F of the Fig. 2 sweep and of μ per temperature of the Fig. 3 sweep, and the scale note."""
     fig2, fig3 = results["fig2"], results["fig3"]
     rows = page_claims(results, parameters)["g1"]
-    seeds = _parts(results, "fig2")
+    seeds = seed_parts(results, "fig2_seed")
     findings = {f"finding_{weights}": verdict_words([r for r in rows if r.setting.startswith(words)])
                 for weights, words in SETTINGS.items()}
     return Shown(values=prefixed("g1", {"scale": scale_words(fig2), **numbers(fig2.table), **findings,
@@ -118,11 +118,6 @@ def _below_floor_words(mask: str, mu: float, floor: float, exact: bool, held: in
     return f"{mask}: μ ≈ {mu:.1e}, {times_floor(mu / floor, held)}, where μ is rounding noise"
 
 
-def _parts(results: dict, sweep: str) -> list[StoredResult]:
-    """The weight-seed replicates of one sweep (``fig2`` or ``fig3``), in seed order."""
-    return [r for name, r in results.items() if name.startswith(f"{sweep}_seed_")]
-
-
 def predictions(result: StoredResult) -> dict[str, np.ndarray]:
     """The linear case's μ/‖X‖_F per mask of a Fig. 2 sweep, at its tokens, window and depth: the theory's
     prediction for the bias-free stacks. Shapes: per mask [layer + 1]."""
@@ -136,7 +131,7 @@ def claims(results: dict) -> list[Claim]:
     replicates (pooled, seeds the outer level of every interval) in the theory's bias-free SAN — beside the
     linear case's prediction — and then with PyTorch's default biases (the paper's setting)."""
     source, same = "the response (App. G.1)", "(same trend as 12 layers)"
-    fig2, fig3 = _parts(results, "fig2"), _parts(results, "fig3")
+    fig2, fig3 = seed_parts(results, "fig2_seed"), seed_parts(results, "fig3_seed")
     cold, warm = temperature_range(fig3[0].table)
     deep = f"{fig2[0].provenance['parameters']['n_layers']} initialized layers"
     rows = []

@@ -19,13 +19,12 @@ import pandas as pd
 
 from rankcollapse.book.pages._common import (BIASES_SETTING, FIG3, THEORY_SETTING, against, computing,
                                              paired_sides, pretrained_layers_claim, temperature_range,
-                                             temperature_sides, with_setting)
+                                             seed_parts, temperature_sides, with_setting)
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments.config import INITIALIZED, MAX_SAMPLES, Run, experiment_config
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.experiments.table import value
-from rankcollapse.experiments.store import StoredResult
 from rankcollapse.verdicts.claims import Cell, Claim, combine, effect_cell, effect_claim
 from rankcollapse.verdicts.effects import factor_contrast, layer_factor, outcome
 from rankcollapse.verdicts.robustness import robust
@@ -67,7 +66,8 @@ def show(results: dict, parameters: dict) -> Shown:
     rows = page_claims(results, parameters)["fig3"]
     return Shown(values=prefixed("fig3", {"scale": scale_words(result), **numbers(result.table),
                                           "seeds_scale": scale_words(results["seed_0"]),
-                                          "n_seeds": len(_seeds(results)), **finding_clauses(rows)}),
+                                          "n_seeds": len(seed_parts(results, "seed")),
+                                          **finding_clauses(rows)}),
                  markdown={"fig3_scale_note": scale_note(result)},
                  claims={"fig3": rows},
                  figures=[layer_figure(result, "mu", "fig-fig3-mu", hue="temperature"),
@@ -95,12 +95,9 @@ GONE_AFTER = (5, 6, 7)  # the first layer without the effect, for "it disappears
 SETTINGS = {"initialized_nobias": THEORY_SETTING, "initialized": BIASES_SETTING}
 
 
-def _seeds(results: dict) -> list[StoredResult]:
-    return [r for name, r in results.items() if name.startswith("seed_")]
-
-
 def _setting(results: dict, weights: str) -> str:
-    return f"{SETTINGS[weights]}; {len(_seeds(results))} weight seeds"
+    seeds = seed_parts(results, "seed")
+    return f"{SETTINGS[weights]}; {len(seeds)} weight seeds"
 
 
 def claims(results: dict) -> list[Claim]:
@@ -108,7 +105,7 @@ def claims(results: dict) -> list[Claim]:
     theory's SAN and with biases (pooled over the weight seeds) — the response's "the effect disappears after
     5 or 6 layers" as the first layer whose interval includes no effect, and the pretrained rows at every
     layer (the ``pretrained`` part, with its per-sample values)."""
-    seeds, pretrained = _seeds(results), results["pretrained"]
+    seeds, pretrained = seed_parts(results, "seed"), results["pretrained"]
     cold, warm = temperature_range(pretrained.table)
     words = (f"d_QK = {cold:g}", f"d_QK = {warm:g}")
     rows = []

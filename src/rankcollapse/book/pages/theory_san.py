@@ -26,7 +26,7 @@ import pandas as pd
 
 from rankcollapse.book.labels import mask_title
 from rankcollapse.book.pages._common import (FIG2, THEORY_SETTING, computing, curves_claim, linear_prediction,
-                                             mask_radius, stops_claim)
+                                             mask_radius, seed_parts, stops_claim)
 from rankcollapse.book.plotting.depth import depth_figure, factor_figure
 from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, prefixed,
                                     scale_note, scale_words)
@@ -72,10 +72,6 @@ def configure(parameters: dict) -> dict[str, Run]:
     return runs
 
 
-def _parts(results: Mapping[str, StoredResult], prefix: str) -> list[StoredResult]:
-    return [r for name, r in results.items() if name.startswith(f"{prefix}_")]
-
-
 def configurations(result: StoredResult) -> list[tuple[str, int | None]]:
     """The (mask, window) pairs of a result, in the table's order."""
     rows = result.table[["mask", "window"]].drop_duplicates()
@@ -102,7 +98,7 @@ def predictions(result: StoredResult) -> dict[str, np.ndarray]:
 def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[str, list[Claim]]:
     """The page's claims tables (``theory_san``: the theory's SAN; ``theory_san_settings``: the beside
     settings), as :func:`show` shows them (no figures drawn)."""
-    seeds = _parts(results, "seed")
+    seeds = seed_parts(results, "seed")
     pure = _sides(seeds, "initialized_nobias", "none", "pure attention")
     return _tables(results, seeds, pure, predictions(seeds[0]))
 
@@ -118,7 +114,7 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     """The page's numbers and scale (``theory_san_*``), its claims tables (``theory_san``: the theory's SAN;
     ``theory_san_settings``: the beside settings), the figures of μ/‖X‖_F per mask against the prediction and
     of the window family's factors, and the scale note."""
-    seeds = _parts(results, "seed")
+    seeds = seed_parts(results, "seed")
     first = seeds[0]
     pure = _sides(seeds, "initialized_nobias", "none", "pure attention")
     predicted = predictions(first)
@@ -285,7 +281,7 @@ def setting_claims(results: Mapping[str, StoredResult]) -> list[Claim]:
     claim."""
     rows = []
     for prefix, (_, weights, words) in SETTINGS.items():
-        parts = _parts(results, prefix)
+        parts = seed_parts(results, prefix)
         setting = f"{words}; {len(parts)} weight seeds"
         pure = _sides(parts, weights, "none", "pure attention")
         rows.append(curves_claim("Pure masked attention collapses under every mask", "the paper: Theorem 1",
