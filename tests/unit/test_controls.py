@@ -3,6 +3,7 @@ per-sample values stored beside a result (hashed, verified, refused when damaged
 and words about them."""
 
 import hashlib
+import io
 import json
 
 import numpy as np
@@ -80,8 +81,8 @@ def test_per_sample_values_round_trip_through_the_store(tmp_path):
     record = json.loads(store.paths("fig2", {"n": 1})[1].read_text())
     assert record["samples_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     loaded = store.load("fig2", {"n": 1}).samples
-    for name in sample_values.SAMPLE_METRICS:  # stored as float32 logs: 6e-8 of the log, relative
-        np.testing.assert_allclose(loaded.values[name], samples.values[name], rtol=1e-6)
+    for name in sample_values.SAMPLE_METRICS:
+        _assert_within_half_a_step(loaded.values[name], samples.values[name])
         assert loaded.values[name].dtype == np.float64
     np.testing.assert_array_equal(loaded.groups, [0, 1, 0, 2, 1])
     assert loaded.curve("mu", mask="complete").shape == (3, 5)  # cut after its last layer
@@ -90,24 +91,82 @@ def test_per_sample_values_round_trip_through_the_store(tmp_path):
     assert store.load("fig2", {"n": 2}).samples is None  # results stored without them
 
 
-def test_per_sample_values_far_below_float32s_range_and_files_of_the_old_encoding_read_back():
-    """Values tracked exactly far below float32's smallest number survive (stored as logs); a file written
-    before the log encoding (float32 values, no groups) reads as it did."""
-    import io
+def _assert_within_half_a_step(stored: np.ndarray, exact: np.ndarray) -> None:
+    """``stored`` is ``exact`` rounded as the store keeps it: each log within half of its curve-layer's step
+    (1/65532 of the finite logs' range over samples), NaN, 0 and inf exactly.
+    Shapes: both [curve, layer + 1, sample]."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = np.log(stored), np.log(np.asarray(exact, dtype=np.float64))
+        finite = np.isfinite(b)
+        spread = np.where(finite, b, -np.inf).max(-1) - np.where(finite, b, np.inf).min(-1)
+        error = np.where(finite, a - b, 0.0)
+    half_step = np.where(np.isfinite(spread), spread, 0.0)[..., None] / 131064 * (1 + 1e-9) + 1e-12
+    assert (np.abs(error) <= half_step).all()
+    np.testing.assert_array_equal(a[~finite], b[~finite])  # NaN, log 0 = -inf and inf kept as they were
+
+
+def test_per_sample_values_are_stored_as_logs_quantized_within_each_curve_layers_range(tmp_path):
+    """Two bytes per value: each log within half a step of 1/65532 of its curve-layer's range, whatever the
+    scale (values tracked exactly far below float32's smallest number, spreads of e^-40 across samples),
+    NaN (a shallower curve), 0 (underflowed) and inf kept; a result just saved reads exactly as it loads."""
+    rng = np.random.default_rng(3)
+    samples = _samples(n_samples=5)
+    wide = {k: np.exp(rng.uniform(-40, 0, v.shape)) * 1e-200 for k, v in samples.values.items()}
+    wide["relative_mu"][1, 3] = 0.0  # underflowed: stays exactly 0
+    wide["norm"][0, 2, 1], wide["mu"][1, 1] = np.inf, 7.5  # one curve-layer with one value: no spread
+    wide["mu"][0, 3] = np.nan
+    values = sample_values.SampleValues(samples.labels, wide, None)
+    data = sample_values.to_bytes(values)
+    assert sample_values.stored_encoding(data) == sample_values.ENCODING == "log16"
+    back = sample_values.from_bytes(data)
+    for name in sample_values.SAMPLE_METRICS:
+        _assert_within_half_a_step(back.values[name], wide[name])
+    assert back.values["relative_mu"][1, 3, 0] == 0.0
+    assert back.values["mu"][1, 1, 0] == pytest.approx(7.5, rel=1e-15)
+    assert np.abs(np.log(back.values["mu"][0, :3]) - np.log(wide["mu"][0, :3])).max() > 1e-5  # not lossless
+    store = ResultStore(tmp_path)
+    saved = store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=values).samples
+    for name in sample_values.SAMPLE_METRICS:
+        np.testing.assert_array_equal(saved.values[name], store.load("fig2", {"n": 1}).samples.values[name])
+
+
+def _legacy_bytes(samples: sample_values.SampleValues, encoding: str | None) -> bytes:
+    """Per-sample values as files stored before today's encoding held them: the values as float32 (no
+    encoding entry, no groups) or their logs as float32 (``"log"``)."""
+    buffer = io.BytesIO()
+    labels = np.array(json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None)
+                                 .to_dict("records")))
+    if encoding is None:
+        np.savez(buffer, labels=labels, **{k: v.astype(np.float32) for k, v in samples.values.items()})
+    else:
+        with np.errstate(divide="ignore"):
+            logs = {k: np.log(v).astype(np.float32) for k, v in samples.values.items()}
+        np.savez_compressed(buffer, labels=labels, encoding=np.array(encoding), **logs)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("encoding", [None, "log"])
+def test_files_of_the_earlier_encodings_read_back_and_are_rewritten_in_todays(tmp_path, encoding):
+    """Files written before (float32 values; float32 logs) read as they did; ``compact_samples`` rewrites
+    them in today's encoding with the record's SHA-256 anew, once, and the values stay within half a step."""
+    from rankcollapse.experiments.store_upgrade import compact_samples
 
     samples = _samples()
-    samples.values["relative_mu"][1, 3] = 0.0  # underflowed: stays exactly 0
-    tiny = sample_values.SampleValues(samples.labels, {k: v.astype(np.float64) * 1e-200
-                                                       for k, v in samples.values.items()}, None)
-    back = sample_values.from_bytes(sample_values.to_bytes(tiny))
-    np.testing.assert_allclose(np.log(back.values["mu"]), np.log(tiny.values["mu"]), rtol=1e-7)
-    assert back.values["relative_mu"][1, 3, 0] == 0.0 and back.groups is None
-    old = io.BytesIO()
-    np.savez(old, labels=np.array(json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None)
-                                             .to_dict("records"))), **samples.values)
-    legacy = sample_values.from_bytes(old.getvalue())
-    np.testing.assert_array_equal(legacy.values["norm"], samples.values["norm"])
-    assert legacy.groups is None
+    data = _legacy_bytes(samples, encoding)
+    legacy = sample_values.from_bytes(data)
+    np.testing.assert_allclose(legacy.values["norm"], samples.values["norm"], rtol=1e-6)
+    assert legacy.groups is None and sample_values.stored_encoding(data) == encoding
+    store = ResultStore(tmp_path)
+    store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=samples)
+    path = tmp_path / "fig2" / f"{result_key('fig2', {'n': 1})}{sample_values.SAMPLES_SUFFIX}"
+    json_path = store.paths("fig2", {"n": 1})[1]
+    path.write_bytes(data)
+    json_path.write_text(json.dumps({**json.loads(json_path.read_text()),
+                                     "samples_sha256": hashlib.sha256(data).hexdigest()}))
+    assert compact_samples(store) == [path] and compact_samples(store) == []
+    assert sample_values.stored_encoding(path.read_bytes()) == sample_values.ENCODING
+    for name in sample_values.SAMPLE_METRICS:
+        _assert_within_half_a_step(store.load("fig2", {"n": 1}).samples.values[name], legacy.values[name])
 
 
 def test_each_samples_article_is_its_group():

@@ -332,8 +332,10 @@ class ResultStore:
                 with contextlib.suppress(OSError):
                     path.unlink()
             raise
-        # the table as stored (its floats at TABLE_DIGITS), so a result computed now reads as it will load
-        return StoredResult(read_table(data), record, table_path, False, samples)
+        # the table and per-sample values as stored (floats at TABLE_DIGITS, logs quantized), so a result
+        # computed now reads as it will load
+        stored = None if packed is None else sample_values.from_bytes(packed)
+        return StoredResult(read_table(data), record, table_path, False, stored)
 
     def check_writable(self, page: str, *folders: Path) -> None:
         """One ValueError, a sentence naming the folder and ``RANKCOLLAPSE_RESULTS_DIR``, unless new files can

@@ -2,7 +2,8 @@
 (:func:`upgrade_store`, run by ``results/upgrade_store.py``): tables stored as plain ``<key>.csv`` are
 compressed to ``<key>.csv.gz`` (:mod:`rankcollapse.experiments.store`), records stored before the store
 recorded its tables' SHA-256 and row count get them, and tables written with more digits than the store keeps
-today are rewritten at :data:`rankcollapse.experiments.store.TABLE_DIGITS` (:func:`compact_tables`).
+today are rewritten at :data:`rankcollapse.experiments.store.TABLE_DIGITS` (:func:`compact_tables`), and
+per-sample values stored in an earlier encoding are rewritten in today's (:func:`compact_samples`).
 
 Used by: ``results/upgrade_store.py``, tests/unit/test_results.py.
 """
@@ -13,9 +14,10 @@ import hashlib
 import json
 from pathlib import Path
 
+from rankcollapse.experiments import sample_values
 from rankcollapse.experiments.provenance import atomic_write
-from rankcollapse.experiments.store import (PLAIN_SUFFIX, DamagedResultError, ResultStore, TableCheck,
-                                            pack_table, read_table, table_text)
+from rankcollapse.experiments.store import (PLAIN_SUFFIX, DamagedResultError, ResultStore, StoredResult,
+                                            TableCheck, pack_table, read_table, table_text)
 
 
 def upgrade_store(store: ResultStore, check: TableCheck) -> list[Path]:
@@ -91,7 +93,6 @@ def record_article_groups(store: ResultStore) -> list[Path]:
     written.
     """
     from rankcollapse.experiments.models import text_samples
-    from rankcollapse.experiments import sample_values
 
     written = []
     for page in store.pages():
@@ -105,15 +106,35 @@ def record_article_groups(store: ResultStore) -> list[Path]:
                     result.provenance.get("sample_ids_sha256"):
                 continue  # another tokenizer or corpus than the one it was computed with
             groups = sample_values.article_groups(drawn.sample_ids)
-            packed = sample_values.to_bytes(sample_values.SampleValues(result.samples.labels,
-                                                                       result.samples.values, groups))
-            samples_path = result.table_path.with_name(key + sample_values.SAMPLES_SUFFIX)
-            json_path = store.files(page, key)[1]
-            record = {**json.loads(json_path.read_text()),
-                      "samples_sha256": hashlib.sha256(packed).hexdigest()}
-            atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
-            text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
-            atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
-            store.verify(page, key)
-            written.append(samples_path)
+            written.append(_rewrite_samples(store, result, sample_values.SampleValues(
+                result.samples.labels, result.samples.values, groups)))
     return written
+
+
+def compact_samples(store: ResultStore) -> list[Path]:
+    """Rewrite every verified result's per-sample values stored in an earlier encoding (float32 logs or
+    values) in today's (:data:`rankcollapse.experiments.sample_values.ENCODING`), in place, its record's
+    SHA-256 anew; values already in today's form are left alone. Returns the per-sample files written."""
+    written = []
+    for page in store.pages():
+        for key in store.keys(page):
+            result = store.verify(page, key)
+            path = result.table_path.with_name(key + sample_values.SAMPLES_SUFFIX)
+            if result.samples is not None and \
+                    sample_values.stored_encoding(path.read_bytes()) != sample_values.ENCODING:
+                written.append(_rewrite_samples(store, result, result.samples))
+    return written
+
+
+def _rewrite_samples(store: ResultStore, result: StoredResult, samples: sample_values.SampleValues) -> Path:
+    """Store ``samples`` as ``result``'s per-sample values, its record's ``samples_sha256`` anew, atomically
+    file by file, and verify the result; returns the per-sample file."""
+    packed = sample_values.to_bytes(samples)
+    samples_path = result.table_path.with_name(result.key + sample_values.SAMPLES_SUFFIX)
+    json_path = store.files(result.provenance["page"], result.key)[1]
+    record = {**json.loads(json_path.read_text()), "samples_sha256": hashlib.sha256(packed).hexdigest()}
+    atomic_write(samples_path, lambda tmp: Path(tmp).write_bytes(packed))
+    text = json.dumps(record, indent=1, sort_keys=True, default=str) + "\n"
+    atomic_write(json_path, lambda tmp: Path(tmp).write_text(text))
+    store.verify(result.provenance["page"], result.key)
+    return samples_path
