@@ -60,3 +60,15 @@ def test_sliding_window_model(repo_root, tmp_path):
     glued = read_glue(out)
     assert glued["sliding_window_model_available"] > 1000  # nearly every lead holds 16 tokens alone
     assert "1 samples × 16 tokens" in glued["sliding_window_model_scale"]
+
+
+def test_soft_locality(repo_root, tmp_path):
+    """Tiny parameters, computed into an empty store: two weight seeds, two slopes, the matched windows of
+    16 tokens; the table has a row per slope and direction and the finding counts every decay."""
+    out = execute_page(repo_root / "book" / "beyond" / "soft_locality.md",
+                       {"n_samples": 1, "n_tokens": 16, "n_layers": 6, "n_weight_seeds": 2,
+                        "slopes": [0.3, 1.0]}, tmp_path / "page.ipynb")
+    glued = read_glue(out)
+    assert glued["soft_locality_n_seeds"] == 2 and glued["soft_locality_n_tokens"] == 16
+    assert "of 4 decays" in glued["soft_locality_finding_collapse"]
+    assert "of 2 slopes" in glued["soft_locality_finding_window"]

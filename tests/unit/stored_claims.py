@@ -11,7 +11,7 @@ from rankcollapse.book import registry
 
 # the pages whose claims are decided on stored sweeps (the others compute in their own module)
 STORED_PAGES = ("fig2", "fig3", "fig4", "appendix_g1", "theory_san", "pretrained_panels", "skip_connections",
-                "rmsnorm_decoders", "sliding_window_model")
+                "rmsnorm_decoders", "sliding_window_model", "soft_locality")
 
 
 def page_claims(pages: tuple[str, ...] = STORED_PAGES) -> dict[str, dict[str, list]]:

@@ -85,9 +85,11 @@ def test_paper_profile_lists_the_experiment_pages():
     assert registry.pages_with_profile("paper") == registry.EXPERIMENT_PAGES
     assert {"fig2", "sample_size", "appendix_g1"} <= set(registry.EXPERIMENT_PAGES)
     assert all(e.profiles["paper"]["n_samples"] == 3000 for e in registry.PAGES.values()
-               # its long samples: about 1000 in the corpus; the theory's SAN: 16 per weight seed
-               if e.profiles and e.name not in ("sliding_window_model", "theory_san"))
+               # its long samples: about 1000 in the corpus; the theory's SAN (also under decay biases): 16
+               # per weight seed
+               if e.profiles and e.name not in ("sliding_window_model", "theory_san", "soft_locality"))
     assert registry.profile_parameters("theory_san", "paper")["n_samples"] == 16
+    assert registry.profile_parameters("soft_locality", "paper")["n_samples"] == 16
     paper = registry.profile_parameters("sliding_window_model", "paper")
     assert paper["n_samples"] == registry.WINDOW_PAPER_SAMPLES
 

@@ -34,7 +34,8 @@ from typing import NamedTuple
 from rankcollapse.book.pages import (appendix_g1, counterexample, data, equilibria, fig2, fig3, fig4,
                                      large_models, mask_design, pretrained_panels, reviewers,
                                      rmsnorm_decoders, sample_size, setup, skip_connections,
-                                     sliding_window_model, theorem1, theorem2, theory_san, verdicts)
+                                     sliding_window_model, soft_locality, theorem1, theorem2, theory_san,
+                                     verdicts)
 from rankcollapse.book.pages._claims_records import recorded_claims
 from rankcollapse.book.pages._common import run_all
 from rankcollapse.book.pages.verdicts import PageClaims
@@ -164,6 +165,9 @@ PAGES: dict[str, Page] = {p.name: p for p in (
          "Beyond: a real sliding-window model (Gemma-3)", sliding_window_model.configure,
          fixed=sliding_window_model.FIXED,
          profiles={"paper": {"n_samples": WINDOW_PAPER_SAMPLES, "n_tokens": 1024}}, **_E),
+    Page("soft_locality", "book/beyond/soft_locality.md", "Beyond: soft locality (decay biases)",
+         soft_locality.configure, fixed=soft_locality.FIXED,
+         profiles={"paper": {"n_samples": 16, "n_tokens": 128}}, **_E),  # seeds dominate a rate's spread
     Page("large_models", "book/beyond/large_models.md", "Beyond: models larger than one GPU",
          large_models.configure,
          _in_module(lambda config: large_models.compute(config, runs_at))),  # runs_at: its commands table

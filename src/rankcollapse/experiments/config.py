@@ -28,6 +28,7 @@ Used by: :mod:`rankcollapse.experiments.sweep`, :mod:`rankcollapse.experiments.p
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 from rankcollapse.experiments import data as rc_data
@@ -78,6 +79,9 @@ class ExperimentConfig:
     attention_stats: bool = False
     # seed of the initialized weights; None: ``seed`` (which also selects samples)
     weight_seed: int | None = None
+    # a distance-decay bias -m |i - j| on every initialized layer's attention logits, one slope m for every
+    # head (ALiBi's bias with a single slope: soft locality, rankcollapse.theory.soft_locality); None: none
+    decay_slope: float | None = None
 
     def __post_init__(self) -> None:
         check_choices("weights", self.weights, WEIGHT_SOURCES)
@@ -97,6 +101,8 @@ class ExperimentConfig:
         check_int("seed", self.seed, 0, 2**31 - 1)
         if self.weight_seed is not None:
             check_int("weight_seed", self.weight_seed, 0, 2**31 - 1)
+        if self.decay_slope is not None:
+            self._check_decay()
         if self.full_transformer and "initialized_nobias" in self.weights:
             raise ValueError("weights 'initialized_nobias' has no full transformer (Hugging Face's own "
                              "init); run it with full_transformer False")
@@ -114,6 +120,17 @@ class ExperimentConfig:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         check_model_spec(self.model)
         self._check_mask_options()
+
+    def _check_decay(self) -> None:
+        """A decay slope is a finite number >= 0, on initialized layers only (a pretrained model has its own
+        position bias or none)."""
+        m = self.decay_slope
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) or m < 0:
+            raise ValueError(f"decay_slope must be a finite number >= 0 or None, got {m!r}")
+        if any(w not in INITIALIZED for w in self.weights) or self.full_transformer:
+            raise ValueError(f"decay_slope applies to initialized layers only: weights must be among "
+                             f"{', '.join(INITIALIZED)} and full_transformer False, got weights "
+                             f"{self.weights!r}")
 
     def _check_mask_options(self) -> None:
         """Every option is taken by every mask (the random mask needs density and seed); values checked by
@@ -161,8 +178,8 @@ class Run:
 
 def stored_parameters(config: ExperimentConfig) -> dict:
     """The parameters a sweep is stored under: every field, ``mask_options`` and ``windows`` only when set,
-    ``model_windows`` only when False, ``attention_stats`` only when True and ``weight_seed`` only when given
-    (so results stored before those fields existed keep their keys)."""
+    ``model_windows`` only when False, ``attention_stats`` only when True, ``weight_seed`` and
+    ``decay_slope`` only when given (so results stored before those fields existed keep their keys)."""
     parameters = asdict(config)
     if not config.windows:
         del parameters["windows"]
@@ -174,6 +191,8 @@ def stored_parameters(config: ExperimentConfig) -> dict:
         del parameters["model_windows"]
     if config.weight_seed is None:
         del parameters["weight_seed"]
+    if config.decay_slope is None:
+        del parameters["decay_slope"]
     return parameters
 
 

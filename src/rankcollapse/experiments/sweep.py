@@ -46,7 +46,7 @@ import functools
 import hashlib
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -58,6 +58,7 @@ from rankcollapse.experiments.models import (identity_mismatch, initialized_mode
                                              model_identity, text_samples, weight_hash)
 from rankcollapse.experiments.table import check_finite, check_table, config_labels, summarize
 from rankcollapse.engine import AttentionLayer, random_layers, run_san
+from rankcollapse.core import masks as rc_masks
 from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.experiments.provenance import compute_sha256, provenance_record, source_sha256
 from rankcollapse.experiments.plan import env_int, make_plan, memory_budget
@@ -139,8 +140,8 @@ class _Work:
 
     def layers(self, kind: str) -> list[AttentionLayer]:
         """The stack of a weight source (pretrained: the model's own, at most n_layers; else seeded fresh from
-        the config's ``initial_seed``, without biases for "initialized_nobias": the same
-        draws, biases dropped)."""
+        the config's ``initial_seed``, without biases for "initialized_nobias": the same draws, biases
+        dropped; with the config's ``decay_slope``, its distance-decay bias on every layer's logits)."""
         from rankcollapse.hf import extract
 
         if kind not in self._layers:
@@ -148,9 +149,14 @@ class _Work:
             if kind == "pretrained":
                 self._layers[kind] = extract.extract_layers(model, n_tokens=c.n_tokens)[:c.n_layers]
             else:
-                self._layers[kind] = random_layers(c.n_layers, self.d_model, model.config.num_attention_heads,
-                                                   init=c.init, seed=c.initial_seed,
-                                                   bias=kind != "initialized_nobias")
+                heads = model.config.num_attention_heads
+                fresh = random_layers(c.n_layers, self.d_model, heads, init=c.init, seed=c.initial_seed,
+                                      bias=kind != "initialized_nobias")
+                if c.decay_slope:  # a slope 0 adds nothing (and keeps the complete mask direct, see exact.py)
+                    # [head, token, token]
+                    bias = rc_masks.decay_bias(c.n_tokens, [float(c.decay_slope)] * heads)
+                    fresh = [replace(layer, score_bias=bias) for layer in fresh]
+                self._layers[kind] = fresh
         return self._layers[kind]
 
     def reference(self, kind: str) -> torch.nn.Module:

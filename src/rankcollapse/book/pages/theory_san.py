@@ -140,7 +140,7 @@ def claims(seeds: list[StoredResult], pure: dict[str, Side], predicted: dict[str
     rows = [curves_claim("Pure masked attention collapses under every mask", "the paper: Theorem 1",
                          "pure attention: per-layer factor of μ/‖X‖_F over the late layers, per mask", pure,
                          predicted, setting=setting),
-            robust(lambda t: _prediction_claim(pure, predicted, t, setting)),
+            robust(lambda t: prediction_claim(pure, predicted, t, setting)),
             _bound_claim(seeds[0], pure, setting)]
     for family in ("sliding_window", "causal_sliding_window"):
         rows.append(_radius_claim(seeds[0], pure, predicted, family, setting))
@@ -154,11 +154,22 @@ def claims(seeds: list[StoredResult], pure: dict[str, Side], predicted: dict[str
     return rows
 
 
-def _prediction_claim(pure: dict[str, Side], predicted: dict[str, np.ndarray], thresholds,
-                      setting: str) -> Claim:
+def agrees(verdict, factor: float) -> bool:
+    """A measured per-layer factor (a curve verdict with its interval) agrees with ``factor`` (predicted, or
+    another curve's): ``factor`` lies in the measured interval, or the two rates agree within
+    PREDICTION_TOLERANCE."""
+    inside = verdict.low is not None and verdict.low <= factor <= verdict.high
+    rates = ((-math.log(verdict.factor), -math.log(factor)) if factor > 0 and verdict.factor > 0
+             else (1.0, math.inf))
+    return inside or (all(r > 0 for r in rates) and max(rates) / min(rates) <= PREDICTION_TOLERANCE)
+
+
+def prediction_claim(pure: dict[str, Side], predicted: dict[str, np.ndarray], thresholds,
+                     setting: str, attention: str = "uniform attention") -> Claim:
     """Each mask's measured factor against the linear case's over the same layers: it follows the prediction
     where the predicted factor lies in the measured interval or their rates agree within
-    PREDICTION_TOLERANCE; cannot tell where no factor is fitted (the curve reaches the floor first)."""
+    PREDICTION_TOLERANCE; cannot tell where no factor is fitted (the curve reaches the floor first).
+    ``attention``: the linear case's attention, in words (uniform over the allowed keys; a decay bias's)."""
     cells = []
     for mask, curve in pure.items():
         verdict = side_verdict(curve, thresholds)
@@ -166,16 +177,13 @@ def _prediction_claim(pure: dict[str, Side], predicted: dict[str, np.ndarray], t
         if p is None:
             cells.append(Cell(mask, "cannot tell", verdict.text, verdict.words))
             continue
-        inside = verdict.low is not None and verdict.low <= p <= verdict.high
-        rates = (-math.log(verdict.factor), -math.log(p)) if p > 0 and verdict.factor > 0 else (1.0, math.inf)
-        close = all(r > 0 for r in rates) and max(rates) / min(rates) <= PREDICTION_TOLERANCE
-        result = HOLDS if inside or close else FAILS
+        result = HOLDS if agrees(verdict, p) else FAILS
         cells.append(Cell(mask, result,
                           f"×{factor_text(verdict.factor)}{verdict.interval} vs ×{factor_text(p)}",
                           f"measured {verdict.factor_words} (layers {verdict.fit[0]}–{verdict.fit[1]}); the "
                           f"linear case over the same layers ×{factor_text(p)}"))
     return Claim("The measured collapse follows the linear case's prediction", "this book's control",
-                 "per mask: the measured per-layer factor against the linear case's (uniform attention, "
+                 f"per mask: the measured per-layer factor against the linear case's ({attention}, "
                  f"W_V = I) over the same layers; agreeing: inside the interval or rates within "
                  f"×{PREDICTION_TOLERANCE:g}",
                  combine(cells), "; ".join(f"{c.column}: {c.text}" for c in cells), tuple(cells),

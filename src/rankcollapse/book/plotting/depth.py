@@ -85,20 +85,8 @@ def factor_figure(table: pd.DataFrame) -> Figure:
     fig, axes = plotting.panel_grid(len(families), sharey=True)
     for ax, family in zip(axes, families):
         rows = table[table["family"] == family].sort_values("window")
-        style = palette.mask_style(family)
         w = rows["window"].to_numpy(dtype=float)
-        gap = 1 - rows["factor"].to_numpy()
-        err = np.abs(np.vstack([gap - (1 - rows["high"].to_numpy()), (1 - rows["low"].to_numpy()) - gap]))
-        measured = ax.errorbar(w, gap, yerr=np.nan_to_num(err), color=style.colour, marker=style.marker,
-                               capsize=3, label="measured, 95 % interval")
-        same, = ax.plot(w, 1 - rows["predicted"], marker="o", mfc="none", label="linear case, same layers",
-                        **palette.THEORY)
-        asymptote, = ax.plot(w, 1 - rows["lambda2"], color=palette.non_mask_colours([0, 1])[1], lw=1.0,
-                             ls=":", marker="^", mfc="none", label="linear case, asymptotic |λ₂|")
-        palette.describe(measured.lines[0], mask=family, series="measured", colour_encodes="mask")
-        palette.describe(same, mask=family, series="linear case, same layers",
-                         colour_encodes=palette.THEORY_LABEL)
-        palette.describe(asymptote, mask=family, series="|λ₂|", colour_encodes=palette.THEORY_LABEL)
+        factor_series(ax, w, rows, family)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(w, [f"{v:g}" for v in w])
@@ -107,3 +95,25 @@ def factor_figure(table: pd.DataFrame) -> Figure:
         ax.set_ylabel("1 − factor per layer")
     plotting.figure_legend(fig, axes)
     return fig
+
+
+def factor_series(ax, x: np.ndarray, rows: pd.DataFrame, mask: str, prefix: str = "") -> None:
+    """On ``ax``, against ``x``: 1 − the measured per-layer factor with its 95 % interval (the mask's colour
+    and marker), the linear case's over the same layers and its asymptotic 1 − |λ₂| (the theory's grey),
+    each line described for the figure's notes; ``prefix`` starts the legend labels ("decay: ").
+
+    Shapes: x [row]; ``rows`` with columns factor, low, high, predicted, lambda2, one per x.
+    """
+    style = palette.mask_style(mask)
+    gap = 1 - rows["factor"].to_numpy(dtype=float)
+    err = np.abs(np.vstack([gap - (1 - rows["high"].to_numpy(dtype=float)),
+                            (1 - rows["low"].to_numpy(dtype=float)) - gap]))
+    measured = ax.errorbar(x, gap, yerr=np.nan_to_num(err), color=style.colour, marker=style.marker,
+                           capsize=3, label=f"{prefix}measured, 95 % interval")
+    same, = ax.plot(x, 1 - rows["predicted"], marker="o", mfc="none",
+                    label=f"{prefix}linear case, same layers", **palette.THEORY)
+    asymptote, = ax.plot(x, 1 - rows["lambda2"], color=palette.non_mask_colours([0, 1])[1], lw=1.0, ls=":",
+                         marker="^", mfc="none", label=f"{prefix}linear case, asymptotic |λ₂|")
+    palette.describe(measured.lines[0], mask=mask, series="measured", colour_encodes="mask")
+    palette.describe(same, mask=mask, series="linear case, same layers", colour_encodes=palette.THEORY_LABEL)
+    palette.describe(asymptote, mask=mask, series="|λ₂|", colour_encodes=palette.THEORY_LABEL)
