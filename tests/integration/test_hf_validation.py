@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from rankcollapse import engine
+from rankcollapse.core import masks
 from rankcollapse.hf import extract
 from rankcollapse.hf import load as models
 from rankcollapse.hf.families import FAMILIES
@@ -74,10 +75,11 @@ def _change(model, index: int, **dropped) -> float:
 @pytest.mark.parametrize("family, index, dropped", [
     ("gemma3_text", 0, {"window": None}), ("mistral", 0, {"window": None}), ("qwen2", 1, {"window": None}),
     ("phi3", 0, {"window": None}), ("gemma2", 0, {"window": None}), ("modernbert", 1, {"window": None}),
-    ("gpt_oss", 0, {"window": None}), ("gemma2", 1, {"softcap": None}), ("gpt_oss", 1, {"sinks": None})])
+    ("gpt_oss", 0, {"window": None}), ("gemma2", 1, {"softcap": None}), ("gpt_oss", 1, {"sinks": None}),
+    ("bloom", 0, {"score_bias": None}), ("mpt", 0, {"score_bias": None})])
 def test_each_feature_of_a_family_is_used(family, index, dropped):
-    """Dropping the model's own window, soft-capping or sinks from a layer changes its output: each is used,
-    so the agreement above is not luck."""
+    """Dropping the model's own window, soft-capping, sinks or ALiBi from a layer changes its output: each is
+    used, so the agreement above is not luck."""
     assert _change(tiny_model(family), index, **dropped) > 1e-3
 
 
@@ -121,6 +123,28 @@ def test_sinks_make_rows_of_a_sum_to_less_than_one():
              for name, la in (("sinks", layer),
                               ("none", engine.AttentionLayer(**{**layer.__dict__, "sinks": None})))}
     assert exact["sinks"].eq(0).all() and exact["none"].eq(1).all()
+
+
+@pytest.mark.parametrize("family, keyword", [("bloom", "alibi"), ("mpt", "position_bias")])
+def test_alibi_is_the_causal_decay_bias_with_alibi_slopes(family, keyword):
+    """BLOOM's and MPT's extracted score bias is, on the keys the causal mask allows, -m_h (i - j) with
+    ALiBi's slopes (:func:`masks.alibi_slopes`) up to a constant per row (each row less its diagonal), and so
+    is the ALiBi HF hands its attention modules (under ``keyword``: m_h times the key position, less a
+    constant), which the softmax drops."""
+    model, n = tiny_model(family), 12
+    offsets = torch.arange(n, dtype=torch.float64)
+    slopes = masks.alibi_slopes(model.config.num_attention_heads)
+    want = -slopes[:, None, None] * (offsets[:, None] - offsets[None, :])  # [head, token, token]
+    allowed = extract.model_mask(model, n)  # causal
+    seen = []
+    hook = extract.model_layer(model, 0).get_submodule(FAMILIES[family].attention).register_forward_pre_hook(
+        lambda m, args, kwargs: seen.append(kwargs[keyword]), with_kwargs=True)
+    model(input_ids=_ids()[:1])
+    hook.remove()
+    hf = seen[0].double().reshape(len(slopes), -1)[:, -n:, None].transpose(1, 2).expand(-1, n, n)
+    for bias in (*(layer.score_bias for layer in extract.extract_layers(model, n_tokens=n)), hf):
+        rows = bias - bias.diagonal(dim1=1, dim2=2)[..., None]  # [head, token, token]
+        torch.testing.assert_close(rows[:, allowed], want[:, allowed], rtol=0, atol=1e-12)
 
 
 def test_modernbert_local_and_global_layers_have_their_own_rotary_bases():

@@ -4,7 +4,9 @@ one error; the extractor names no family (the records are the only description);
 takes a model folder of every new family."""
 
 import ast
+import functools
 import inspect
+import re
 
 import pandas as pd
 import pytest
@@ -15,7 +17,7 @@ from rankcollapse.hf import extract, families, load, testing
 transformers = pytest.importorskip("transformers")
 
 SUPPORTED = ("bert", "mpnet", "gpt2", "llama", "gemma3_text", "mistral", "qwen2", "qwen3", "phi3", "gemma2",
-             "modernbert", "gpt_oss")
+             "modernbert", "gpt_oss", "bloom", "mpt")
 ENCODERS = ("bert", "mpnet", "modernbert")
 N_TOKENS = 12  # the validation's sequence length: every tiny window is shorter
 
@@ -125,6 +127,29 @@ def test_records_are_checked():
         families.Family(**{**record.__dict__, "norm_position": "post", "output_norm": record.norm})
     with pytest.raises(ValueError, match="kind"):
         families.Norm("ln", kind="batchnorm")
+    with pytest.raises(ValueError, match="fused_layout"):
+        families.Family(**{**record.__dict__, "fused_layout": "per_head"})  # Llama: three projections
+    with pytest.raises(ValueError, match="fused_layout"):
+        families.Family(**{**families.FAMILIES["bloom"].__dict__, "fused_layout": "by_row"})
+    with pytest.raises(ValueError, match="not both"):
+        families.Family(**{**families.FAMILIES["mpnet"].__dict__, "alibi": families.FAMILIES["mpt"].alibi})
+    with pytest.raises(ValueError, match="call"):
+        families.Alibi("build_alibi_tensor", "positions")
+
+
+@pytest.mark.parametrize("name, field, value", [("bloom", "apply_residual_connection_post_layernorm", True),
+                                                ("bloom", "slow_but_exact", True),
+                                                ("mpt", "attn_config.clip_qkv", 6.0)])
+def test_a_config_setting_a_field_the_engine_does_not_reproduce_is_refused(name, field, value):
+    """BLOOM's skip around the normed input, its sliced output projection without bias, MPT's clamped Q, K,
+    V: one ValueError naming the config field, never another computation."""
+    model = testing.tiny_model(name)
+    assert len(extract.extract_layers(model)) == 3  # the tiny config sets none of them
+    *owner, attribute = field.split(".")
+    setattr(functools.reduce(getattr, owner, model.config), attribute, value)
+    for call in (extract.extract_layers, families.family_of):
+        with pytest.raises(ValueError, match=re.escape(f"config.{field} = {value!r} is not reproduced")):
+            call(model)
 
 
 def test_extract_names_no_family():

@@ -2,11 +2,13 @@
 
 Every family is read through its record in :mod:`rankcollapse.hf.families` (``config.model_type`` ->
 :class:`~rankcollapse.hf.families.Family`: where the layers, projections, norms, rotary embedding, position
-bias, QK-norm, soft-capping, sinks and sliding window live); this module names no family, and a model of an
-unknown family is refused with one ValueError (:func:`~rankcollapse.hf.families.family_of`). Each layer's
-attention sublayer is Q/K/V projection -> masked softmax -> output projection; the HF module's own ``scaling``
-is kept; sliding windows are stored as ``window = sliding_window - 1`` (HF allows keys at distance <
-sliding_window).
+bias, ALiBi, QK-norm, soft-capping, sinks and sliding window live); this module names no family, and a model
+of an unknown family is refused with one ValueError (:func:`~rankcollapse.hf.families.family_of`), as is a
+config that sets a field its record refuses. Each layer's attention sublayer is Q/K/V projection -> masked
+softmax -> output projection; the HF module's own ``scaling`` is kept; sliding windows are stored as
+``window = sliding_window - 1`` (HF allows keys at distance < sliding_window); ALiBi as the relative score
+bias -m_h |i - j| with the slopes the model's own code gives (equal to HF's bias up to a constant per row
+under the causal mask).
 
 Each layer also carries the attention sublayer's own trained norm (norm ``model`` of the engine,
 :class:`rankcollapse.core.norms.TrainedNorm`), read per layer with the module's own eps, at the family's
@@ -35,7 +37,6 @@ from rankcollapse.core import metrics as rc_metrics
 from rankcollapse.core.norms import TrainedNorm, apply_trained_norm
 from rankcollapse.engine import AttentionLayer, attention_sublayer
 from rankcollapse.hf.families import Family, Norm, family_of
-
 
 
 class _Stop(Exception):
@@ -117,7 +118,8 @@ def _bias(bias: torch.Tensor | None, n_heads: int) -> torch.Tensor | None:
 
 def _projections(layer: torch.nn.Module, family: Family, n_heads: int, n_kv: int, **extra) -> AttentionLayer:
     """The layer's Q/K/V/O projections as an AttentionLayer, from nn.Linear (weight [out, in]) or Conv1D
-    (weight [in, out]) modules, Q/K/V separate or fused.  Shapes: W_O [head, d_head, d_model]."""
+    (weight [in, out]) modules, Q/K/V separate or fused (in turn or per head, the record's ``fused_layout``).
+    Shapes: W_O [head, d_head, d_model]."""
     def in_out(module):  # [in, out]
         return module.weight if family.weight_layout == "conv1d" else module.weight.T
 
@@ -126,9 +128,13 @@ def _projections(layer: torch.nn.Module, family: Family, n_heads: int, n_kv: int
         fused = _attr(layer, family.q)
         w = in_out(fused)  # [d_model, (head + 2 kv_head) * d_head]
         d_head = w.shape[1] // (n_heads + 2 * n_kv)
-        sizes = [n_heads * d_head, n_kv * d_head, n_kv * d_head]
-        w_q, w_k, w_v = w.split(sizes, dim=1)
-        b_q, b_k, b_v = (None,) * 3 if fused.bias is None else fused.bias.split(sizes)
+        if family.fused_layout == "per_head":  # [..., head, 3, d_head] -> 3 x [..., head * d_head]
+            split = lambda t: [part.flatten(-2)  # noqa: E731
+                               for part in t.unflatten(-1, (n_heads, 3, d_head)).unbind(-2)]
+        else:  # [..., (head + 2 kv_head) * d_head]: Q, K, V in turn
+            split = lambda t: t.split([n_heads * d_head, n_kv * d_head, n_kv * d_head], dim=-1)  # noqa: E731
+        w_q, w_k, w_v = split(w)
+        b_q, b_k, b_v = (None,) * 3 if fused.bias is None else split(fused.bias)
     else:
         q, k, v = (_attr(layer, path) for path in (family.q, family.k, family.v))
         w_q, w_k, w_v, b_q, b_k, b_v = in_out(q), in_out(k), in_out(v), q.bias, k.bias, v.bias
@@ -164,12 +170,25 @@ def _attention_extras(layer: torch.nn.Module, family: Family, base: torch.nn.Mod
     return extra
 
 
+def _alibi_slopes(model: torch.nn.Module, n_heads: int) -> torch.Tensor:
+    """The model's own ALiBi slopes m_h: the bias its own method (the record's ``alibi``) builds for two keys,
+    at key 1 less key 0 (it is linear in the key position), in the model's arithmetic (a float64 model's in
+    float64, :class:`Float64Casts`).  Shapes: -> [head]."""
+    alibi = family_of(model).alibi
+    build = _attr(_base(model), alibi.path)
+    with _reference(model):
+        bias = (build(torch.ones(1, 2, dtype=torch.long), n_heads, torch.float64) if alibi.call == "mask"
+                else build(n_heads, 2))
+    bias = bias.reshape(n_heads, 2).double()  # [head, key]
+    return bias[:, 1] - bias[:, 0]
+
+
 @torch.no_grad()
 def extract_layers(model: torch.nn.Module, n_tokens: int = 512) -> list[AttentionLayer]:
     """Every layer's attention weights as float64 copies (the engine casts to its dtype).
 
-    ``n_tokens`` bounds the token count of a relative position bias (families with ``position_bias``; the
-    others ignore it).
+    ``n_tokens`` bounds the token count of a relative position bias or ALiBi (families with
+    ``position_bias`` or ``alibi``; the others ignore it).
     Shapes: see :class:`rankcollapse.engine.AttentionLayer`.
     """
     family, config, base = family_of(model), model.config, _base(model)
@@ -179,6 +198,8 @@ def extract_layers(model: torch.nn.Module, n_tokens: int = 512) -> list[Attentio
     if family.position_bias is not None:
         probe = torch.zeros(1, n_tokens, config.hidden_size)
         score_bias["score_bias"] = _attr(base, family.position_bias)(probe)[0]  # [head, token, token]
+    elif family.alibi is not None:  # -m_h |i - j| [head, token, token]
+        score_bias["score_bias"] = rc_masks.decay_bias(n_tokens, _alibi_slopes(model, n_heads))
     layers = []
     for i, layer_module in enumerate(_layers(model)):
         layer = _projections(layer_module, family, n_heads, n_kv,

@@ -14,10 +14,11 @@ Fields of :class:`Family` (module paths are dotted attribute paths; "layer" is o
 * ``layers`` - the list of transformer layers, from the base model (``model.base_model``).
 * ``attention`` - from the layer: the attention module, fed the attention input (a hook reads it) and
   holding the logit scale, the QK-norm, the sliding window, the soft-capping and the sinks named below.
-* ``q``, ``k``, ``v``, ``o`` - from the layer: the projections. ``q == k == v`` is one fused projection
-  whose outputs are Q, K, V in turn (GPT-2's ``c_attn``). The output of ``o`` is the attention sublayer's
-  output (a hook reads it). ``weight_layout``: ``"linear"`` (nn.Linear, weight [out, in]) or ``"conv1d"``
-  (GPT-2's Conv1D, weight [in, out]).
+* ``q``, ``k``, ``v``, ``o`` - from the layer: the projections. ``q == k == v`` is one fused projection,
+  laid out as ``fused_layout`` says: ``"in_turn"``, its outputs are Q, K, V in turn (GPT-2's ``c_attn``);
+  ``"per_head"``, each head's q, k, v in turn (outputs [head, 3, d_head], BLOOM's ``query_key_value``).
+  The output of ``o`` is the attention sublayer's output (a hook reads it). ``weight_layout``: ``"linear"``
+  (nn.Linear, weight [out, in]) or ``"conv1d"`` (GPT-2's Conv1D, weight [in, out]).
 * ``grouped_kv`` - ``config.num_key_value_heads`` (when set) gives the K/V heads (grouped-query attention).
 * ``scaling`` - attribute of the attention module holding the model's own logit scale (query scaling:
   Gemma-3's comes from ``query_pre_attn_scalar``); absent on the module: 1 / sqrt(head_dim).
@@ -28,6 +29,11 @@ Fields of :class:`Family` (module paths are dotted attribute paths; "layer" is o
 * ``rotary`` - a :class:`Rotary` record (rotary embedding, its module and per-layer bases) or None.
 * ``position_bias`` - from the base model: a method taking a probe [1, token, d_model] and returning an
   additive logit bias [1, head, token, token] (MPNet's relative positions), or None.
+* ``alibi`` - an :class:`Alibi` record (the base model's own method building its ALiBi bias), or None. The
+  engine keeps ALiBi as the relative bias -m_h |i - j| (:func:`rankcollapse.core.masks.decay_bias`) with
+  the slopes m_h read off the bias that method builds; HF adds m_h times the key position (less a
+  constant), which differs from -m_h (i - j) by a constant per row on the causal keys: the softmax, hence A,
+  is the same.
 * ``qk_norm`` - (query norm, key norm), :class:`Norm` records from the attention module, or None.
 * ``softcap`` - attribute of the attention module holding attention-logit soft-capping (the engine's
   ``AttentionLayer.softcap``); None when the family has none.
@@ -37,6 +43,8 @@ Fields of :class:`Family` (module paths are dotted attribute paths; "layer" is o
   distance < sliding_window, stored as ``window = sliding_window - 1``; absent or None: no window), or None.
   ``"sliding_window"`` where the module sets it per layer type, ``"config.sliding_window"`` where the
   model applies the config's one window to every layer (Mistral, Phi-3).
+* ``refused`` - config fields (dotted paths from the config) the engine does not reproduce: a config that
+  sets one (a true value) is refused with one ValueError naming it, never computed otherwise.
 * ``block_end`` - (module from the layer, ``"input"`` or ``"output"``): where HF's attention block (the
   attention, its norms and the residual sum) ends, for the block validation.
 * ``tiny_config`` - keyword arguments of ``AutoConfig.for_model(model_type, ...)`` for the tiny random
@@ -62,6 +70,8 @@ The records, in short (the attention sublayer's own norm is the ``model`` norm o
   | [5] |
 | ``modernbert`` | ``attn_norm``, LayerNorm (pre; none in layer 0) | — | [6] |
 | ``gpt_oss`` | ``input_layernorm``, RMSNorm (pre) | — [1] | [7] |
+| ``bloom`` | ``input_layernorm``, LayerNorm (pre) | — | ALiBi, fused per-head ``query_key_value``, [8] |
+| ``mpt`` | ``norm_1``, LayerNorm without bias (pre) | — | ALiBi, fused ``Wqkv``, [9] |
 
 [1] Llama's ``post_attention_layernorm`` (and Mistral's, Qwen's, Phi-3's, GPT-OSS's) is the MLP's pre-norm,
 not an output norm of the attention.
@@ -77,8 +87,15 @@ marks (``use_sliding_window``, ``max_window_layers`` -> ``layer_types``), read f
 layer global) and its own rotary base for local and for global layers.
 [7] GPT-OSS: grouped KV, YaRN rotary, causal windows on alternating layers, and learned per-head attention
 sinks: each row of A sums to less than 1, which breaks Theorem 1's row-stochastic A (A1 = 1).
+[8] BLOOM: ALiBi from ``build_alibi_tensor`` (m_h times the key position), the scale
+``inv_norm_factor``; refused: ``apply_residual_connection_post_layernorm`` (the skip would add the normed
+input) and ``slow_but_exact`` (with ``pretraining_tp`` > 1 HF then sums the output projection over slices
+without its bias; refused whenever set).
+[9] MPT: ALiBi from ``build_mpt_alibi_tensor`` (m_h (j - L + 1) for the config's ``max_seq_len`` L; HF
+ignores ``attn_config.alibi`` and ``alibi_bias_max``, and so does the record), the scale ``softmax_scale``
+(``attn_config.softmax_scale`` or 1 / sqrt(d_head)); refused: ``attn_config.clip_qkv`` (Q, K, V clamped).
 The decoders (``gpt2``, ``llama``, ``gemma3_text``, ``mistral``, ``qwen2``, ``qwen3``, ``phi3``, ``gemma2``,
-``gpt_oss``) are causal.
+``gpt_oss``, ``bloom``, ``mpt``) are causal.
 
 >>> family_of(type("Config", (), {"model_type": "gpt2"})()).causal
 True
@@ -89,9 +106,12 @@ ValueError: model family must be one of bert, mpnet, gpt2, ...; got 't5'
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 NORM_KINDS = ("layernorm", "rms")
+FUSED_LAYOUTS = ("in_turn", "per_head")  # a fused projection's outputs: Q, K, V in turn, or per head
+ALIBI_CALLS = ("mask", "length")  # how a family's ALiBi method is called (Alibi.call)
 
 
 @dataclass(frozen=True)
@@ -117,6 +137,19 @@ class Rotary:
     # (Gemma-3's and ModernBERT's per-layer bases: "sliding_attention_inv_freq", ...); None = one base for all
 
 
+@dataclass(frozen=True)
+class Alibi:
+    """A family's ALiBi: the base model's own method building its bias, linear in the key position."""
+
+    path: str  # from the base model
+    call: str  # "mask": path(attention_mask [1, token], n_heads, dtype) (BLOOM); "length":
+    # path(n_heads, n_tokens) (MPT); either returns a bias whose last dimension is the key position
+
+    def __post_init__(self) -> None:
+        if self.call not in ALIBI_CALLS:
+            raise ValueError(f"call must be one of {', '.join(ALIBI_CALLS)}; got {self.call!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Family:
     """The layout of one Hugging Face model family (fields: the module docstring)."""
@@ -130,6 +163,7 @@ class Family:
     v: str
     o: str
     weight_layout: str = "linear"
+    fused_layout: str = "in_turn"
     grouped_kv: bool = False
     scaling: str = "scaling"
     norm_position: str
@@ -137,10 +171,12 @@ class Family:
     output_norm: Norm | None = None
     rotary: Rotary | None = None
     position_bias: str | None = None
+    alibi: Alibi | None = None
     qk_norm: tuple[Norm, Norm] | None = None
     softcap: str | None = None
     sinks: str | None = None
     sliding_window: str | None = None
+    refused: tuple[str, ...] = ()
     block_end: tuple[str, str]
     tiny_config: dict = field(default_factory=dict)
 
@@ -149,6 +185,13 @@ class Family:
             raise ValueError(f"weight_layout must be 'linear' or 'conv1d'; got {self.weight_layout!r}")
         if len({self.q, self.k, self.v}) == 2:
             raise ValueError("q, k, v must be three projections or one fused projection (all three equal)")
+        if self.fused_layout not in FUSED_LAYOUTS:
+            raise ValueError(f"fused_layout must be one of {', '.join(FUSED_LAYOUTS)}; "
+                             f"got {self.fused_layout!r}")
+        if self.fused_layout == "per_head" and (not self.fused_qkv or self.grouped_kv):
+            raise ValueError("fused_layout='per_head' needs one fused projection and no grouped K/V heads")
+        if self.position_bias is not None and self.alibi is not None:
+            raise ValueError("a family has a position_bias or an alibi, not both")
         if self.norm_position not in ("pre", "post"):
             raise ValueError(f"norm_position must be 'pre' or 'post'; got {self.norm_position!r}")
         if self.output_norm is not None and self.norm_position != "pre":
@@ -249,6 +292,19 @@ _RECORDS = (
                         "rope_parameters": {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 2.0,
                                             "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
                                             "original_max_position_embeddings": 32}}),
+    Family(model_type="bloom", causal=True, layers="h", attention="self_attention",
+           q="self_attention.query_key_value", k="self_attention.query_key_value",
+           v="self_attention.query_key_value", o="self_attention.dense", fused_layout="per_head",
+           scaling="inv_norm_factor", norm_position="pre", norm=Norm("input_layernorm"),
+           alibi=Alibi("build_alibi_tensor", "mask"),
+           refused=("apply_residual_connection_post_layernorm", "slow_but_exact"),
+           block_end=("post_attention_layernorm", "input"), tiny_config=dict(_TINY)),
+    Family(model_type="mpt", causal=True, layers="blocks", attention="attn", q="attn.Wqkv", k="attn.Wqkv",
+           v="attn.Wqkv", o="attn.out_proj", scaling="softmax_scale", norm_position="pre",
+           norm=Norm("norm_1"), alibi=Alibi("build_mpt_alibi_tensor", "length"),
+           refused=("attn_config.clip_qkv",), block_end=("norm_2", "input"),
+           # its own logit scale, not 1 / sqrt(d_head) = 0.35
+           tiny_config={**_TINY, "max_seq_len": 64, "attn_config": {"softmax_scale": 0.25}}),
 )
 
 FAMILIES: dict[str, Family] = {record.model_type: record for record in _RECORDS}
@@ -256,10 +312,16 @@ FAMILIES: dict[str, Family] = {record.model_type: record for record in _RECORDS}
 
 def family_of(config_or_model: object) -> Family:
     """The record of a model's (``.config``) or a config's ``model_type``; one ValueError naming it and the
-    supported families when there is none (an unknown family never takes another family's path)."""
+    supported families when there is none (an unknown family never takes another family's path), or naming
+    the config field when the config sets one the record refuses (``refused``)."""
     config = getattr(config_or_model, "config", config_or_model)
     model_type = getattr(config, "model_type", None)
     record = FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if record is None:
         raise ValueError(f"model family must be one of {', '.join(FAMILIES)}; got {model_type!r}")
+    for path in record.refused:
+        value = functools.reduce(lambda obj, name: getattr(obj, name, None), path.split("."), config)
+        if value:
+            raise ValueError(f"config.{path} = {value!r} is not reproduced by the engine; {model_type} "
+                             f"models are supported only without it")
     return record

@@ -338,14 +338,15 @@ def _check_family(config, spec: str) -> None:
 
 
 def max_tokens(config) -> int | None:
-    """The longest sequence a model takes: ``max_position_embeddings``, less the two offset positions of
-    RoBERTa-style encoders (MPNet, RoBERTa number positions from ``pad_token_id + 1``); None when unbounded.
+    """The longest sequence a model takes: ``max_position_embeddings`` (MPT's ``max_seq_len``), less the two
+    offset positions of RoBERTa-style encoders (MPNet, RoBERTa number positions from ``pad_token_id + 1``);
+    None when unbounded.
 
-    >>> from transformers import BertConfig, MPNetConfig
-    >>> max_tokens(BertConfig()), max_tokens(MPNetConfig(max_position_embeddings=514))  # all-mpnet-base-v2's
-    (512, 512)
+    >>> from transformers import BertConfig, MPNetConfig, MptConfig
+    >>> [max_tokens(c) for c in (BertConfig(), MPNetConfig(max_position_embeddings=514), MptConfig())]
+    [512, 512, 2048]
     """
-    limit = getattr(config, "max_position_embeddings", None)
+    limit = getattr(config, "max_position_embeddings", getattr(config, "max_seq_len", None))
     if limit is None:
         return None
     return int(limit) - (config.pad_token_id + 1 if config.model_type in ("mpnet", "roberta") else 0)

@@ -5,7 +5,7 @@ and time each needs on one GPU.
 
 :func:`configure` checks the page's parameters, :func:`compute` runs the check in a temporary folder
 and makes the commands table, :func:`numbers` are the values its prose states, :func:`show` what the page
-shows: those numbers and the commands table. :data:`MODELS` holds the sizes of five public models as their
+shows: those numbers and the commands table. :data:`MODELS` holds the sizes of seven public models as their
 hub configs give them (not read here: no network); :func:`estimate` turns one command into its memory and
 its time on one GPU from the engine's measured throughput (``benchmarks/throughput.json``,
 :func:`rankcollapse.engine.attention_flop`); :func:`commands_table` is the page's table of them.
@@ -97,6 +97,9 @@ MODELS = (
                  "64 tokens each way (bidirectional), two layers in three"),
     Architecture("openai/gpt-oss-20b", "gpt_oss", 20.9e9, 2880, 24, 64, 8, 64,
                  "128 tokens, every other layer"),
+    # ALiBi decoders (vocabularies 250880 and 50432; MPT's max_seq_len 2048)
+    Architecture("bigscience/bloom-560m", "bloom", 0.559e9, 1024, 24, 16, 16, 64, "none (ALiBi)"),
+    Architecture("mosaicml/mpt-7b", "mpt", 6.65e9, 4096, 32, 32, 32, 128, "none (ALiBi)"),
 )
 GPU = "NVIDIA H200"  # the GPU whose measured throughput the estimates use (benchmarks/gpu_throughput.py)
 COMMANDS = (  # (model, page, parameters): a reader's runs; n_layers = the model's depth (all its layers)
