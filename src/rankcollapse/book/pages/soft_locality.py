@@ -40,6 +40,7 @@ from rankcollapse.verdicts.rules import factor_text
 
 FIXED = dict(weights=("initialized_nobias",), norms=("none",))  # the theory's SAN, pure attention
 DIRECTIONS = ("complete", "causal")  # the masks a decay bias goes with: every key, or the earlier ones
+SHALLOW = 12  # the paper's depth, at which the slopes' table also reads each decay
 PAGE_PARAMETERS = ("n_weight_seeds", "slopes")  # the page's own parameters (not an experiment's)
 
 
@@ -193,8 +194,8 @@ def _window_claim(curves: Curves, thresholds, setting: str) -> Claim:
 def slope_table(curves: Curves) -> pd.DataFrame:
     """One row per slope and direction: the linear case's asymptotic |λ₂| and its factor over the measured
     fit's layers (``predicted``), the measured per-layer factor over the late layers with its interval (NaN
-    where none is fitted), the measured factor without the decay, and (bidirectional) the matched window, its
-    |λ₂| and its measured factor."""
+    where none is fitted), the measured factor without the decay, (bidirectional) the matched window, its
+    |λ₂| and its measured factor, and the decay's verdict over the first SHALLOW layers alone (compact)."""
     rows = []
     for m in curves.slopes:
         for mask in DIRECTIONS:
@@ -210,8 +211,16 @@ def slope_table(curves: Curves) -> pd.DataFrame:
                          "predicted": _or_nan(predicted_factor(curves.predicted[key], verdict)),
                          "factor": _or_nan(verdict.factor), "low": _or_nan(verdict.low),
                          "high": _or_nan(verdict.high), "window_factor": _or_nan(window and window.factor),
-                         "plain_factor": _or_nan(plain.factor)})
+                         "plain_factor": _or_nan(plain.factor),
+                         "shallow": side_verdict(_first(curves.decay[key], SHALLOW)).text})
     return pd.DataFrame(rows)
+
+
+def _first(curve: Side, n_layers: int) -> Side:
+    """The curve of the first ``n_layers`` layers only: what a stack of that depth measures (a weight seed's
+    first layers are drawn as a shallower stack's are)."""
+    draws = None if curve.draws is None else curve.draws[:, :n_layers + 1]
+    return Side(curve.label, curve.values[:n_layers + 1], curve.floor[:n_layers + 1], draws, curve.resampled)
 
 
 def _rate(curve: np.ndarray) -> float:
@@ -231,8 +240,13 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     rows = claims(curves)
     table = slope_table(curves)
     parts = list(results.values())
+    hidden = [f"{mask_title(r.mask, None)}, m = {r.slope:g}" for r in table.itertuples()
+              if r.shallow.startswith(("not resolved", "on the floor"))]
+    shallow = (f"in the first {SHALLOW} layers alone {len(hidden)} of {len(table)} decays show no collapse "
+               f"({'; '.join(hidden)})" if hidden
+               else f"every decay collapses within the first {SHALLOW} layers")
     values = {"scale": scale_words(curves.first), "n_seeds": curves.n_seeds, "n_layers": curves.n_layers,
-              "n_tokens": curves.n_tokens, **finding_clauses(rows)}
+              "n_tokens": curves.n_tokens, "finding_shallow": shallow, **finding_clauses(rows)}
     figure = ShownFigure("fig-soft-locality-factors", slope_figure(table, curves.n_tokens),
                          combined_parameters(parts), figure_data(parts))
     return Shown(values=prefixed("soft_locality", values),
@@ -261,7 +275,8 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
                          "matched window": table["window"].map(
                              lambda w: "none" if w is None or w != w else f"w = {int(w)}"),
                          "its |λ₂|": table["window_lambda2"].map(lambda v: "—" if v != v else f"{v:.4g}"),
-                         "its measured factor": table["window_factor"].map(number)})
+                         "its measured factor": table["window_factor"].map(number),
+                         f"the decay in {SHALLOW} layers": table["shallow"]})
 
 
 def finding_clauses(rows: Sequence[Claim]) -> dict[str, str]:

@@ -43,6 +43,6 @@ def slope_figure(table: pd.DataFrame, n_tokens: int) -> Figure:
         ax.set_xticks(m, [f"{v:g}" for v in m])
         ax.set_title(f"{mask_label(mask)} + decay, N = {n_tokens}", fontsize="medium")
         ax.set_xlabel("decay slope m")
-        ax.set_ylabel("1 − factor per layer")
+    axes[0].set_ylabel("1 − factor per layer")  # shared by both panels
     plotting.figure_legend(fig, axes)
     return fig
