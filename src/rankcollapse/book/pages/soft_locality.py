@@ -255,8 +255,9 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
                  figures=[figure])
 
 
-def table_view(table: pd.DataFrame) -> pd.DataFrame:
-    """The slopes' table as the page shows it: numbers as text, a dash where there is none."""
+def table_view(table: pd.DataFrame):
+    """The slopes' table as the page shows it (a styled table without the index): numbers as text, a dash
+    where there is none, the matched window with its |λ₂| in one cell."""
     def factor(row) -> str:
         if row.factor != row.factor:
             return "—"
@@ -266,17 +267,21 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
     def number(value: float) -> str:
         return "—" if value != value else f"×{factor_text(value)}"
 
-    return pd.DataFrame({"mask": table["mask"].map(lambda m: mask_title(m, None)),
-                         "m": table["slope"].map(lambda m: f"{m:g}"),
-                         "linear case |λ₂|": table["lambda2"].map(lambda v: f"{v:.4g}"),
-                         "measured factor": [factor(r) for r in table.itertuples()],
-                         "linear case, same layers": table["predicted"].map(number),
-                         "without the decay": table["plain_factor"].map(number),
-                         "matched window": table["window"].map(
-                             lambda w: "none" if w is None or w != w else f"w = {int(w)}"),
-                         "its |λ₂|": table["window_lambda2"].map(lambda v: "—" if v != v else f"{v:.4g}"),
-                         "its measured factor": table["window_factor"].map(number),
-                         f"the decay in {SHALLOW} layers": table["shallow"]})
+    def window(row) -> str:
+        if row.window != row.window:
+            return "none"
+        return f"w = {int(row.window)} (|λ₂| {row.window_lambda2:.4g})"
+
+    shown = pd.DataFrame({"mask": table["mask"].map(lambda m: mask_title(m, None)),
+                          "m": table["slope"].map(lambda m: f"{m:g}"),
+                          "linear case |λ₂|": table["lambda2"].map(lambda v: f"{v:.4g}"),
+                          "measured factor": [factor(r) for r in table.itertuples()],
+                          "linear case, same layers": table["predicted"].map(number),
+                          "without the decay": table["plain_factor"].map(number),
+                          "matched window": [window(r) for r in table.itertuples()],
+                          "its measured factor": table["window_factor"].map(number),
+                          f"the decay in {SHALLOW} layers": table["shallow"]})
+    return shown.style.hide(axis="index")
 
 
 def finding_clauses(rows: Sequence[Claim]) -> dict[str, str]:
@@ -286,7 +291,7 @@ def finding_clauses(rows: Sequence[Claim]) -> dict[str, str]:
     do not hold and why."""
     def count(row: Claim, noun: str) -> str:
         held = [c for c in row.cells if c.outcome == "holds"]
-        others = [f"{c.column}: {c.outcome}" for c in row.cells if c.outcome != "holds"]
+        others = [f"{c.column}: {c.outcome}, {c.text}" for c in row.cells if c.outcome != "holds"]
         return f"{len(held)} of {len(row.cells)} {noun}" + (f" ({'; '.join(others)})" if others else "")
 
     collapse, prediction, slows, window = rows
