@@ -256,30 +256,29 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
 
 
 def table_view(table: pd.DataFrame):
-    """The slopes' table as the page shows it (a styled table without the index): numbers as text, a dash
-    where there is none, the matched window with its |λ₂| in one cell."""
-    def factor(row) -> str:
-        if row.factor != row.factor:
-            return "—"
-        interval = f" [{factor_text(row.low)}, {factor_text(row.high)}]" if row.low == row.low else ""
-        return f"×{factor_text(row.factor)}{interval}"
-
+    """The slopes' table as the page shows it (a styled table without the index, seven columns so that it
+    fits a printed page): numbers as text, a dash where there is none; the measured factor beside the linear
+    case's over the same layers, the matched window with its measured factor and |λ₂|."""
     def number(value: float) -> str:
         return "—" if value != value else f"×{factor_text(value)}"
+
+    def measured(row) -> str:
+        interval = f" [{factor_text(row.low)}, {factor_text(row.high)}]" if row.low == row.low else ""
+        return "—" if row.factor != row.factor else \
+            f"×{factor_text(row.factor)}{interval} vs {number(row.predicted)}"
 
     def window(row) -> str:
         if row.window != row.window:
             return "none"
-        return f"w = {int(row.window)} (|λ₂| {row.window_lambda2:.4g})"
+        return f"w = {int(row.window)}: {number(row.window_factor)} (|λ₂| {row.window_lambda2:.4g})"
 
     shown = pd.DataFrame({"mask": table["mask"].map(lambda m: mask_title(m, None)),
                           "m": table["slope"].map(lambda m: f"{m:g}"),
                           "linear case |λ₂|": table["lambda2"].map(lambda v: f"{v:.4g}"),
-                          "measured factor": [factor(r) for r in table.itertuples()],
-                          "linear case, same layers": table["predicted"].map(number),
+                          "measured vs the linear case, same layers": [measured(r)
+                                                                       for r in table.itertuples()],
                           "without the decay": table["plain_factor"].map(number),
-                          "matched window": [window(r) for r in table.itertuples()],
-                          "its measured factor": table["window_factor"].map(number),
+                          "matched window: measured": [window(r) for r in table.itertuples()],
                           f"the decay in {SHALLOW} layers": table["shallow"]})
     return shown.style.hide(axis="index")
 
