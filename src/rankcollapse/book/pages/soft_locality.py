@@ -27,10 +27,11 @@ from rankcollapse.book.pages.theory_san import agrees, prediction_claim
 from rankcollapse.book.plotting.soft_locality import slope_figure
 from rankcollapse.book.shown import (Shown, ShownFigure, combined_parameters, figure_data, prefixed,
                                     scale_note, scale_words)
+from rankcollapse.core import masks
 from rankcollapse.core.checks import check_int
 from rankcollapse.experiments.config import Run, experiment_config
 from rankcollapse.experiments.store import StoredResult
-from rankcollapse.theory.dynamics import linear_curve
+from rankcollapse.theory.dynamics import linear_curve, linear_rate
 from rankcollapse.theory.soft_locality import decay_attention, decay_second_eigenvalue, matched_window
 from rankcollapse.verdicts.claims import (Cell, Claim, combine, effect_cell, predicted_factor,
                                           side_verdict)
@@ -207,7 +208,7 @@ def slope_table(curves: Curves) -> pd.DataFrame:
             rows.append({"mask": mask, "slope": m,
                          "lambda2": decay_second_eigenvalue(curves.n_tokens, m, mask == "causal"),
                          "window": w, "window_lambda2": np.nan if w is None else math.exp(
-                             -_rate(curves.predicted[mask_title("sliding_window", w)])),
+                             -linear_rate(masks.build_mask("sliding_window", curves.n_tokens, w))),
                          "predicted": _or_nan(predicted_factor(curves.predicted[key], verdict)),
                          "factor": _or_nan(verdict.factor), "low": _or_nan(verdict.low),
                          "high": _or_nan(verdict.high), "window_factor": _or_nan(window and window.factor),
@@ -221,12 +222,6 @@ def _first(curve: Side, n_layers: int) -> Side:
     first layers are drawn as a shallower stack's are)."""
     draws = None if curve.draws is None else curve.draws[:, :n_layers + 1]
     return Side(curve.label, curve.values[:n_layers + 1], curve.floor[:n_layers + 1], draws, curve.resampled)
-
-
-def _rate(curve: np.ndarray) -> float:
-    """The asymptotic per-layer rate of a predicted curve: -log of its last step (the linear case's |λ₂|
-    once every token has mixed).  Shapes: curve [layer + 1]."""
-    return float(-math.log(curve[-1] / curve[-2])) if curve[-1] > 0 and curve[-2] > 0 else math.inf
 
 
 def _or_nan(value: float | None) -> float:
