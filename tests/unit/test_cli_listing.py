@@ -64,13 +64,18 @@ def test_results_lists_every_stored_result(capsys):
     assert cli.main(["results"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["page", "key", "scale", "layers", "model", "dtype", "device", "commit",
-                                "time", "status"]
+                                "time", "per-sample", "status"]
     keys = {(page, k) for page in STORE.pages() for k in STORE.keys(page)}
     unfinished = {(r["page"], r["key"]) for r in checkpoints.partial_runs(STORE)}  # listed with progress
     table = lines[1:lines.index("")] if "" in lines else lines[1:]  # the unfinished runs' own section below
     assert {tuple(line.split()[:2]) for line in table} == keys | unfinished
     fig2 = next(line for line in lines if line.startswith("fig2") and "3000 × 128" in line)
     assert fig2.split()[-1] == "verified" and "pkg:mpnet" in fig2 and "float32" in fig2
+    per_sample = {tuple(line.split()[:2]): line.split()[-2] for line in table}
+    for page, key in keys:  # "yes" where a samples file is stored beside the table
+        samples = (STORE.root / page / f"{key}.samples.npz").is_file()
+        assert per_sample[page, key] == ("yes" if samples else "–" if page == "data" else "no"), (page, key)
+    assert per_sample["fig3", "12e763666a1a33b5"] == "yes"  # Fig. 3's 3000 x 128 run
 
 
 def test_results_says_which_are_damaged(tmp_path, monkeypatch, capsys):
@@ -218,6 +223,6 @@ def test_results_shows_each_unfinished_run_with_its_scale_and_progress(tmp_path,
     lines = capsys.readouterr().out.splitlines()
     key = result_key("fig2", parameters)
     rows = {" ".join(line.split()) for line in lines[1:lines.index("")]}
-    assert rows == {f"fig2 {key} 64 × 32 12 pkg:minilm float64 cpu 01234567 – partial 3/10 units, resumable",
-                    f"fig2 {key} – – – – – unknown – partial 1/? units, not resumable by this code"}
+    assert rows == {f"fig2 {key} 64 × 32 12 pkg:minilm float64 cpu 01234567 – – partial 3/10 units, resumable",
+                    f"fig2 {key} – – – – – unknown – – partial 1/? units, not resumable by this code"}
     assert [r["status"] for r in cli_listing.results_table("fig3")] == []

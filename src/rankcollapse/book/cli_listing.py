@@ -132,16 +132,22 @@ def _cell(record: dict, key: str) -> str:
         return "–" if seconds is None else f"{seconds:.0f} s"
     if key == "commit":
         return short_commit(str(record.get("git_commit", "–")))
+    if key == "per-sample":  # whether its per-sample values (the intervals' input) are stored
+        if "key" not in record or "n_samples" not in record.get("parameters", {}):
+            return "–"  # an unfinished run, or a result that is not a sweep over samples
+        return "yes" if "samples_sha256" in record else "no"
     return str(record.get(key, p.get(key, "–")))
 
 
-_COLUMNS = ("page", "key", "scale", "layers", "model", "dtype", "device", "commit", "time", "status")
+_COLUMNS = ("page", "key", "scale", "layers", "model", "dtype", "device", "commit", "time", "per-sample",
+            "status")
 
 
 def results_table(page: str | None = None) -> list[dict[str, str]]:
     """One row per stored result (of ``page``, or every page), each verified (:meth:`ResultStore.verify`):
-    page, key, scale (samples × tokens), layers, model, dtype, device, commit, compute time, and ``verified``
-    or ``damaged: <why>``; then one row per unfinished run (:func:`partial_table`'s), its scale and settings
+    page, key, scale (samples × tokens), layers, model, dtype, device, commit, compute time, whether its
+    per-sample values are stored (``yes``/``no``: what an effect's interval needs), and ``verified`` or
+    ``damaged: <why>``; then one row per unfinished run (:func:`partial_table`'s), its scale and settings
     from its run record, its status ``partial <done>/<all> units`` and whether this code resumes it."""
     from rankcollapse.experiments.store import DamagedResultError
 
