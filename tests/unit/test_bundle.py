@@ -243,10 +243,10 @@ def test_the_repository_leaves_room_for_a_device_bundle():
     the bundle keeps 28 MiB. The 128-layer weight seeds of Appendix G.1 took it to 42.4 MiB (2026-12-07);
     storing the tables' floats at 9 significant digits instead of 17 (``store.TABLE_DIGITS``, every stored
     table rewritten by results/upgrade_store.py) brought it back to 35.3 MiB. The per-sample values of the
-    3000-sample runs of Figs. 2 and 3 (about 4.7 MB each in their 2-byte form) and the mask zoo at 1024 samples
-    raised it to 48 MiB (2026-12-07): the bundle keeps 16 MiB a call (about 650 samples' X(0) rows) and
-    ``--fit-mib`` moves the rest to a first call. Over it, store fewer statistics or layers of the deep runs,
-    or prune what results/ stores before committing more."""
+    3000-sample runs of Figs. 2 and 3 (about 4.7 MB each in their 2-byte form) and the mask zoo at 1024
+    samples raised it to 48 MiB (2026-12-07): the bundle keeps 16 MiB a call (about 650 samples' X(0) rows)
+    and ``--fit-mib`` moves the rest to a first call. Over it, store fewer statistics or layers of the deep
+    runs, or prune what results/ stores before committing more."""
     from rankcollapse.book import cli_bundle
 
     root = Path(__file__).resolve().parents[2]

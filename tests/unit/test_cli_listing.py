@@ -223,6 +223,7 @@ def test_results_shows_each_unfinished_run_with_its_scale_and_progress(tmp_path,
     lines = capsys.readouterr().out.splitlines()
     key = result_key("fig2", parameters)
     rows = {" ".join(line.split()) for line in lines[1:lines.index("")]}
-    assert rows == {f"fig2 {key} 64 × 32 12 pkg:minilm float64 cpu 01234567 – – partial 3/10 units, resumable",
+    assert rows == {f"fig2 {key} 64 × 32 12 pkg:minilm float64 cpu 01234567 – – partial 3/10 units, "
+                    "resumable",
                     f"fig2 {key} – – – – – unknown – – partial 1/? units, not resumable by this code"}
     assert [r["status"] for r in cli_listing.results_table("fig3")] == []

@@ -178,6 +178,10 @@ def _parser() -> argparse.ArgumentParser:
     results = commands.add_parser("results",
                                   help="list the stored results (verified or damaged) and unfinished runs")
     results.add_argument("page", nargs="?", default=None, help="only this page's results")
+    results.add_argument("--pack", action="store_true",
+                         help="first pack the unfinished runs' finished units into their compact form, to "
+                              "commit them (a run resumed from them is within about 1e-4, not "
+                              "byte-identical)")
     return parser
 
 
@@ -188,6 +192,8 @@ def _listing(args: argparse.Namespace) -> int:
     if args.command == "results":
         if args.page is not None:
             registry.page(args.page)
+        for line in cli_listing.pack_partial(args.page) if args.pack else []:
+            print(line)
         rows, partial = cli_listing.results_table(args.page), cli_listing.partial_table(args.page)
         print(cli_listing.format_table(rows) if rows else "no stored results")
         if partial:

@@ -182,6 +182,20 @@ def _partial_runs(store: ResultStore, page: str | None) -> list[dict]:
     return [r for r in partial_runs(store) if page in (None, r["page"])]
 
 
+def pack_partial(page: str | None = None) -> list[str]:
+    """Pack the finished units of every unfinished run of the store (of ``page``, or every page;
+    :func:`rankcollapse.experiments.checkpoints.pack_units`); one line per run folder that had exact units."""
+    from rankcollapse.experiments.checkpoints import pack_units
+
+    lines = []
+    for run in _partial_runs(_store(), page):
+        if packed := pack_units(run["folder"]):
+            before, after = sum(b for _, b, _ in packed), sum(a for *_, a in packed)
+            lines.append(f"packed {len(packed)} units of {_relative(run['folder'])}: "
+                         f"{before / 1e6:.2f} MB -> {after / 1e6:.2f} MB")
+    return lines
+
+
 def _status(run: dict) -> str:
     """An unfinished run in a few words: resumable by this code, or superseded, or not resumable here."""
     if run.get("stored"):

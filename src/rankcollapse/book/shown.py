@@ -216,7 +216,9 @@ def scale_note(result: StoredResult) -> str:
     """One sentence under a figure: scale, model, hardware, time and commit of the result, and where it is."""
     p = result.provenance
     origin = "loaded from the results store" if result.loaded else "computed by this build"
-    resumed = (f", over several sessions ({p['units_resumed']} units resumed from checkpoints)"
+    packed = (f", {p['units_resumed_packed']} of them packed: their values within about 1e-4 of the computed"
+              if p.get("units_resumed_packed") else "")
+    resumed = (f", over several sessions ({p['units_resumed']} units resumed from checkpoints{packed})"
                if p.get("units_resumed") else "")
     return (f"Scale of this run: {scale_words(result)}; pretrained model {p['model_description']} "
             f"(`{p['parameters']['model']}`, depth {p['model_layers']}); computed on {p['hardware']} in "

@@ -147,13 +147,15 @@ def from_metrics(parts: list[tuple[list[dict], dict]], groups: np.ndarray | None
 
 _STORED_KEYS = ("labels", "groups", "encoding")  # entries of the file that are not metrics
 _CENTRE, _STEP = ".centre", ".step"  # a metric's entries beside its codes: "<metric>.centre", "<metric>.step"
+LOG_PARTS = ("", _CENTRE, _STEP)  # the entries of one array encoded by encode_logs, as suffixes of its name
 
 
-def _encoded(values: np.ndarray) -> dict[str, np.ndarray]:
-    """Values as stored: their natural log as int16 codes around a float64 centre in float64 steps, per
-    curve and layer (the midpoint and 1/65532 of the finite logs' range over samples); NaN, -inf (a value 0)
-    and +inf as codes of their own.  Shapes: [curve, layer + 1, sample] -> codes [2, curve, layer + 1, sample]
-    (uint8: high and low bytes), centre and step [curve, layer + 1]."""
+def encode_logs(values: np.ndarray) -> dict[str, np.ndarray]:
+    """Values (not negative) as stored: their natural log as int16 codes around a float64 centre in float64
+    steps, per curve and layer (the midpoint and 1/65532 of the finite logs' range over samples); NaN, -inf
+    (a value 0) and +inf as codes of their own; entries named by :data:`LOG_PARTS`.  Shapes: [curve,
+    layer + 1, sample] (or any [..., sample]) -> codes [2, curve, layer + 1, sample] (uint8: high and low
+    bytes), centre and step [curve, layer + 1]."""
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log(np.asarray(values, dtype=np.float64))
         finite = np.isfinite(logs)
@@ -171,8 +173,8 @@ def _encoded(values: np.ndarray) -> dict[str, np.ndarray]:
     return {"": np.stack([planes >> 8, planes & 0xFF]).astype(np.uint8), _CENTRE: centre, _STEP: step}
 
 
-def _decoded(stored: dict[str, np.ndarray]) -> np.ndarray:
-    """Stored codes back to values, float64 (:func:`_encoded`).  Shapes: -> [curve, layer + 1, sample]."""
+def decode_logs(stored: dict[str, np.ndarray]) -> np.ndarray:
+    """Stored codes back to values, float64 (:func:`encode_logs`).  Shapes: -> [curve, layer + 1, sample]."""
     high, low = stored[""].astype(np.uint16)  # [2, curve, layer + 1, sample]: the codes' byte planes
     codes = ((high << 8) | low).view(np.int16)
     logs = stored[_CENTRE][..., None] + codes.astype(np.float64) * stored[_STEP][..., None]
@@ -189,7 +191,7 @@ def to_bytes(samples: SampleValues) -> bytes:
     labels = json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None).to_dict("records"))
     groups = {} if samples.groups is None else {"groups": np.asarray(samples.groups, dtype=np.int32)}
     stored = {name + part: array for name, values in samples.values.items()
-              for part, array in _encoded(values).items()}
+              for part, array in encode_logs(values).items()}
     np.savez_compressed(buffer, labels=np.array(labels), encoding=np.array(ENCODING), **groups, **stored)
     return buffer.getvalue()
 
@@ -212,7 +214,7 @@ def from_bytes(data: bytes) -> SampleValues:
             arrays = {name: archive[name] for name in archive.files if name not in _STORED_KEYS}
         if encoding == ENCODING:
             names = [n for n in arrays if not n.endswith((_CENTRE, _STEP))]
-            values = {n: _decoded({part: arrays[n + part] for part in ("", _CENTRE, _STEP)}) for n in names}
+            values = {n: decode_logs({part: arrays[n + part] for part in LOG_PARTS}) for n in names}
         elif encoding == "log":
             values = {name: np.exp(array.astype(np.float64)) for name, array in arrays.items()}
         elif encoding is None:
