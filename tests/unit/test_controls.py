@@ -258,7 +258,7 @@ def test_the_first_paragraph_names_the_claims_whose_verdict_depends_on_the_setti
             Claim("It collapses", "s", "m", "holds", "n", setting=f"{biases}; 5 weight seeds")]
     found = _fig2_controls.setting_clauses(rows)
     assert found["n_setting_differences"] == 1
-    assert found["setting_differences"] == ("The verdict depends on the setting: *LayerNorm stops it* (m) "
+    assert found["setting_differences"] == ("The verdict depends on the setting: “LayerNorm stops it” (m) "
                                             "cannot tell in the theory's SAN (no biases), holds with "
                                             "PyTorch's biases.")
     assert _fig2_controls.setting_clauses(rows[2:])["setting_differences"].startswith("Every claim reads")

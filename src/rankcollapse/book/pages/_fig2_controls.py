@@ -97,14 +97,15 @@ def control_claims(results: Mapping[str, StoredResult]) -> list[Claim]:
 
 def setting_clauses(claims: list[Claim]) -> dict[str, str]:
     """Where a claim's verdict differs between the settings it is decided in (rows of the same claim text,
-    different ``setting``), as one clause for the page's first paragraph (``setting_differences``; "" when
-    every claim reads the same in every setting) and the count (``n_setting_differences``)."""
+    different ``setting``), as one clause for the page's first paragraph (``setting_differences``: plain text,
+    glued with ``glue:text``, so the claims are quoted, not emphasized; a sentence saying so when every claim
+    reads the same in every setting) and the count (``n_setting_differences``)."""
     by_claim: dict[tuple[str, str], list[Claim]] = {}
     for c in claims:
         if c.setting:  # one claim, measured the same way, in each of its settings
             by_claim.setdefault((c.claim, c.measured), []).append(c)
     differs = [rows for rows in by_claim.values() if len({r.verdict for r in rows}) > 1]
-    words = "; ".join(f"*{rows[0].claim.strip('. ')}* ({rows[0].measured.split(':')[0]}) " + ", ".join(
+    words = "; ".join(f"“{rows[0].claim.strip('. ')}” ({rows[0].measured.split(':')[0]}) " + ", ".join(
         f"{r.verdict} {_short(r.setting)}" for r in rows) for rows in differs)
     return {"setting_differences": f"The verdict depends on the setting: {words}." if differs else
             "Every claim reads the same in every setting.", "n_setting_differences": len(differs)}

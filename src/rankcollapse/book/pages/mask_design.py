@@ -317,10 +317,10 @@ def _collapse_words(names: pd.Series, collapses: pd.Series) -> str:
             f"({', '.join(names[collapses]) or 'none'}); for the other {int((~collapses).sum())} "
             f"({', '.join(names[~collapses])}) no collapse of μ/‖X‖_F is resolved in these layers: it "
             f"neither reaches the rounding floor nor decays by a factor below "
-            f"{math.exp(-COLLAPSE_RATE):.3g} per layer in the later layers (read on the median curve over "
-            "samples, without an interval). Theorem 1 allows this: its bound contracts more slowly the larger the "
-            "radius r and the smaller the least attention weight ε, so over a few layers it promises almost "
-            "nothing when r is large or trained attention is sharp")
+            f"{math.exp(-COLLAPSE_RATE):.3g} per layer in the later layers (read on the median curve "
+            "over samples, without an interval). Theorem 1 allows this: its bound contracts more slowly the "
+            "larger the radius r and the smaller the least attention weight ε, so over a few layers it "
+            "promises almost nothing when r is large or trained attention is sharp")
 
 
 def _uni_vs_bi(ratios: pd.Series, n_pairs: int, rates) -> str:
