@@ -37,7 +37,8 @@ def test_fig2_names_the_model_and_the_floor(site_page):
     body = " ".join(site_page.locator("main").text_content().split())  # collapsed blocks too
     assert re.search(r"not the paper.s BERT-base", body) and re.search(r"all-(MiniLM-L6|mpnet-base)-v2", body)
     # LayerNorm at the complete mask against its floor: a multiple of it, or below it (underflowed to 0)
-    assert re.search(r"(times|below) its rounding floor( \(it underflowed\))? \(\d\.\de-\d\d\)", body)
+    assert re.search(r"against a rounding floor of \d\.\de-\d\d: that is ([\d.]+ times|exactly 0, below) its "
+                     r"rounding floor", body)
 
 
 def test_reproduce_page_lists_the_store_and_figure_downloads(site_page, js_errors):
