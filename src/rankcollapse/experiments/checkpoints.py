@@ -279,8 +279,8 @@ class Checkpoints:
         """The unit's metrics and compute seconds, or None when it has no checkpoint of this identity, or one
         that is corrupt (then moved aside, with one warning line). An exact checkpoint is read before a
         packed one."""
-        found = {} if self.folder is None else _unit_files(self.folder)
-        path = found.get(unit.name)
+        candidates = () if self.folder is None else (self.folder / f"{unit.name}{s}" for s in (EXACT, PACKED))
+        path = next((p for p in candidates if p.is_file()), None)
         if path is None:
             return None
         try:
