@@ -26,7 +26,7 @@ def test_a_page_loads_what_is_stored_for_its_defaults_and_names_the_commit(tmp_p
     assert origins.page_origin("theorem1", store) == origins.COMPUTED
     assert origins.page_origin("fig3", store) == f"{origins.COMPUTED} (its defaults are not stored)"
     defaults = page_parameters(registry.page("fig3").path(book_root()))
-    runs = registry.configure("fig3", defaults)  # its weight seeds' parts and the pretrained part
+    runs = registry.configure("fig3", defaults)  # its main sweep and its weight seeds' parts
     for run, seconds in zip(runs.values(), range(100, 100 + len(runs))):
         _save(store, "fig3", run.config, "67f324776d9ae82e", seconds)
     assert origins.page_origin("fig3", store) == (

@@ -136,7 +136,7 @@ PAGES: dict[str, Page] = {p.name: p for p in (
     Page("fig2", "book/experiments/fig2.md", "Fig. 2: masks and LayerNorm", fig2.configure, fixed=fig2.FIXED,
          profiles={"paper": {**PAPER_SCALE, "n_samples_controls": 256}}, grows_own_counts=True, **_E),
     Page("fig3", "book/experiments/fig3.md", "Fig. 3: temperature", fig3.configure, fixed=fig3.FIXED,
-         profiles={"paper": {**PAPER_SCALE, "n_samples_seeds": 256}}, grows_own_counts=True, **_E),
+         profiles={"paper": {**PAPER_SCALE, "n_samples_seeds": 600}}, grows_own_counts=True, **_E),
     Page("fig4", "book/experiments/fig4.md", "Fig. 4: token geometry", fig4.configure, fixed=fig4.FIXED,
          profiles=_PAPER, **_E),
     Page("appendix_g1", "book/experiments/appendix_g1.md", "Appendix G.1: 128 layers", appendix_g1.configure,

@@ -8,7 +8,9 @@ against the largest (the baseline) on the same samples, an effect with its inter
 (:mod:`rankcollapse.verdicts.effects`), robust or not over the thresholds' grid. The last row, the
 response's on the pretrained panels, is shared with the pretrained-panels page
 (:func:`rankcollapse.book.pages._common.pretrained_layers_claim`). Every number is read on the median over
-samples.
+samples: the pretrained rows on the main sweep's pretrained curves, with its per-sample values (at the
+paper profile the response's 3000 samples), the initialized rows on the weight seeds' replicates (at the
+paper profile 5 x 600 samples: the same 3000, split over the seeds the intervals resample).
 
 Used by: book/experiments/fig3.md (through the page registry, :mod:`rankcollapse.book.registry`).
 """
@@ -34,11 +36,10 @@ SEED_PAGE_PARAMETERS = ("n_samples_seeds", "n_weight_seeds")  # the seed replica
 
 
 def configure(parameters: dict) -> dict[str, Run]:
-    """The main sweep (the paper's Fig. 3), and ``seed_<k>`` for k = 0 .. n_weight_seeds - 1: the first
-    ``n_samples_seeds`` samples, initialized with and without biases (without: the theory's SAN), weights
-    drawn with seed ``seed + k`` — the outer level of every initialized interval — and ``pretrained``: the
-    pretrained weights on the same samples, each sample's values kept (the intervals of the pretrained
-    rows)."""
+    """The main sweep (the paper's Fig. 3; its pretrained curves and per-sample values are also what the
+    pretrained rows read), and ``seed_<k>`` for k = 0 .. n_weight_seeds - 1: the first ``n_samples_seeds``
+    samples, initialized with and without biases (without: the theory's SAN), weights drawn with seed
+    ``seed + k`` — the outer level of every initialized interval."""
     own = computing(parameters, *SEED_PAGE_PARAMETERS)
     runs = {"main": Run(experiment_config(own, **FIXED))}
     if not any(name in parameters for name in SEED_PAGE_PARAMETERS):
@@ -50,7 +51,6 @@ def configure(parameters: dict) -> dict[str, Run]:
     for k in range(n_seeds):
         runs[f"seed_{k}"] = Run(experiment_config({**seeds, "weight_seed": own.get("seed", 0) + k}, **FIXED,
                                                   weights=INITIALIZED))
-    runs["pretrained"] = Run(experiment_config(seeds, **FIXED, weights=("pretrained",)))
     return runs
 
 
@@ -64,9 +64,11 @@ def show(results: dict, parameters: dict) -> Shown:
     temperature and the scale note."""
     result = results["main"]
     rows = page_claims(results, parameters)["fig3"]
+    seeds = seed_parts(results, "seed")
     return Shown(values=prefixed("fig3", {"scale": scale_words(result), **numbers(result.table),
-                                          "seeds_scale": scale_words(results["seed_0"]),
-                                          "n_seeds": len(seed_parts(results, "seed")),
+                                          "seeds_scale": scale_words(seeds[0]), "n_seeds": len(seeds),
+                                          "seeds_samples": sum(r.provenance["parameters"]["n_samples"]
+                                                               for r in seeds),
                                           **finding_clauses(rows)}),
                  markdown={"fig3_scale_note": scale_note(result)},
                  claims={"fig3": rows},
@@ -104,8 +106,8 @@ def claims(results: dict) -> list[Claim]:
     """Fig. 3's caption at the layers it names — initialized stacks in layers 1–6 (:data:`SHALLOW`), in the
     theory's SAN and with biases (pooled over the weight seeds) — the response's "the effect disappears after
     5 or 6 layers" as the first layer whose interval includes no effect, and the pretrained rows at every
-    layer (the ``pretrained`` part, with its per-sample values)."""
-    seeds, pretrained = seed_parts(results, "seed"), results["pretrained"]
+    layer (the main sweep's pretrained curves, with its per-sample values)."""
+    seeds, pretrained = seed_parts(results, "seed"), results["main"]
     cold, warm = temperature_range(pretrained.table)
     words = (f"d_QK = {cold:g}", f"d_QK = {warm:g}")
     rows = []
