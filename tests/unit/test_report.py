@@ -51,6 +51,21 @@ def test_the_parts_of_a_page_move_to_the_largest_scale_where_all_are_stored(tmp_
     assert report.largest_stored(shown, store)["large"].provenance["parameters"]["n_samples"] == 64
 
 
+def test_a_part_stored_only_in_its_own_dtype_moves_in_it(tmp_path, pair):
+    """The skip page's deep bias-free seeds are always float64: at a float32 scale they are found in float64,
+    also when the page's parameters (and so every part at its own scale) are float64."""
+    store = ResultStore(tmp_path)
+    large, small = pair
+    shown = {"large": _store(store, large), "small": _store(store, small)}
+    _store(store, replace(large, n_samples=64, n_tokens=32, dtype="float32"))
+    _store(store, replace(small, n_tokens=32))  # float64, as its page fixes it
+    moved = report.largest_stored(shown, store)
+    assert [(r.provenance["parameters"]["n_tokens"], r.provenance["parameters"]["dtype"])
+            for r in moved.values()] == [(32, "float32"), (32, "float64")]
+    _store(store, replace(small, n_tokens=32, dtype="float32"))  # the scale's own dtype comes first
+    assert report.largest_stored(shown, store)["small"].provenance["parameters"]["dtype"] == "float32"
+
+
 def test_parts_on_the_same_samples_move_together(tmp_path, pair):
     store = ResultStore(tmp_path)
     large, _ = pair

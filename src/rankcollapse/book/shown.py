@@ -123,15 +123,15 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
 
     The scale is that of a stored run of the same experiment as the part ``main`` where a page has one (Fig. 2
     beside its controls), else the part with the most samples (equal in every parameter but SCALE_PARAMETERS).
-    Every part moves to it; a part computed in another dtype than that part keeps its dtype (the skip page's
-    deep bias-free seeds, float64 beside a float32 run); a part computed on another sample count than that
-    part (the sample-size page's small sample, Fig. 2's controls) keeps its own sample count, except with
-    ``grows`` (the registry entry's
-    ``grows_own_counts``, Fig. 2: :func:`rankcollapse.book.report.largest_stored` passes it): there those
-    parts move to the largest sample count stored for all of them at that scale. So a page never mixes
-    scales; a part stored at that scale only on another device is taken from there (the skip-connection
-    page's deep, initialized part from a GPU's device bundle, its shallow part with the pretrained layers
-    from a CPU)."""
+    Every part moves to it; a part computed in another dtype than that part keeps its dtype, and a part not
+    stored in the scale's dtype is taken in its own where it is stored so (the skip page's deep bias-free
+    seeds: always float64, beside a float32 run, also when the page's own dtype is float64); a part computed
+    on another sample count than that part (the sample-size page's small sample, Fig. 2's controls) keeps its
+    own sample count, except with ``grows`` (the registry entry's ``grows_own_counts``, Fig. 2:
+    :func:`rankcollapse.book.report.largest_stored` passes it): there those parts move to the largest sample
+    count stored for all of them at that scale. So a page never mixes scales; a part stored at that scale
+    only on another device is taken from there (the skip-connection page's deep, initialized part from a
+    GPU's device bundle, its shallow part with the pretrained layers from a CPU)."""
     store = store or ResultStore()
     first = anchor(results).provenance
     own = first["parameters"]
@@ -154,11 +154,12 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
         """The sample counts to try for the parts on their own count, largest first (None: their own)."""
         if not grows:
             return [None]
-        wanted = [without(at_scale(r.provenance["parameters"], scale), ("n_samples", "device"))
+        free = ("n_samples", "device", "dtype")
+        wanted = [without(at_scale(r.provenance["parameters"], scale), free)
                   for r in results.values() if r.provenance["parameters"]["n_samples"] != own["n_samples"]]
-        main = without(at_scale(own, scale), ("n_samples", "device"))  # never a part that is the main sweep
+        main = without(at_scale(own, scale), free)  # never a part that is the main sweep
         stored = {r["parameters"]["n_samples"] for r in entries
-                  if (p := without(r["parameters"], ("n_samples", "device"))) in wanted and p != main}
+                  if (p := without(r["parameters"], free)) in wanted and p != main}
         return [*sorted(stored, reverse=True), None]
 
     larger = sorted((r for r in entries
@@ -172,12 +173,23 @@ def largest_stored(results: Mapping[str, StoredResult], store: ResultStore | Non
                      if c > max(r.provenance["parameters"]["n_samples"] for r in results.values()
                                 if r.provenance["parameters"]["n_samples"] != own["n_samples"])]
         for count in tried:
-            moved = {part: _on_any_device(store, r.provenance["page"],
-                                          at_scale(r.provenance["parameters"], scale, count))
+            moved = {part: _in_any_dtype(store, r.provenance["page"],
+                                         at_scale(r.provenance["parameters"], scale, count),
+                                         r.provenance["parameters"].get("dtype"))
                      for part, r in results.items()}
             if all(r is not None for r in moved.values()):
                 return moved
     return dict(results)
+
+
+def _in_any_dtype(store: ResultStore, page: str, parameters: dict,
+                  own_dtype: str | None) -> StoredResult | None:
+    """The stored result of these parameters on any device (:func:`_on_any_device`), else of them in the
+    part's ``own_dtype`` (a dtype its page fixes), else None."""
+    found = _on_any_device(store, page, parameters)
+    if found is None and own_dtype is not None and parameters.get("dtype") != own_dtype:
+        found = _on_any_device(store, page, {**parameters, "dtype": own_dtype})
+    return found
 
 
 def _on_any_device(store: ResultStore, page: str, parameters: dict) -> StoredResult | None:
