@@ -185,34 +185,48 @@ def claims(results: dict) -> list[Claim]:
                                  "pure attention: per-layer factor of ‖X‖_F (a statement about scale, not "
                                  "rank: μ/‖X‖_F decides rank)", norm_sides,
                                  setting=setting_words(results, setting)))
-    return rows + pretrained_claims(results["components"])
+    return rows + pretrained_claims(results["components"], results["main"])
 
 
 NORM_WORDS = {"unit": "the paper's D (unit norm)", "model": "LayerNorm as a fresh model has it (no affine)"}
 
 
-def pretrained_claims(components: StoredResult) -> list[Claim]:
+def pretrained_claims(components: StoredResult, main: StoredResult) -> list[Claim]:
     """The pretrained rows: pure attention collapses; the trained LayerNorm, with the skip connection, and the
-    full transformer stop it ("together with the other components"); the trained LayerNorm slows it."""
+    full transformer stop it ("together with the other components"); the trained LayerNorm slows it.
+
+    The rows about pure attention and the trained LayerNorm alone read the main sweep (the figure's curves,
+    the response's 3000 samples in the book) where it kept its per-sample values, else ``components``; the row
+    with the skip connection and the full transformer reads ``components`` (the controls' samples), the only
+    part that has them. Each row says its sample count."""
     setting = f"pretrained ({components.provenance['model_description'].split(' (')[0].split('/')[-1]})"
     pre = dict(weights="pretrained", variant="SAN", skip=False)
-    pure = mask_sides(components, None, "pure attention", norm="none", **pre)
-    trained = mask_sides(components, None, "trained LayerNorm", norm="model", **pre)
+    alone = main if main.samples is not None else components
+
+    def on(result: StoredResult) -> str:
+        return f"{result.provenance['parameters']['n_samples']} samples"
+
+    pure, trained = (mask_sides(components, None, words, norm=norm, **pre)
+                     for words, norm in (("pure attention", "none"), ("trained LayerNorm", "model")))
     with_skip = mask_sides(components, None, "LayerNorm + skip", norm="model",
                            **{**pre, "skip": True})
     full = side(components, None, "full transformer", weights="pretrained", variant="full transformer")
     helps = {**{f"{m}, LN": (trained[m], pure[m]) for m in trained},
              **{f"{m}, LN + skip": (with_skip[m], pure[m]) for m in with_skip},
              "full transformer": (full, pure["complete"])}
+    pure_alone = mask_sides(alone, None, "pure attention", norm="none", **pre)
+    trained_alone = mask_sides(alone, None, "trained LayerNorm", norm="model", **pre)
     return [curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2",
-                         "pure attention: per-layer factor of μ/‖X‖_F, per mask", pure, setting=setting),
+                         f"pure attention ({on(alone)}): per-layer factor of μ/‖X‖_F, per mask", pure_alone,
+                         setting=setting),
             stops_claim("In pretrained models LayerNorm helps, together with the other components",
-                        "the paper: Fig. 2", "the trained LayerNorm, LayerNorm + skip connection, and the "
-                        "full transformer (its own mask) against pure attention on the same weights", helps,
-                        setting=setting),
+                        "the paper: Fig. 2", f"the trained LayerNorm, LayerNorm + skip connection, and the "
+                        f"full transformer (its own mask) against pure attention on the same weights "
+                        f"({on(components)})", helps, setting=setting),
             against("... the trained LayerNorm slows collapse against pure attention", "the paper: Fig. 2",
-                    "the model's own LayerNorm: late per-layer factor of μ/‖X‖_F over pure attention's",
-                    {m: (trained[m], pure[m]) for m in trained}, setting=setting)]
+                    f"the model's own LayerNorm ({on(alone)}): late per-layer factor of μ/‖X‖_F over pure "
+                    "attention's", {m: (trained_alone[m], pure_alone[m]) for m in trained_alone},
+                    setting=setting)]
 
 
 def _rate_spread_claim(pure: dict[str, Side], setting: str) -> Claim:
