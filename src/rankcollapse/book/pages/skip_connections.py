@@ -64,13 +64,15 @@ def page_claims(results: Mapping[str, StoredResult], parameters: dict) -> dict[s
 
 
 def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
-    """The page's numbers and scale (``skip_*``), claims table, the figures of μ and ‖X‖_F (shallow) and
-    of μ (deep), and the scale notes of both sweeps."""
+    """The page's numbers and scales (``skip_*``: the sweeps' and the bias-free weight seeds'), claims table,
+    the figures of μ and ‖X‖_F (shallow) and of μ (deep), and the scale notes of both sweeps."""
     shallow, deep = results["shallow"], results["deep"]
     found = numbers(shallow.table, deep.table)
     rows = page_claims(results, parameters)["skip"]
+    seeds = [r for name, r in results.items() if name.startswith("shallow_seed_")]
     return Shown(values=prefixed("skip", {"scale": scale_words(shallow), **found,
-                                          "finding": verdict_words(rows)}),
+                                          "finding": verdict_words(rows), "n_seeds": len(seeds),
+                                          "seeds_scale": scale_words(seeds[0]) if seeds else "none"}),
                  markdown={"skip_scale_note": scale_note(shallow) + "\n\n" + scale_note(deep)},
                  claims={"skip": rows},
                  figures=[layer_figure(shallow, "mu", "fig-skip-connections-mu"),
