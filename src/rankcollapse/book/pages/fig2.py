@@ -206,16 +206,18 @@ def pretrained_claims(components: StoredResult, main: StoredResult) -> list[Clai
     def on(result: StoredResult) -> str:
         return f"{result.provenance['parameters']['n_samples']} samples"
 
-    pure, trained = (mask_sides(components, None, words, norm=norm, **pre)
+    def alone_sides(result: StoredResult) -> tuple[dict[str, Side], dict[str, Side]]:
+        return tuple(mask_sides(result, None, words, norm=norm, **pre)
                      for words, norm in (("pure attention", "none"), ("trained LayerNorm", "model")))
+
+    pure, trained = alone_sides(components)
+    pure_alone, trained_alone = (pure, trained) if alone is components else alone_sides(alone)
     with_skip = mask_sides(components, None, "LayerNorm + skip", norm="model",
                            **{**pre, "skip": True})
     full = side(components, None, "full transformer", weights="pretrained", variant="full transformer")
     helps = {**{f"{m}, LN": (trained[m], pure[m]) for m in trained},
              **{f"{m}, LN + skip": (with_skip[m], pure[m]) for m in with_skip},
              "full transformer": (full, pure["complete"])}
-    pure_alone = mask_sides(alone, None, "pure attention", norm="none", **pre)
-    trained_alone = mask_sides(alone, None, "trained LayerNorm", norm="model", **pre)
     return [curves_claim("Pure masked attention collapses exponentially", "the paper: Fig. 2",
                          f"pure attention ({on(alone)}): per-layer factor of μ/‖X‖_F, per mask", pure_alone,
                          setting=setting),

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 import pandas as pd
 
 from rankcollapse.book.pages._common import (BIASES_SETTING, THEORY_SETTING, against, computing, mask_sides,
-                                             stops_claim, times_floor, verdict_words, with_setting)
+                                             seed_parts, stops_claim, times_floor, verdict_words,
+                                             with_setting)
 from rankcollapse.book.plotting.results import layer_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
 from rankcollapse.core.checks import check_int
@@ -69,7 +70,7 @@ def show(results: Mapping[str, StoredResult], parameters: dict) -> Shown:
     shallow, deep = results["shallow"], results["deep"]
     found = numbers(shallow.table, deep.table)
     rows = page_claims(results, parameters)["skip"]
-    seeds = [r for name, r in results.items() if name.startswith("shallow_seed_")]
+    seeds = seed_parts(results, "shallow_seed")
     return Shown(values=prefixed("skip", {"scale": scale_words(shallow), **found,
                                           "finding": verdict_words(rows), "n_seeds": len(seeds),
                                           "seeds_scale": scale_words(seeds[0]) if seeds else "none"}),
