@@ -69,8 +69,9 @@ def _samples(n_curves: int = 2, n_samples: int = 5) -> sample_values.SampleValue
                            for m, w in (("complete", None), ("sliding_window", 4))][:n_curves],
                           columns=list(sample_values.CURVE_COLUMNS))
     values = {k: rng.random((n_curves, 4, n_samples)).astype(np.float32)
-              for k in sample_values.SAMPLE_METRICS}
+              for k in sample_values.STORED_METRICS}
     values["mu"][0, 3] = np.nan  # a shallower curve
+    values["relative_mu"] = values["mu"] / values["norm"]
     return sample_values.SampleValues(labels, values, np.array([0, 1, 0, 2, 1][:n_samples]))
 
 
@@ -81,8 +82,8 @@ def test_per_sample_values_round_trip_through_the_store(tmp_path):
     record = json.loads(store.paths("fig2", {"n": 1})[1].read_text())
     assert record["samples_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     loaded = store.load("fig2", {"n": 1}).samples
+    _assert_as_stored(loaded, samples)
     for name in sample_values.SAMPLE_METRICS:
-        _assert_within_half_a_step(loaded.values[name], samples.values[name])
         assert loaded.values[name].dtype == np.float64
     np.testing.assert_array_equal(loaded.groups, [0, 1, 0, 2, 1])
     assert loaded.curve("mu", mask="complete").shape == (3, 5)  # cut after its last layer
@@ -91,18 +92,38 @@ def test_per_sample_values_round_trip_through_the_store(tmp_path):
     assert store.load("fig2", {"n": 2}).samples is None  # results stored without them
 
 
-def _assert_within_half_a_step(stored: np.ndarray, exact: np.ndarray) -> None:
+def _half_step(exact: np.ndarray) -> np.ndarray:
+    """Half of each curve-layer's step as the store quantizes logs: 1/131064 of the finite logs' range over
+    samples.  Shapes: [curve, layer + 1, sample] -> [curve, layer + 1, 1]."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.log(np.asarray(exact, dtype=np.float64))
+        finite = np.isfinite(b)
+        spread = np.where(finite, b, -np.inf).max(-1) - np.where(finite, b, np.inf).min(-1)
+    return np.where(np.isfinite(spread), spread, 0.0)[..., None] / 131064 * (1 + 1e-9) + 1e-12
+
+
+def _assert_within_half_a_step(stored: np.ndarray, exact: np.ndarray,
+                               bound: np.ndarray | None = None) -> None:
     """``stored`` is ``exact`` rounded as the store keeps it: each log within half of its curve-layer's step
-    (1/65532 of the finite logs' range over samples), NaN, 0 and inf exactly.
-    Shapes: both [curve, layer + 1, sample]."""
+    (or within ``bound``), NaN, 0 and inf exactly.  Shapes: both [curve, layer + 1, sample]."""
     with np.errstate(divide="ignore", invalid="ignore"):
         a, b = np.log(stored), np.log(np.asarray(exact, dtype=np.float64))
         finite = np.isfinite(b)
-        spread = np.where(finite, b, -np.inf).max(-1) - np.where(finite, b, np.inf).min(-1)
         error = np.where(finite, a - b, 0.0)
-    half_step = np.where(np.isfinite(spread), spread, 0.0)[..., None] / 131064 * (1 + 1e-9) + 1e-12
-    assert (np.abs(error) <= half_step).all()
+    assert (np.abs(error) <= (_half_step(exact) if bound is None else bound)).all()
     np.testing.assert_array_equal(a[~finite], b[~finite])  # NaN, log 0 = -inf and inf kept as they were
+
+
+def _assert_as_stored(stored: sample_values.SampleValues, exact: sample_values.SampleValues) -> None:
+    """mu and norm within half a step of their exact values; relative_mu, not stored, is their ratio, its log
+    within the sum of their half steps of the exact ratio."""
+    for name in sample_values.STORED_METRICS:
+        _assert_within_half_a_step(stored.values[name], exact.values[name])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = stored.values["mu"] / stored.values["norm"]
+        np.testing.assert_array_equal(stored.values["relative_mu"], ratio)
+    _assert_within_half_a_step(stored.values["relative_mu"], exact.values["relative_mu"],
+                               _half_step(exact.values["mu"]) + _half_step(exact.values["norm"]))
 
 
 def test_per_sample_values_are_stored_as_logs_quantized_within_each_curve_layers_range(tmp_path):
@@ -111,17 +132,19 @@ def test_per_sample_values_are_stored_as_logs_quantized_within_each_curve_layers
     NaN (a shallower curve), 0 (underflowed) and inf kept; a result just saved reads exactly as it loads."""
     rng = np.random.default_rng(3)
     samples = _samples(n_samples=5)
-    wide = {k: np.exp(rng.uniform(-40, 0, v.shape)) * 1e-200 for k, v in samples.values.items()}
-    wide["relative_mu"][1, 3] = 0.0  # underflowed: stays exactly 0
+    wide = {k: np.exp(rng.uniform(-40, 0, samples.values[k].shape)) * 1e-200 for k in ("mu", "norm")}
+    wide["mu"][1, 3] = 0.0  # underflowed: stays exactly 0
     wide["norm"][0, 2, 1], wide["mu"][1, 1] = np.inf, 7.5  # one curve-layer with one value: no spread
     wide["mu"][0, 3] = np.nan
+    wide["relative_mu"] = wide["mu"] / wide["norm"]
     values = sample_values.SampleValues(samples.labels, wide, None)
     data = sample_values.to_bytes(values)
-    assert sample_values.stored_encoding(data) == sample_values.ENCODING == "log16"
+    assert sample_values.stored_encoding(data) == sample_values.ENCODING == "log16_ratio_derived"
+    with np.load(io.BytesIO(data)) as archive:  # the ratio is not stored
+        assert not [name for name in archive.files if name.startswith("relative_mu")]
     back = sample_values.from_bytes(data)
-    for name in sample_values.SAMPLE_METRICS:
-        _assert_within_half_a_step(back.values[name], wide[name])
-    assert back.values["relative_mu"][1, 3, 0] == 0.0
+    _assert_as_stored(back, values)
+    assert back.values["relative_mu"][1, 3, 0] == 0.0 and back.values["relative_mu"][0, 2, 1] == 0.0
     assert back.values["mu"][1, 1, 0] == pytest.approx(7.5, rel=1e-15)
     assert np.abs(np.log(back.values["mu"][0, :3]) - np.log(wide["mu"][0, :3])).max() > 1e-5  # not lossless
     store = ResultStore(tmp_path)
@@ -130,31 +153,54 @@ def test_per_sample_values_are_stored_as_logs_quantized_within_each_curve_layers
         np.testing.assert_array_equal(saved.values[name], store.load("fig2", {"n": 1}).samples.values[name])
 
 
+def test_a_ratio_that_mu_over_norm_cannot_give_is_stored_with_them():
+    """Where mu and norm overflowed (inf) while their ratio was measured, the ratio is
+    stored too and read back as measured; elsewhere it is mu over norm."""
+    samples = _samples()
+    values = {k: v.astype(np.float64) for k, v in samples.values.items()}
+    values["mu"][1, 3, :2] = values["norm"][1, 3, :2] = np.inf  # a pretrained decoder's stack at depth
+    measured = sample_values.SampleValues(samples.labels, values)
+    assert not sample_values.derives_ratio(values) and sample_values.derives_ratio(samples.values)
+    data = sample_values.to_bytes(measured)
+    with np.load(io.BytesIO(data)) as archive:
+        assert "relative_mu" in archive.files
+    back = sample_values.from_bytes(data)
+    _assert_within_half_a_step(back.values["relative_mu"], values["relative_mu"])
+    assert np.isfinite(back.values["relative_mu"][1, 3]).all() and np.isinf(back.values["mu"][1, 3, :2]).all()
+
+
 def _legacy_bytes(samples: sample_values.SampleValues, encoding: str | None) -> bytes:
-    """Per-sample values as files stored before today's encoding held them: the values as float32 (no
-    encoding entry, no groups) or their logs as float32 (``"log"``)."""
+    """Per-sample values as files stored before today's encoding held them, all three metrics: the values as
+    float32 (no encoding entry, no groups), their logs as float32 (``"log"``) or as today's codes
+    (``"log16"``)."""
     buffer = io.BytesIO()
     labels = np.array(json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None)
                                  .to_dict("records")))
     if encoding is None:
         np.savez(buffer, labels=labels, **{k: v.astype(np.float32) for k, v in samples.values.items()})
-    else:
+    elif encoding == "log":
         with np.errstate(divide="ignore"):
             logs = {k: np.log(v).astype(np.float32) for k, v in samples.values.items()}
         np.savez_compressed(buffer, labels=labels, encoding=np.array(encoding), **logs)
+    else:
+        codes = {name + part: array for name, values in samples.values.items()
+                 for part, array in sample_values.encode_logs(values).items()}
+        np.savez_compressed(buffer, labels=labels, encoding=np.array(encoding), **codes)
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("encoding", [None, "log"])
+@pytest.mark.parametrize("encoding", [None, "log", "log16"])
 def test_files_of_the_earlier_encodings_read_back_and_are_rewritten_in_todays(tmp_path, encoding):
-    """Files written before (float32 values; float32 logs) read as they did; ``compact_samples`` rewrites
-    them in today's encoding with the record's SHA-256 anew, once, and the values stay within half a step."""
+    """Files written before (float32 values; float32 logs; all three metrics as codes) read as they did;
+    ``compact_samples`` rewrites them in today's encoding (mu and norm) with the record's SHA-256 anew, once,
+    and the values stay within half a step (the ratio within its two parts' half steps)."""
     from rankcollapse.experiments.store_upgrade import compact_samples
 
     samples = _samples()
     data = _legacy_bytes(samples, encoding)
     legacy = sample_values.from_bytes(data)
-    np.testing.assert_allclose(legacy.values["norm"], samples.values["norm"], rtol=1e-6)
+    _assert_within_half_a_step(legacy.values["norm"], samples.values["norm"], 1e-6 + _half_step(
+        samples.values["norm"]) * (encoding == "log16"))
     assert legacy.groups is None and sample_values.stored_encoding(data) == encoding
     store = ResultStore(tmp_path)
     store.save("fig2", {"n": 1}, pd.DataFrame({"a": [1.0]}), {}, samples=samples)
@@ -165,8 +211,10 @@ def test_files_of_the_earlier_encodings_read_back_and_are_rewritten_in_todays(tm
                                      "samples_sha256": hashlib.sha256(data).hexdigest()}))
     assert compact_samples(store) == [path] and compact_samples(store) == []
     assert sample_values.stored_encoding(path.read_bytes()) == sample_values.ENCODING
-    for name in sample_values.SAMPLE_METRICS:
-        _assert_within_half_a_step(store.load("fig2", {"n": 1}).samples.values[name], legacy.values[name])
+    # the ratio is now the stored mu over the stored norm, not the ratio the file held
+    parts = {"mu": legacy.values["mu"], "norm": legacy.values["norm"]}
+    _assert_as_stored(store.load("fig2", {"n": 1}).samples,
+                      sample_values.SampleValues(legacy.labels, sample_values.with_ratio(parts)))
 
 
 def test_each_samples_article_is_its_group():
@@ -205,7 +253,8 @@ def test_per_sample_values_of_a_sweep_match_its_table(tmp_path, monkeypatch):
         curve = reloaded.samples.curve("relative_mu", weights=row.weights, mask=row.mask, norm=row.norm)
         rows = table[(table["weights"] == row.weights) & (table["mask"] == row.mask)
                      & (table["metric"] == "relative_mu")]
-        np.testing.assert_allclose(np.median(curve, axis=-1), rows.sort_values("layer")["median"], rtol=1e-6)
+        # rtol: the stored form (mu and norm each within 1/131064 of their logs' spread over the samples)
+        np.testing.assert_allclose(np.median(curve, axis=-1), rows.sort_values("layer")["median"], rtol=1e-5)
     no_bias = reloaded.samples.curve("relative_mu", weights="initialized_nobias", mask="causal", norm="none")
     assert not np.allclose(no_bias, reloaded.samples.curve("relative_mu", weights="initialized",
                                                            mask="causal", norm="none"))

@@ -35,7 +35,8 @@ def _result(curves: dict[str, np.ndarray]) -> tuple[pd.DataFrame, SampleValues]:
                 rows.append({**label, "layer": int(layer), "metric": metric, "mean": median, "median": median,
                              "q10": median, "q90": median, "n_samples": curve.shape[1]})
     samples = SampleValues(pd.DataFrame(labels, columns=list(CURVE_COLUMNS)),
-                           {m: np.stack(list(curves.values())) for m in ("relative_mu", "mu")})
+                           {**{m: np.stack(list(curves.values())) for m in ("relative_mu", "mu")},
+                            "norm": np.ones((len(curves), *next(iter(curves.values())).shape))})
     return pd.DataFrame(rows), samples
 
 

@@ -17,15 +17,19 @@ text of their article. ``groups`` gives each sample's article (an index, in orde
 :func:`article_groups`), so that a bootstrap resamples articles, not samples
 (:func:`rankcollapse.core.stats.resampled_medians`). Results stored before it was kept have none.
 
-Stored as ``results/<page>/<key>.samples.npz`` (:func:`to_bytes`), compressed (:data:`ENCODING` ``"log16"``):
-the natural log of every value (no underflow for values tracked exactly far below float32's range), quantized
-per metric, curve and layer to 65,533 steps across its samples' range (int16 codes written as two byte
-planes, a float64 centre and step per curve and layer; NaN and ±inf kept as codes), so the log is off by at
-most half a step, about ``range / 131064``: 2.5e-4 for the widest spread stored, a relative error of 0.025 %
-in the value. About 1.4-1.7 bytes per value on a 256-sample run (the float32 logs stored before: 2.4-2.9);
-the groups as int32; its SHA-256 in the result's record and verified on every load like the table's. Files
-written before hold the log as float32 (``"log"``) or the values as float32 (no ``encoding`` entry); all
-read the same.
+Stored as ``results/<page>/<key>.samples.npz`` (:func:`to_bytes`), compressed (:data:`ENCODING`
+``"log16_ratio_derived"``): ``mu`` and ``norm`` are stored, ``relative_mu`` is their ratio computed on load
+(:func:`with_ratio`, as :mod:`rankcollapse.core.metrics` computes it), so a third of the bytes go; it is
+stored too only where the ratio cannot be derived (a stack whose mu and norm overflowed to inf while their
+ratio was measured: pretrained decoders' pure attention at depth). Of each stored value the natural log (no
+underflow for values tracked exactly far below float32's range), quantized per metric, curve and layer to
+65,533 steps across its samples' range (int16 codes written as two byte planes, a float64 centre and step per
+curve and layer; NaN and ±inf kept as codes), so the log is off by at most half a step, about ``range /
+131064``: 2.5e-4 for the widest spread stored, a relative error of 0.025 % in the value (``relative_mu``: at
+most the sum of its two parts' errors). About 1.4-1.7 bytes per stored value on a 256-sample run (the float32
+logs stored before: 2.4-2.9); the groups as int32; its SHA-256 in the result's record and verified on every
+load like the table's. Files written before hold all three metrics: as quantized logs (``"log16"``, to
+2026-12-07), logs as float32 (``"log"``) or the values as float32 (no ``encoding`` entry); all read the same.
 
 Used by: the results store (written beside a result, hashed like its table), the verdicts' effect sizes.
 """
@@ -40,8 +44,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-# the metrics kept per sample (what the verdicts' effects read)
+# the metrics kept per sample (what the verdicts' effects read); the first is the ratio of the other two,
+# computed on load (STORED_METRICS are always written, the ratio only where it cannot be derived)
 SAMPLE_METRICS = ("relative_mu", "mu", "norm")
+STORED_METRICS = ("mu", "norm")
 CURVE_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip")
 
 
@@ -93,9 +99,10 @@ class SampleValues:
 
 
 SAMPLES_SUFFIX = ".samples.npz"  # beside a result's <key>.csv.gz: results/<page>/<key>.samples.npz
-# the values are stored as their natural log quantized to int16 codes ("log": as float32, 2026-12-04 to -07;
-# files without this entry: the values as float32)
-ENCODING = "log16"
+# mu and norm stored as their natural log quantized to int16 codes ("log16": all three metrics so, to
+# 2026-12-07; "log": their logs as float32, 2026-12-04 to -07; files without this entry: the values as
+# float32)
+ENCODING = "log16_ratio_derived"
 _STEPS = 32766  # finite codes -32766 .. 32766 around a curve-layer's centre
 _NAN, _MINUS_INF, _PLUS_INF = -32768, -32767, 32767  # the codes of the other values
 
@@ -145,6 +152,29 @@ def from_metrics(parts: list[tuple[list[dict], dict]], groups: np.ndarray | None
                         {name: np.concatenate(arrays) for name, arrays in values.items()}, groups)
 
 
+def with_ratio(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``values`` with ``relative_mu = mu / norm`` (norm clamped at float64's smallest normal number, as
+    :func:`rankcollapse.core.metrics.norm_metrics` divides; NaN past a curve's last layer stays NaN) where
+    they hold mu and norm but not the ratio.  Shapes: each [curve, layer + 1, sample]."""
+    if "relative_mu" in values or not {"mu", "norm"} <= values.keys():
+        return values
+    # inf / inf (overflowed) gives NaN: the ratio is then stored (derives_ratio)
+    with np.errstate(invalid="ignore"):
+        ratio = values["mu"] / np.maximum(values["norm"], np.finfo(np.float64).tiny)
+    return {"relative_mu": ratio, **values}
+
+
+def derives_ratio(values: dict[str, np.ndarray]) -> bool:
+    """Whether mu over norm gives ``values``' relative_mu wherever it is finite, and nowhere else (not where
+    mu and norm overflowed to inf with the ratio measured; true without a ratio). Shapes: each [curve, layer +
+    1, sample]."""
+    if "relative_mu" not in values:
+        return True
+    with np.errstate(invalid="ignore", divide="ignore"):
+        derived = with_ratio({"mu": values["mu"], "norm": values["norm"]})["relative_mu"]
+    return bool(np.array_equal(np.isfinite(derived), np.isfinite(values["relative_mu"])))
+
+
 _STORED_KEYS = ("labels", "groups", "encoding")  # entries of the file that are not metrics
 _CENTRE, _STEP = ".centre", ".step"  # a metric's entries beside its codes: "<metric>.centre", "<metric>.step"
 LOG_PARTS = ("", _CENTRE, _STEP)  # the entries of one array encoded by encode_logs, as suffixes of its name
@@ -184,14 +214,19 @@ def decode_logs(stored: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def to_bytes(samples: SampleValues) -> bytes:
-    """The compressed ``.npz`` bytes of per-sample values: per metric the quantized log of its values
-    (:data:`ENCODING`; entries ``<metric>``, ``<metric>.centre``, ``<metric>.step``), the groups (when
-    recorded) and the curves' labels as JSON."""
+    """The compressed ``.npz`` bytes of per-sample values: per metric of STORED_METRICS the quantized log of
+    its values (:data:`ENCODING`; entries ``<metric>``, ``<metric>.centre``, ``<metric>.step``), the groups
+    (when recorded) and the curves' labels as JSON; ``relative_mu`` is written only where mu over norm does
+    not give it (:func:`derives_ratio`)."""
+    missing = [name for name in STORED_METRICS if name not in samples.values]
+    if missing:
+        raise ValueError(f"samples must hold the metrics {', '.join(STORED_METRICS)}; missing {missing}")
     buffer = io.BytesIO()
     labels = json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None).to_dict("records"))
     groups = {} if samples.groups is None else {"groups": np.asarray(samples.groups, dtype=np.int32)}
-    stored = {name + part: array for name, values in samples.values.items()
-              for part, array in encode_logs(values).items()}
+    names = STORED_METRICS if derives_ratio(samples.values) else ("relative_mu", *STORED_METRICS)
+    stored = {name + part: array for name in names
+              for part, array in encode_logs(samples.values[name]).items()}
     np.savez_compressed(buffer, labels=np.array(labels), encoding=np.array(ENCODING), **groups, **stored)
     return buffer.getvalue()
 
@@ -212,7 +247,7 @@ def from_bytes(data: bytes) -> SampleValues:
             encoding = str(archive["encoding"]) if "encoding" in archive.files else None
             groups = archive["groups"] if "groups" in archive.files else None
             arrays = {name: archive[name] for name in archive.files if name not in _STORED_KEYS}
-        if encoding == ENCODING:
+        if encoding in (ENCODING, "log16"):
             names = [n for n in arrays if not n.endswith((_CENTRE, _STEP))]
             values = {n: decode_logs({part: arrays[n + part] for part in LOG_PARTS}) for n in names}
         elif encoding == "log":
@@ -223,4 +258,4 @@ def from_bytes(data: bytes) -> SampleValues:
             raise ValueError(f"encoding {encoding!r}")
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as err:
         raise ValueError(f"not a per-sample values file ({type(err).__name__})") from None
-    return SampleValues(labels, values, groups)
+    return SampleValues(labels, with_ratio(values), groups)
