@@ -1,7 +1,8 @@
 """What a user expects of the command line: ``--version``; ``pages PAGE`` (parameters, defaults, types,
-ranges); ``results`` (every stored result, verified or damaged); ``--nproc`` on ``compute``; where the results
-went; a page that shows the largest stored run says so; every run gets a folder of its own; the README names
-the extra models of the paper profile and every environment variable the package reads."""
+ranges); ``results`` (every stored result, verified or damaged, and what each page shows at its defaults);
+``--nproc`` on ``compute``; where the results went; a page that shows the largest stored run says so; every
+run gets a folder of its own; the README names the extra models of the paper profile and every environment
+variable the package reads."""
 
 import gzip
 import json
@@ -87,8 +88,10 @@ def test_results_says_which_are_damaged(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path))
     assert cli.main(["results", "fig2"]) == 2  # as every damaged stored result (README)
     out, err = capsys.readouterr()
-    (line,) = out.splitlines()[1:]
+    lines = out.splitlines()
+    (line,) = lines[1:lines.index("")]
     assert line.startswith(f"fig2  {key}") and "damaged: the table is not the one recorded" in line
+    assert lines[-1].split()[:2] == ["fig2", "damaged"]  # what the page shows: nothing it can read
     assert err == "rankcollapse results: error: 1 of 1 stored results damaged (their status says why)\n"
 
 
@@ -115,6 +118,25 @@ def _default_fig2(results: Path, larger: bool = False) -> list[str]:
         for path in (STORE.root / "fig2").glob(f"{key}.*"):  # the table, its record and any per-sample values
             shutil.copyfile(path, results / "fig2" / path.name)
     return own
+
+
+def test_results_says_what_each_page_shows_at_its_defaults(tmp_path, monkeypatch):
+    """Per page, the scale the book shows at the parameters cell's defaults (the larger stored run once every
+    part is stored at it) and the parts shown without per-sample values; "–" before the defaults are."""
+    defaults = runner.page_parameters(registry.page("fig2").path(ROOT))
+    monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(tmp_path / "empty"))
+    assert cli_listing.shown_table("fig2") == [{"page": "fig2", "scale": "–", "model": "–", "dtype": "–",
+                                                "parts": "10", "without per-sample": "–"}]
+    for larger in (False, True):
+        results = tmp_path / f"larger-{larger}"
+        _default_fig2(results, larger)
+        monkeypatch.setenv("RANKCOLLAPSE_RESULTS_DIR", str(results))
+        (row,) = cli_listing.shown_table("fig2")
+        assert row["scale"] == ("128 × 32" if larger else f"{defaults['n_samples']} × {defaults['n_tokens']}")
+        shown = registry.largest_stored(cli_listing.stored_parts("fig2", defaults), ResultStore(results))
+        lacking = [part for part, r in shown.items() if not r.table_path.with_suffix("").with_suffix(
+            ".samples.npz").is_file()]
+        assert row["without per-sample"] == (", ".join(lacking) or "none")
 
 
 def test_compute_says_the_result_was_already_stored(tmp_path, monkeypatch, capsys):

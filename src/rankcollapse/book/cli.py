@@ -199,6 +199,9 @@ def _listing(args: argparse.Namespace) -> int:
         if partial:
             print(f"\nunfinished runs (their finished units, in the store's partial/; the same command "
                   f"resumes them, also in a clone with them committed):\n{cli_listing.format_table(partial)}")
+        if shown := cli_listing.shown_table(args.page):
+            print(f"\nwhat each page shows at its defaults (the largest scale stored for every part):\n"
+                  f"{cli_listing.format_table(shown)}")
         stored = [r for r in rows if not r["status"].startswith("partial ")]  # not unfinished runs' rows
         damaged = sum(r["status"] != "verified" for r in stored)
         if damaged:  # exit 2, as everywhere a stored result is damaged

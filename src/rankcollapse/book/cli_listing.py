@@ -1,7 +1,7 @@
 """What ``rankcollapse`` lists: the pages (``rankcollapse pages``), one page's parameters with their defaults,
-types and ranges (``rankcollapse pages PAGE``), the results store and its unfinished runs (``rankcollapse
-results``), and where a run's results went (the closing lines of ``rankcollapse run`` and ``rankcollapse
-compute``).
+types and ranges (``rankcollapse pages PAGE``), the results store, its unfinished runs and what each page
+shows at its defaults (``rankcollapse results``), and where a run's results went (the closing lines of
+``rankcollapse run`` and ``rankcollapse compute``).
 
 A parameter's range is the one its page checks: the page's configuration is asked with a value out of every
 range (:func:`parameter_range`), and the words of its one-line refusal are shown, so the listing can never
@@ -171,6 +171,37 @@ def results_table(page: str | None = None) -> list[dict[str, str]]:
         record = {"parameters": run["parameters"], "git_commit": run["commit"]}
         rows.append({"page": run["page"], "key": run["key"], **{c: _cell(record, c) for c in _COLUMNS[2:-1]},
                      "status": f"partial {run['done']}/{run['units'] or '?'} units, {_status(run)}"})
+    return rows
+
+
+def shown_table(page: str | None = None) -> list[dict[str, str]]:
+    """One row per experiment page (``page``, or every one): what the page shows at its parameters cell's
+    defaults, found as the book finds it (:func:`rankcollapse.book.registry.largest_stored`: the largest
+    scale stored for every part) without computing anything: its scale (samples × tokens), model and dtype,
+    its number of parts and those of them stored without per-sample values (an effect read from them has no
+    interval); scale ``–`` where a part at the defaults is not stored (the page computes it when built),
+    ``damaged`` where one is damaged (:func:`results_table` says why)."""
+    from rankcollapse.book import registry, runner
+    from rankcollapse.book.shown import anchor
+    from rankcollapse.experiments.store import DamagedResultError
+
+    rows = []
+    for name in [n for n in registry.EXPERIMENT_PAGES if page in (None, n)]:
+        defaults = runner.page_parameters(registry.page(name).path(repo_root()))
+        row = {"page": name, "scale": "–", "model": "–", "dtype": "–",
+               "parts": str(len(registry.runs_at(name, defaults))), "without per-sample": "–"}
+        try:
+            found = stored_parts(name, defaults)
+        except DamagedResultError:
+            found = {}
+            row["scale"] = "damaged"
+        if found and all(r is not None for r in found.values()):
+            shown = registry.largest_stored(found, _store()) if defaults.get("show_largest_stored") else found
+            p = anchor(shown).provenance["parameters"]
+            lacking = [part for part, r in shown.items() if r.samples is None]
+            row.update(scale=f"{p['n_samples']} × {p['n_tokens']}", model=str(p["model"]),
+                       dtype=str(p["dtype"]), **{"without per-sample": ", ".join(lacking) or "none"})
+        rows.append(row)
     return rows
 
 
