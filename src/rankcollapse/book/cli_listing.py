@@ -180,11 +180,17 @@ def shown_table(page: str | None = None) -> list[dict[str, str]]:
     scale stored for every part) without computing anything: its scale (samples × tokens), model and dtype,
     its number of parts and those of them stored without per-sample values (an effect read from them has no
     interval); scale ``–`` where a part at the defaults is not stored (the page computes it when built),
-    ``damaged`` where one is damaged (:func:`results_table` says why)."""
+    ``damaged`` where one is damaged (:func:`results_table` says why). No rows outside a book (a store listed
+    with ``RANKCOLLAPSE_RESULTS_DIR`` from anywhere): the pages' defaults are in their parameters cells."""
     from rankcollapse.book import registry, runner
     from rankcollapse.book.shown import anchor
+    from rankcollapse.experiments.provenance import NoBookError
     from rankcollapse.experiments.store import DamagedResultError
 
+    try:
+        repo_root()
+    except NoBookError:
+        return []
     rows = []
     for name in [n for n in registry.EXPERIMENT_PAGES if page in (None, n)]:
         defaults = runner.page_parameters(registry.page(name).path(repo_root()))
