@@ -188,21 +188,21 @@ def shown_table(page: str | None = None) -> list[dict[str, str]]:
     from rankcollapse.experiments.store import DamagedResultError
 
     try:
-        repo_root()
+        root = repo_root()
     except NoBookError:
         return []
-    rows = []
+    store, rows = _store(), []
     for name in [n for n in registry.EXPERIMENT_PAGES if page in (None, n)]:
-        defaults = runner.page_parameters(registry.page(name).path(repo_root()))
-        row = {"page": name, "scale": "–", "model": "–", "dtype": "–",
-               "parts": str(len(registry.runs_at(name, defaults))), "without per-sample": "–"}
+        defaults = runner.page_parameters(registry.page(name).path(root))
+        row = {"page": name, "scale": "–", "model": "–", "dtype": "–", "parts": "", "without per-sample": "–"}
         try:
-            found = stored_parts(name, defaults)
+            found = stored_parts(name, defaults)  # every part, None where not stored
+            row["parts"] = str(len(found))
         except DamagedResultError:
             found = {}
-            row["scale"] = "damaged"
+            row.update(scale="damaged", parts=str(len(registry.runs_at(name, defaults))))
         if found and all(r is not None for r in found.values()):
-            shown = registry.largest_stored(found, _store()) if defaults.get("show_largest_stored") else found
+            shown = registry.largest_stored(found, store) if defaults.get("show_largest_stored") else found
             p = anchor(shown).provenance["parameters"]
             lacking = [part for part, r in shown.items() if r.samples is None]
             row.update(scale=f"{p['n_samples']} × {p['n_tokens']}", model=str(p["model"]),
