@@ -318,6 +318,16 @@ def test_tables_stored_with_17_digits_are_compacted_in_place_and_verify(tmp_path
     assert store.load("fig3", {"n": 1}).provenance == today.provenance
 
 
+def test_a_column_of_numbers_held_as_objects_is_stored_as_it_is_read_back(tmp_path):
+    store = ResultStore(tmp_path)
+    table = _table(0.5).assign(window=pd.Series([4.0, None], dtype=object))  # as a label column is built
+    stored = store.save("fig2", {"n": 1}, table, {})
+    text = gzip.decompress(stored.table_path.read_bytes()).decode()
+    assert text.splitlines()[1].endswith(",4") and "4.0" not in text
+    assert table_text(store.load("fig2", {"n": 1}).table) == text.encode()
+    assert compact_tables(store) == []  # nothing for the upgrade to rewrite
+
+
 def test_upgrade_refuses_a_plain_table_that_is_not_the_recorded_one(tmp_path):
     store = ResultStore(tmp_path)
     stored = store.save("fig2", {"n": 1}, _table(1.0), {})

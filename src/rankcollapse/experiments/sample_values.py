@@ -170,8 +170,7 @@ def derives_ratio(values: dict[str, np.ndarray]) -> bool:
     1, sample]."""
     if "relative_mu" not in values:
         return True
-    with np.errstate(invalid="ignore", divide="ignore"):
-        derived = with_ratio({"mu": values["mu"], "norm": values["norm"]})["relative_mu"]
+    derived = with_ratio({"mu": values["mu"], "norm": values["norm"]})["relative_mu"]
     return bool(np.array_equal(np.isfinite(derived), np.isfinite(values["relative_mu"])))
 
 

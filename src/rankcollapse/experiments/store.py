@@ -164,8 +164,9 @@ TABLE_DIGITS = 9
 
 def table_text(table: pd.DataFrame) -> bytes:
     """The CSV bytes of a table as stored (floats at :data:`TABLE_DIGITS` significant digits; reading them
-    back and writing again gives the same bytes)."""
-    return table.to_csv(index=False, float_format=f"%.{TABLE_DIGITS}g").encode()
+    back and writing again gives the same bytes). A column of numbers held as objects (a label column built
+    with ``None`` in it) is written as the numbers it holds, as it is read back: "4", not ``str``'s "4.0"."""
+    return table.infer_objects().to_csv(index=False, float_format=f"%.{TABLE_DIGITS}g").encode()
 
 
 def pack_table(data: bytes) -> bytes:
