@@ -5,6 +5,7 @@ import io
 import sys
 from pathlib import Path
 
+import pytest
 from pypdf import PdfReader, PdfWriter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +52,15 @@ def test_bookmarks_nest_the_root_page_then_parts_pages_and_sections():
 def test_chapter_pages_count_from_one():
     assert bookpdf.chapter_pages(_pdf({"document-book/setup": 2, "fig-x": 0})) == {
         "document-book/setup": 3, "fig-x": 1}
+
+
+def test_a_heading_that_moves_by_a_page_prints_no_number_and_more_is_refused():
+    numbered = {"document-book/setup": 3, "sec-a": 302, "sec-b": 40}
+    assert bookpdf.unsettled(numbered, {"document-book/setup": 3, "sec-a": 303, "sec-b": 40}) == ["sec-a"]
+    assert bookpdf.unsettled({**numbered, "sec-a": ""}, {"document-book/setup": 3, "sec-a": 302,
+                                                         "sec-b": 40}) == []
+    with pytest.raises(RuntimeError, match="did not settle.*1 entries moved \\(sec-b\\)"):
+        bookpdf.unsettled(numbered, {"document-book/setup": 3, "sec-a": 302, "sec-b": 42})  # two pages
+    shifted = {name: 100 + i for i, name in enumerate("abcd")}
+    with pytest.raises(RuntimeError, match="4 entries moved"):
+        bookpdf.unsettled(shifted, {name: page + 1 for name, page in shifted.items()})
