@@ -292,12 +292,14 @@ def print_pdf(folder: Path, target: Path, timeout_ms: int = 120_000) -> dict[str
         page.route(NOT_LOCAL, lambda route: route.abort())
         counts = _load(page, url, root_doc, timeout_ms)
         pdf, numbers, printings = page.pdf(**options), None, 1
-        while printings < MAX_PRINTINGS and chapter_pages(pdf) != numbers:
-            numbers = chapter_pages(pdf)
+        printed = chapter_pages(pdf)  # read once per printing: a 380-page PDF takes seconds to parse
+        while printings < MAX_PRINTINGS and printed != numbers:
+            numbers = printed
             page.evaluate(NUMBER_CONTENTS_JS, numbers)
             pdf, printings = page.pdf(**options), printings + 1
-        if chapter_pages(pdf) != numbers:  # a few headings on a page break: they print no number
-            numbers = {**numbers, **dict.fromkeys(unsettled(numbers, chapter_pages(pdf)), "")}
+            printed = chapter_pages(pdf)
+        if printed != numbers:  # a few headings on a page break: they print no number
+            numbers = {**numbers, **dict.fromkeys(unsettled(numbers, printed), "")}
             page.evaluate(NUMBER_CONTENTS_JS, numbers)
             pdf, printings = page.pdf(**options), printings + 1
             if unsettled(numbers, chapter_pages(pdf)):
