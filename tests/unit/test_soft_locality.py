@@ -151,7 +151,8 @@ def test_the_page_runs_each_slope_beside_the_hard_masks_and_the_matched_windows_
 def test_the_stored_page_sets_each_measured_factor_beside_the_decays_own_linear_case():
     """At the page's defaults (stored): the table's |λ₂| are the decay's (an eigen-solve of its attention),
     its windows the matched ones; each measured factor with an interval agrees with the linear case over the
-    same layers (the prediction claim) and the claims name the theory's setting and its weight seeds."""
+    same layers (the prediction claim: its interval covers the prediction, or their logs agree within half)
+    and the claims name the theory's setting and its weight seeds."""
     from rankcollapse.book import registry
     from rankcollapse.book.pages import soft_locality as page
     from rankcollapse.book.runner import page_parameters, repo_root
@@ -170,4 +171,5 @@ def test_the_stored_page_sets_each_measured_factor_beside_the_decays_own_linear_
             else math.isnan(row.window)  # no causal window matches a decay
         if row.low == row.low:  # a fitted factor with its interval
             assert row.low <= row.factor <= row.high
-            assert abs(math.log(row.factor) / math.log(row.predicted) - 1) < 0.5
+            assert row.low <= row.predicted <= row.high \
+                or abs(math.log(row.factor) / math.log(row.predicted) - 1) < 0.5
