@@ -17,26 +17,29 @@ EPS = np.finfo(np.float64).eps
 LAYERS = np.arange(13)
 
 
-def _result(curves: dict[str, np.ndarray]) -> tuple[pd.DataFrame, SampleValues]:
+def _result(curves: dict[str, np.ndarray],
+            scale: np.ndarray | None = None) -> tuple[pd.DataFrame, SampleValues]:
     """A tidy table (medians per layer, computed here with numpy) and the SampleValues of the same curves.
 
-    Shapes: each curve [layer + 1, sample] of μ/‖X‖_F; the norm is 1, so μ = μ/‖X‖_F.
+    Shapes: each curve [layer + 1, sample] of μ; ``scale`` [layer + 1, sample] the norm of every curve
+    (default 1, so μ = μ/‖X‖_F).
     """
     rows, labels = [], []
+    scale = np.ones_like(next(iter(curves.values()))) if scale is None else scale
     for norm, curve in curves.items():
         label = {"weights": "initialized", "variant": "SAN", "mask": "causal", "window": None,
                  "temperature": None, "norm": norm, "skip": False}
         labels.append(label)
-        for metric, values in (("relative_mu", curve), ("relative_floor", np.full_like(curve, EPS)),
-                               ("mu", curve), ("norm", np.ones_like(curve)),
-                               ("floor", np.full_like(curve, EPS))):
+        for metric, values in (("relative_mu", curve / scale), ("relative_floor", np.full_like(curve, EPS)),
+                               ("mu", curve), ("norm", scale), ("floor", np.full_like(curve, EPS))):
             for layer in LAYERS:
                 median = float(np.median(values[layer]))
                 rows.append({**label, "layer": int(layer), "metric": metric, "mean": median, "median": median,
                              "q10": median, "q90": median, "n_samples": curve.shape[1]})
+    stacked = np.stack(list(curves.values()))  # [curve, layer + 1, sample]
     samples = SampleValues(pd.DataFrame(labels, columns=list(CURVE_COLUMNS)),
-                           {**{m: np.stack(list(curves.values())) for m in ("relative_mu", "mu")},
-                            "norm": np.ones((len(curves), *next(iter(curves.values())).shape))})
+                           {"relative_mu": stacked / scale, "mu": stacked,
+                            "norm": np.broadcast_to(scale, stacked.shape).copy()})
     return pd.DataFrame(rows), samples
 
 
@@ -99,6 +102,27 @@ def test_without_samples_the_effect_has_no_interval_and_says_so():
     assert "[" not in effect.text and effects.NO_INTERVAL in effect.words  # the legend says it once
     cell = claims.effect_cell("causal", effect, +1)
     assert claims.effect_claim("c", "s", "m", [cell]).verdict == "holds"
+
+
+def test_the_change_over_depth_is_the_last_layer_over_the_embeddings_paired_with_its_scale():
+    """σ_min over ‖X‖_F where every sample's norm is its σ_min times e^(0.05 layer): the scale-free change is
+    e^(-0.6) in every resample (paired), while σ_min's own change varies; the metric missing from the stored
+    samples gives no interval, a curve in the floor band no number."""
+    sigma = _noisy(0.1)
+    table, samples = _result({"none": sigma}, scale=sigma * np.exp(0.05 * LAYERS)[:, None])
+    curve, norm = (effects.side(table, samples, "σ_min", metric=m, norm="none") for m in ("mu", "norm"))
+    plain = effects.depth_change(curve, "σ_min")
+    assert plain.estimate == pytest.approx(np.median(sigma[-1]) / np.median(sigma[0]), rel=1e-12)
+    assert plain.low < plain.estimate < plain.high and plain.high / plain.low > 1.1
+    free = effects.depth_change(curve, "σ_min / ‖X‖_F", norm)
+    assert (free.estimate, free.low, free.high) == pytest.approx((math.exp(-0.6),) * 3, rel=1e-9)
+    assert free.name == "σ_min / ‖X‖_F, last layer over the embeddings"
+    bare = SampleValues(samples.labels, {"norm": samples.values["norm"]})  # no per-sample μ
+    unpaired = effects.side(table, bare, "σ_min", metric="mu", norm="none")
+    assert effects.depth_change(unpaired, "σ_min").low is None
+    table, samples = _result({"none": np.full((13, 20), 2 * EPS)})
+    on_floor = effects.depth_change(effects.side(table, samples, "flat", metric="mu", norm="none"), "μ")
+    assert math.isnan(on_floor.estimate) and "flat on the rounding floor" in on_floor.reason
 
 
 def test_a_curve_on_the_floor_gives_no_effect_to_tell():

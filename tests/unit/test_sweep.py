@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -83,6 +84,34 @@ def test_two_gloo_ranks_store_the_single_process_result(tmp_path, monkeypatch):
     assert set(table["variant"]) == {"SAN", "full transformer"}
     pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-12, atol=1e-12)
     assert not (tmp_path / "dist" / "partial").exists()
+
+
+def test_the_full_transformers_geometry_is_kept_per_sample_and_gives_fig4_its_intervals(tmp_path):
+    """fig4 (geometry with the full transformer): σ_min and mean |cos| are kept per sample for the two
+    full-transformer curves only (NaN for the SAN curves), their medians are the table's (to the stored
+    form's 0.03 %), and the page's three comparative claims get an interval around their estimate."""
+    from rankcollapse.book.pages import fig4
+    from rankcollapse.experiments.sample_values import GEOMETRY_METRICS
+
+    result = _compute("fig4", tmp_path, **TINY_FIG4)
+    stored = ResultStore(tmp_path).verify("fig4", result.key)
+    full = (stored.samples.labels["variant"] == "full transformer").to_numpy()
+    assert full.sum() == 2
+    for metric in GEOMETRY_METRICS:
+        values = stored.samples.values[metric]  # [curve, layer + 1, sample]
+        assert np.isnan(values[~full]).all() and np.isfinite(values[full]).all()
+        for weights in ("initialized", "pretrained"):
+            rows = stored.table.query(f"metric == '{metric}' and variant == 'full transformer' "
+                                      f"and weights == '{weights}'").sort_values("layer")
+            curve = stored.samples.curve(metric, weights=weights, variant="full transformer")
+            np.testing.assert_allclose(np.median(curve, axis=-1), rows["median"], rtol=3e-4)
+    changes = fig4.claims(stored)[1:]
+    assert len(changes) == 3
+    for row in changes:
+        text = row.cells[0].words
+        low, high = (float(x) for x in text.rpartition("[")[2].rstrip("])").split(", "))
+        estimate = float(row.cells[0].text.removeprefix("×").split(" ")[0])
+        assert low <= estimate <= high, text
 
 
 @pytest.mark.slow

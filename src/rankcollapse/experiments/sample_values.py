@@ -31,6 +31,10 @@ logs stored before: 2.4-2.9); the groups as int32; its SHA-256 in the result's r
 load like the table's. Files written before hold all three metrics: as quantized logs (``"log16"``, to
 2026-12-07), logs as float32 (``"log"``) or the values as float32 (no ``encoding`` entry); all read the same.
 
+A sweep that computes the token geometry (Fig. 4: ``geometry``) with the full transformer also keeps
+:data:`GEOMETRY_METRICS` (σ_min and mean |cos|) per sample, encoded alike, for its full-transformer curves
+only (what Fig. 4's claims read; NaN for the SAN curves, which then cost a few bytes).
+
 Used by: the results store (written beside a result, hashed like its table), the verdicts' effect sizes.
 """
 
@@ -48,6 +52,9 @@ import pandas as pd
 # computed on load (STORED_METRICS are always written, the ratio only where it cannot be derived)
 SAMPLE_METRICS = ("relative_mu", "mu", "norm")
 STORED_METRICS = ("mu", "norm")
+# kept per sample too, for the full-transformer curves of a sweep that computes them (NaN for other curves)
+GEOMETRY_METRICS = ("sigma_min", "mean_abs_cosine")
+FULL_TRANSFORMER = "full transformer"  # the variant label of a sweep's full-transformer curves
 CURVE_COLUMNS = ("weights", "variant", "mask", "window", "temperature", "norm", "skip")
 
 
@@ -134,18 +141,27 @@ def from_metrics(parts: list[tuple[list[dict], dict]], groups: np.ndarray | None
     """The per-sample values of a sweep from its parts' metrics, in the order of the parts and their curves.
 
     ``parts``: (labels, metrics) pairs, one dict of CURVE_COLUMNS per curve of the part and its metrics, each
-    [layer + 1, curve, sample]; parts of fewer layers are padded with NaN. Only SAMPLE_METRICS are kept,
-    as float64 (the store rounds them, :data:`ENCODING`, and a saved result holds them as stored).
+    [layer + 1, curve, sample]; parts of fewer layers are padded with NaN. Only SAMPLE_METRICS are kept, and
+    GEOMETRY_METRICS of the full-transformer parts that computed them (NaN for every other curve), as
+    float64 (the store rounds them, :data:`ENCODING`, and a saved result holds them as stored).
     ``groups``: each sample's article (:func:`article_groups`), or None.
     Shapes: -> values[metric] [curve, layer + 1, sample].
     """
     depth = max(next(iter(m.values())).shape[0] for _, m in parts)
-    labels, values = [], {name: [] for name in SAMPLE_METRICS}
+
+    def full(part_labels: list[dict], metrics: dict) -> bool:  # a full-transformer part with its geometry
+        return (all(row.get("variant") == FULL_TRANSFORMER for row in part_labels)
+                and set(GEOMETRY_METRICS) <= metrics.keys())
+
+    names = SAMPLE_METRICS + (GEOMETRY_METRICS if any(full(*part) for part in parts) else ())
+    labels, values = [], {name: [] for name in names}
     for part_labels, metrics in parts:
         labels += [{c: row.get(c) for c in CURVE_COLUMNS} for row in part_labels]
-        for name in SAMPLE_METRICS:
+        for name in names:
             # [curve, layer + 1, sample]
             x = np.asarray(metrics[name].detach().cpu(), dtype=np.float64).transpose(1, 0, 2)
+            if name in GEOMETRY_METRICS and not full(part_labels, metrics):
+                x = np.full_like(x, np.nan)
             pad = np.full((x.shape[0], depth - x.shape[1], x.shape[2]), np.nan)
             values[name].append(np.concatenate([x, pad], axis=1))
     return SampleValues(pd.DataFrame(labels, columns=list(CURVE_COLUMNS)),
@@ -213,17 +229,18 @@ def decode_logs(stored: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def to_bytes(samples: SampleValues) -> bytes:
-    """The compressed ``.npz`` bytes of per-sample values: per metric of STORED_METRICS the quantized log of
-    its values (:data:`ENCODING`; entries ``<metric>``, ``<metric>.centre``, ``<metric>.step``), the groups
-    (when recorded) and the curves' labels as JSON; ``relative_mu`` is written only where mu over norm does
-    not give it (:func:`derives_ratio`)."""
+    """The compressed ``.npz`` bytes of per-sample values: per metric of STORED_METRICS (and of
+    GEOMETRY_METRICS, when held) the quantized log of its values (:data:`ENCODING`; entries ``<metric>``,
+    ``<metric>.centre``, ``<metric>.step``), the groups (when recorded) and the curves' labels as JSON;
+    ``relative_mu`` is written only where mu over norm does not give it (:func:`derives_ratio`)."""
     missing = [name for name in STORED_METRICS if name not in samples.values]
     if missing:
         raise ValueError(f"samples must hold the metrics {', '.join(STORED_METRICS)}; missing {missing}")
     buffer = io.BytesIO()
     labels = json.dumps(samples.labels.astype(object).where(samples.labels.notna(), None).to_dict("records"))
     groups = {} if samples.groups is None else {"groups": np.asarray(samples.groups, dtype=np.int32)}
-    names = STORED_METRICS if derives_ratio(samples.values) else ("relative_mu", *STORED_METRICS)
+    names = (*(() if derives_ratio(samples.values) else ("relative_mu",)), *STORED_METRICS,
+             *(name for name in GEOMETRY_METRICS if name in samples.values))
     stored = {name + part: array for name in names
               for part, array in encode_logs(samples.values[name]).items()}
     np.savez_compressed(buffer, labels=np.array(labels), encoding=np.array(ENCODING), **groups, **stored)

@@ -19,6 +19,8 @@ the results of several weight seeds):
   ("where does an effect disappear?").
 * :func:`last_value` — the ratio of the median curves at their last layer.
 * :func:`growth` — one curve's last layer over its middle layer (no baseline: "grows over the last half").
+* :func:`depth_change` — one curve's last layer over X(0), or scale-free over another curve of the same
+  samples ("σ_min falls from the embeddings to the last layer").
 * :func:`lowest_ratio` — the smallest ratio of the two median curves over layers >= 1 ("in every layer").
 
 Interval: a **paired two-level bootstrap** (:func:`rankcollapse.core.stats.resampled_medians`): the weight
@@ -100,7 +102,7 @@ def side(results: StoredResult | Sequence[StoredResult] | pd.DataFrame, samples:
 
     The curve is the median per layer over every seed's samples (from the per-sample values; without them, the
     first table's median) with the first table's floor; the draws are the two-level bootstrap's, None when a
-    result lacks per-sample values.
+    result lacks per-sample values of ``metric``.
     """
     if isinstance(results, pd.DataFrame):
         frames, stored = [results], [samples]
@@ -117,7 +119,7 @@ def side(results: StoredResult | Sequence[StoredResult] | pd.DataFrame, samples:
     else:  # ‖X‖_F: no rounding floor to read against
         values = tables.table_curve(group, metric, "median").to_numpy()
         floor = 0 * values
-    if any(s is None for s in stored):
+    if any(s is None or metric not in s.values for s in stored):
         return Side(label, values, floor, None)
     curve_labels = {k: v for k, v in labels.items() if k in CURVE_COLUMNS}
     curves = np.stack([s.curve(metric, **curve_labels) for s in stored])  # [seed, layer + 1, sample]
@@ -285,6 +287,19 @@ def growth(curve: Side, what: str = "μ") -> Effect:
     middle = (len(curve.values) - 1) // 2
     return _effect(f"growth of {what} over the last half, {curve.label}",
                    lambda c: c[:, -1] / c[:, middle], 1, (curve,))
+
+
+def depth_change(curve: Side, what: str, scale: Side | None = None) -> Effect:
+    """The median at the last layer over the median at X(0) (layer 0); with ``scale`` (a curve of the same
+    samples, e.g. ‖X‖_F), of the curve's median over the scale's (scale-free). Cannot tell where the curve's
+    median at either end lies in its floor band.  Shapes: each Side's values [layer + 1]."""
+    name = f"{what}, last layer over the embeddings"
+    ends = [0, len(curve.values) - 1]
+    if (curve.values[ends] <= rules.DEFAULTS.floor_band * curve.floor[ends]).any():
+        return Effect(name, math.nan, None, None, f"{curve.label} on the rounding floor at an end")
+    if scale is None:
+        return _effect(name, lambda c: c[:, -1] / c[:, 0], 1, (curve,))
+    return _effect(name, lambda c, s: (c[:, -1] / s[:, -1]) / (c[:, 0] / s[:, 0]), 1, (curve, scale))
 
 
 def lowest_ratio(config: Side, baseline: Side) -> Effect:

@@ -15,9 +15,10 @@ import pandas as pd
 from rankcollapse.book.pages._common import FIG4, experiment, row_of, verdict_clause
 from rankcollapse.book.plotting.results import geometry_figure
 from rankcollapse.book.shown import Shown, prefixed, scale_note, scale_words
+from rankcollapse.experiments.store import StoredResult
 from rankcollapse.experiments.table import value
 from rankcollapse.verdicts.claims import FAILS, HOLDS, PARTLY, Cell, Claim, effect_cell, effect_claim
-from rankcollapse.verdicts.effects import Effect
+from rankcollapse.verdicts.effects import depth_change, side
 from rankcollapse.verdicts.robustness import robust
 from rankcollapse.verdicts.rules import Thresholds
 
@@ -28,7 +29,7 @@ _PART = "pretrained full transformer"  # what every claim of the caption is read
 
 def page_claims(results: dict, parameters: dict) -> dict[str, list[Claim]]:
     """The page's claims table (``fig4``), as :func:`show` shows it (no figures drawn)."""
-    return {"fig4": claims(results["main"].table)}
+    return {"fig4": claims(results["main"])}
 
 
 def show(results: dict, parameters: dict) -> Shown:
@@ -71,18 +72,17 @@ def numbers(table: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def claims(table: pd.DataFrame) -> list[Claim]:
+def claims(result: StoredResult) -> list[Claim]:
     """Fig. 4's caption on the pretrained full transformer: full rank kept (the share of samples at full
     rank, against ``thresholds.majority``), anisotropy grows (mean |cos|, last layer over the embeddings) and
-    σ_min falls, absolute and scale-free (σ_min over ‖X‖_F). Medians over samples, except the share; no
-    intervals: these metrics are not kept per sample."""
-    full = dict(weights="pretrained", variant="full transformer")
+    σ_min falls, absolute and scale-free (σ_min over ‖X‖_F). Medians over samples, except the share; the
+    intervals bootstrap the articles where the result kept σ_min and mean |cos| per sample
+    (:data:`rankcollapse.experiments.sample_values.GEOMETRY_METRICS`; runs stored before have none)."""
+    table, full = result.table, dict(weights="pretrained", variant="full transformer")
     share = table.query("metric == 'full_rank' and variant == 'full transformer' and weights == 'pretrained'")
     lowest = float(share["mean"].min())
-    at = {layer: {m: value(table, m, layer=layer, stat="median", **full)
-                  for m in ("mean_abs_cosine", "sigma_min", "norm")}
-          for layer in (0, "last")}
-    first, last = at[0], at["last"]
+    curves = {metric: side(result, label=_PART, metric=metric, **full)
+              for metric in ("mean_abs_cosine", "sigma_min", "norm")}
 
     def rank(t: Thresholds) -> Claim:
         verdict = HOLDS if lowest == 1 else PARTLY if lowest >= t.majority else FAILS
@@ -93,19 +93,21 @@ def claims(table: pd.DataFrame) -> list[Claim]:
                      f"{_PART}: lowest share of samples at full numerical rank over layers", verdict,
                      f"{100 * lowest:.1f} %", (cell,))
 
-    def change(claim: str, measured: str, name: str, before: float, after: float, direction: int) -> Claim:
-        effect = Effect(f"{name}, last layer over the embeddings ({before:.3g} → {after:.3g})",
-                        after / before, None, None)
+    def change(claim: str, measured: str, name: str, metric: str, direction: int,
+               scale: bool = False) -> Claim:
+        values = curves[metric].values / (curves["norm"].values if scale else 1)  # [layer + 1]
+        effect = depth_change(curves[metric], f"{name} ({values[0]:.3g} → {values[-1]:.3g})",
+                              curves["norm"] if scale else None)
         return robust(lambda t: effect_claim(claim, "the paper: Fig. 4", f"{_PART}: {measured}",
                                              [effect_cell(_PART, effect, direction, t)]))
 
     return [
         robust(rank),
         change("... but become anisotropic", "median mean pairwise |cos|, embeddings → last layer",
-               "mean |cos|", first["mean_abs_cosine"], last["mean_abs_cosine"], +1),
+               "mean |cos|", "mean_abs_cosine", +1),
         change("The smallest singular value falls", "median σ_min, embeddings → last layer", "σ_min",
-               first["sigma_min"], last["sigma_min"], -1),
+               "sigma_min", -1),
         change("The smallest singular value falls (scale-free)",
-               "median σ_min over median ‖X‖_F, embeddings → last layer", "σ_min / ‖X‖_F",
-               first["sigma_min"] / first["norm"], last["sigma_min"] / last["norm"], -1),
+               "median σ_min over median ‖X‖_F, embeddings → last layer", "σ_min / ‖X‖_F", "sigma_min", -1,
+               scale=True),
     ]
