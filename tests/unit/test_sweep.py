@@ -239,6 +239,18 @@ def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameter
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{plan[0].name}.pt"]  # atomic: no temporary left
 
 
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_the_ranks_share_every_unit_once_and_the_costly_san_units_evenly(world):
+    """Fig. 4's plan (SAN and full-transformer units of two weight sources, 12 blocks): every unit on exactly
+    one rank, and each rank's SAN units of each weight source within one of an even share."""
+    plan = sweep.units(ExperimentConfig(n_samples=24, full_transformer=True), 2)
+    shards = [sweep.shard(plan, rank, world) for rank in range(world)]
+    assert sorted(u.name for s in shards for u in s) == sorted(u.name for u in plan)
+    for weights in ("initialized", "pretrained"):
+        counts = [sum(not u.full and u.weights == weights for u in s) for s in shards]
+        assert max(counts) - min(counts) <= 1, counts
+
+
 @pytest.mark.parametrize("variable, value, words", [
     (sweep.BLOCK_ENV, "0", "RANKCOLLAPSE_BLOCK_SAMPLES must be an integer >= 1, got '0'"),
     (plan.BUDGET_ENV, "lots", "RANKCOLLAPSE_MEMORY_BUDGET must be a number of bytes >= 1, got 'lots'"),

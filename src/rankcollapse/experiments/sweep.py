@@ -102,6 +102,24 @@ def units(config: ExperimentConfig, block: int) -> list[Unit]:
             for start in range(0, config.n_samples, block) for kind in config.weights for full in parts]
 
 
+def shard(plan_units: list[Unit], rank: int, world: int) -> list[Unit]:
+    """The units rank ``rank`` of ``world`` computes: the j-th unit of block b (in plan order) goes to rank
+    (b + j) mod world, so the costly SAN units and the cheap full-transformer ones rotate over the ranks block
+    by block. (Dealt ``plan_units[rank::world]``, a block's units — initialized SAN, initialized full,
+    pretrained SAN, pretrained full — gave two ranks every SAN unit: Fig. 4 at 3000 samples on 2 ranks, one
+    rank idle after half an hour, the other busy for two hours.)
+
+    >>> plan = units(ExperimentConfig(n_samples=4, full_transformer=True), 2)
+    >>> [u.name for u in shard(plan, 0, 2)]
+    ['initialized-san-0-2', 'pretrained-san-0-2', 'initialized-full-2-4', 'pretrained-full-2-4']
+    """
+    blocks: dict[int, list[Unit]] = {}
+    for unit in plan_units:
+        blocks.setdefault(unit.start, []).append(unit)
+    return [unit for b, block in enumerate(blocks.values()) for j, unit in enumerate(block)
+            if (b + j) % world == rank]
+
+
 @dataclass(frozen=True, eq=False)
 class Inputs:
     """What a sweep takes instead of loading its model and drawing its text (a device bundle,
@@ -245,7 +263,7 @@ def compute(config: ExperimentConfig, *, label: str = "sweep", partial: Path | N
                                          "folder": None if partial is None else partial.name,
                                          "model": model_identity(config.model)},
                               run and {**run, "parameters": parameters, "units": len(plan_units)})
-    mine = plan_units[rank::world]
+    mine = shard(plan_units, rank, world)
     resumed = {u.name: found for u in mine if (found := checkpoints.load(u)) is not None}
     computed = {name: metrics for name, (metrics, _) in resumed.items()}
     seconds = {name: s for name, (_, s) in resumed.items()}  # unit -> compute seconds, across sessions
