@@ -239,6 +239,20 @@ def test_units_cover_every_sample_once_and_checkpoints_belong_to_their_parameter
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{plan[0].name}.pt"]  # atomic: no temporary left
 
 
+def test_a_rank_that_finished_waits_at_the_gather_longer_than_the_default_half_hour(monkeypatch):
+    """The process group is joined with GATHER_TIMEOUT (days), not torch's 30 minutes: an idle rank of an
+    unevenly split run is not ended while the others still compute."""
+    import datetime
+
+    joined = {}
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(ranks.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(ranks.dist, "init_process_group", lambda **kwargs: joined.update(kwargs))
+    assert ranks.init_distributed("cpu")
+    assert joined == {"backend": "gloo", "timeout": ranks.GATHER_TIMEOUT}
+    assert ranks.GATHER_TIMEOUT >= datetime.timedelta(days=1)
+
+
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 def test_the_ranks_share_every_unit_once_and_the_costly_san_units_evenly(world):
     """Fig. 4's plan (SAN and full-transformer units of two weight sources, 12 blocks): every unit on exactly

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import datetime
 import os
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,10 @@ import torch.distributed as dist
 
 PROGRESS_ENV = "RANKCOLLAPSE_PROGRESS"  # 1: print the plan and a progress bar; 0: never
 _PROGRESS: contextvars.ContextVar[bool | None] = contextvars.ContextVar("rankcollapse_progress", default=None)
+# how long a rank that finished its units waits at the gather for the slowest: the process group's default
+# (30 min) ended Fig. 4's 3000-sample run on the CPU when one rank's units outlasted another's by that much;
+# a rank that fails still ends the run at once (torchrun stops the others)
+GATHER_TIMEOUT = datetime.timedelta(days=2)
 
 
 def reporting() -> bool:
@@ -51,13 +56,14 @@ def rank_and_world() -> tuple[int, int]:
 
 def init_distributed(device: str) -> bool:
     """Join the process group torchrun describes (``WORLD_SIZE`` > 1 in the environment): NCCL and
-    ``cuda:LOCAL_RANK`` for a CUDA device, gloo on CPU. Returns whether a group was started here."""
+    ``cuda:LOCAL_RANK`` for a CUDA device, gloo on CPU; its collectives wait up to :data:`GATHER_TIMEOUT`.
+    Returns whether a group was started here."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
         return False
     cuda = device.split(":")[0] == "cuda"
     if cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend="nccl" if cuda else "gloo")
+    dist.init_process_group(backend="nccl" if cuda else "gloo", timeout=GATHER_TIMEOUT)
     return True
 
 
