@@ -253,10 +253,10 @@ def test_the_repository_leaves_room_for_a_device_bundle():
     MB) and the packed units of Fig. 4's unfinished 3000-sample run (114 of 188 units, 9.1 MB; replaced by its
     result, about 3 MB, once it completes) took it to 54.3 MiB (2026-12-07): the budget is 56 MiB, the bundle
     keeps 8 MiB a call. Fig. 4's result replacing its units, the skip page's seeds at 16 samples and Gemma-3
-    at 256 samples, less the 13 smaller runs they supersede, left it at 49.9 MiB (2026-12-07); the soft-locality
-    parts at 16 samples per weight seed (2.6 MB) and Fig. 4's σ_min and mean |cos| per sample (0.3 MB) took it to
-    52.7 MiB (2026-12-08): the budget is 54 MiB, the bundle keeps 10 MiB a call. Over it, store fewer layers of the deep runs, or prune what
-    results/ stores before committing more."""
+    at 256 samples, less the 13 smaller runs they supersede, left it at 49.9 MiB (2026-12-07); the
+    soft-locality parts at 16 samples per weight seed (2.6 MB) and Fig. 4's σ_min and mean |cos| per sample
+    (0.3 MB) took it to 52.7 MiB (2026-12-08): the budget is 54 MiB, the bundle keeps 10 MiB a call. Over it,
+    store fewer layers of the deep runs, or prune what results/ stores before committing more."""
     from rankcollapse.book import cli_bundle
 
     root = Path(__file__).resolve().parents[2]
