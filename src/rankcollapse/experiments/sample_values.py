@@ -159,9 +159,10 @@ def from_metrics(parts: list[tuple[list[dict], dict]], groups: np.ndarray | None
         labels += [{c: row.get(c) for c in CURVE_COLUMNS} for row in part_labels]
         for name in names:
             # [curve, layer + 1, sample]
-            x = np.asarray(metrics[name].detach().cpu(), dtype=np.float64).transpose(1, 0, 2)
-            if name in GEOMETRY_METRICS and not full(part_labels, metrics):
-                x = np.full_like(x, np.nan)
+            if name in GEOMETRY_METRICS and not full(part_labels, metrics):  # not kept: NaN, not converted
+                x = np.full(np.asarray(metrics["mu"].shape)[[1, 0, 2]], np.nan)
+            else:
+                x = np.asarray(metrics[name].detach().cpu(), dtype=np.float64).transpose(1, 0, 2)
             pad = np.full((x.shape[0], depth - x.shape[1], x.shape[2]), np.nan)
             values[name].append(np.concatenate([x, pad], axis=1))
     return SampleValues(pd.DataFrame(labels, columns=list(CURVE_COLUMNS)),

@@ -65,7 +65,8 @@ from rankcollapse.experiments.provenance import compute_sha256, provenance_recor
 from rankcollapse.experiments.plan import env_int, make_plan, memory_budget
 from rankcollapse.experiments.checkpoints import (Checkpoints, Unit, other_block, partial_folder, superseded,
                                                   warn_orphans)
-from rankcollapse.experiments.sample_values import SampleValues, article_groups, from_metrics
+from rankcollapse.experiments.sample_values import (FULL_TRANSFORMER, SampleValues, article_groups,
+                                                    from_metrics)
 from rankcollapse.experiments.ranks import broadcast, gather, rank_and_world, reporting
 from rankcollapse.experiments.store import ResultStore, StoredResult
 
@@ -208,7 +209,7 @@ class _Work:
             full = extract.full_transformer_metrics(self.reference(unit.weights), ids)  # [layer + 1, sample]
             metrics = {k: v[:c.n_layers + 1, None].cpu() for k, v in full.items()
                        if self.names is None or k in self.names}
-            check_finite(metrics, [{"weights": unit.weights, "variant": "full transformer"}], c.dtype)
+            check_finite(metrics, [{"weights": unit.weights, "variant": FULL_TRANSFORMER}], c.dtype)
             return metrics
         result = run_san(self.x0(unit.start, unit.stop), self.layers(unit.weights), self.configs,
                          dtype=rc_metrics.DTYPES[c.dtype], device=c.device, metric_names=self.names,
@@ -226,7 +227,7 @@ class _Work:
         for kind in c.weights:
             parts = [(False, config_labels(self.configs, kind))]
             if c.full_transformer:
-                parts.append((True, [{"weights": kind, "variant": "full transformer", "mask": "model",
+                parts.append((True, [{"weights": kind, "variant": FULL_TRANSFORMER, "mask": "model",
                                       "window": None, "temperature": None, "norm": "model", "skip": True}]))
             for full, labels in parts:
                 pieces = [computed[Unit(kind, full, *b).name] for b in blocks]
